@@ -1,0 +1,198 @@
+"""Step 4A · MLA-style attention over [window ‖ compressed], with an attention sink and grouped O-LoRA.
+
+  qr = q_norm(wq_a(x));  q = RoPE(wq_b(qr))                         [B, S, H, Dh]
+  kv = FP8QDQ(RoPE(kv_norm(wkv(x))))                                [B, S, Dh]  one latent: K = V (MQA)
+  o  = Σ_t softmax_t(q·k_t/√Dh ; sink_h) · k_t  over the window and the selected compressed entries
+  o  = RoPE⁻¹(o) at the query position;  y = wo_b(concat_g(wo_a[g] · o_g))   (block-diagonal wo_a)
+The sink is one learned logit per head that joins the softmax denominator (it can soak up attention).
+Layers with ratio > 0 also read the latest KV source's compressed latents, at the positions the
+latest index source picked; KV sources compress here (3B) and index sources pick here (3C).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .compressor import Compressor
+from .config import ModelConfig
+from .linear import Linear
+from .indexer import Indexer, visible_counts, window_mask
+from .norm import RMSNorm
+from .quant import fp4_qdq, fp8_qdq
+from .rope import apply_rope, rope_angles, rope_inv_freq
+
+
+@dataclass
+class SharedAttention:
+    """Hand-offs between the layers of one forward (the reference keeps these in a process global).
+
+    Sources write, later layers read: the latest KV source's latents and index keys, the latest
+    index source's picks, the candidate source's pool.
+    """
+
+    compress_kv: torch.Tensor | None = None  # [B, T, Dh] committed + new latents of the latest KV source
+    index_k: torch.Tensor | None = None  # [B, T, Di]
+    topk_idxs: torch.Tensor | None = None  # [B, S, k] compressed positions per query, −1 = none
+    candidates: torch.Tensor | None = None  # [B, S, T] bool
+    owner: dict = field(default_factory=dict)  # slot → layer that wrote it (for the 3B/3C views)
+
+
+def sparse_attention(q: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor, sink: torch.Tensor, scale: float):
+    """q [B, S, H, Dh], kv [B, T, Dh], mask [B, S, T] → o [B, S, H, Dh], probs [B, S, H, T], sink share [B, S, H]."""
+    hp = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scores = torch.einsum("bshd,btd->bsht", q.to(hp), kv.to(hp)) * scale  # [B, S, H, T]
+    scores = scores.masked_fill(~mask[:, :, None, :], float("-inf"))
+    sink_col = sink.to(hp)[None, None, :, None].expand(*scores.shape[:3], 1)  # unscaled sink logit
+    probs = torch.cat([scores, sink_col], dim=-1).softmax(dim=-1)  # [B, S, H, T + 1]
+    o = torch.einsum("bsht,btd->bshd", probs[..., :-1], kv.to(hp))
+    return o.to(q.dtype), probs[..., :-1], probs[..., -1]
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int):
+        super().__init__()
+        dt, hp = cfg.torch_dtype, hp_dtype(cfg)
+        self.layer_id, self.cfg = layer_id, cfg
+        self.n_heads, self.head_dim, self.rope_dim = cfg.n_heads, cfg.head_dim, cfg.rope_head_dim
+        self.groups, self.o_rank, self.window = cfg.o_groups, cfg.o_lora_rank, cfg.window_size
+        self.ratio = cfg.compress_ratios[layer_id]
+        backbone = layer_id < cfg.n_layers
+        self.is_kv_source = backbone and layer_id in cfg.kv_source_layers
+        self.is_index_source = backbone and layer_id in cfg.index_source_layers
+        self.is_candidate_source = backbone and layer_id == cfg.candidate_source_layer
+        self.uses_candidates = self.is_index_source and 0 <= cfg.candidate_source_layer < layer_id
+
+        self.wq_a = Linear(cfg.dim, cfg.q_lora_rank, bias=False, dtype=dt)  # [Rq, D]
+        self.q_norm = RMSNorm(cfg.q_lora_rank, cfg.norm_eps, dt)
+        self.wq_b = Linear(cfg.q_lora_rank, cfg.n_heads * cfg.head_dim, bias=False, dtype=dt)  # [H·Dh, Rq]
+        self.wkv = Linear(cfg.dim, cfg.head_dim, bias=False, dtype=dt)  # [Dh, D]
+        self.kv_norm = RMSNorm(cfg.head_dim, cfg.norm_eps, dt)
+        per_group = cfg.n_heads * cfg.head_dim // cfg.o_groups
+        self.wo_a = Linear(per_group, cfg.o_groups * cfg.o_lora_rank, bias=False, dtype=dt)  # [G·R, H·Dh/G]
+        self.wo_b = Linear(cfg.o_groups * cfg.o_lora_rank, cfg.dim, bias=False, dtype=dt)  # [D, G·R]
+        self.attn_sink = nn.Parameter(torch.zeros(cfg.n_heads, dtype=hp))  # [H]
+        self.compressor = (Compressor(cfg.dim, cfg.head_dim, self.ratio, cfg.norm_eps, dt, hp)
+                           if self.is_kv_source else None)
+        self.indexer = (Indexer(cfg.dim, cfg.q_lora_rank, cfg.head_dim, cfg.index_n_heads, cfg.index_head_dim,
+                                cfg.index_topk, self.is_kv_source, cfg.norm_eps, cfg.kv_quant, dt)
+                        if self.is_index_source else None)
+        # ratio-0 layers: θ = 10000, no YaRN; ratio > 0: compress θ with YaRN for *all* their RoPE
+        if self.ratio:
+            inv = rope_inv_freq(cfg.rope_head_dim, cfg.compress_rope_theta, True, cfg.rope_factor,
+                                cfg.original_seq_len, cfg.beta_fast, cfg.beta_slow)
+        else:
+            inv = rope_inv_freq(cfg.rope_head_dim, cfg.rope_theta, False)
+        self.register_buffer("inv_freq", inv, persistent=False)  # [r/2]
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, shared: SharedAttention, cache, pending,
+                rec=None) -> torch.Tensor:
+        """x [B, S, D] (normed attention input), positions [S] absolute → [B, S, D]."""
+        B, S, _ = x.shape
+        cfg = self.cfg
+        angles = rope_angles(positions, self.inv_freq)  # [S, r/2]
+        qr = self.q_norm(self.wq_a(x))  # [B, S, Rq]
+        q = apply_rope(self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim)), angles)  # [B, S, H, Dh]
+        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), angles)  # [B, S, Dh]
+        kv = fp8_qdq(kv_raw, 32) if cfg.kv_quant else kv_raw
+        if pending is not None:
+            pending.window[self.layer_id] = kv
+
+        # window keys: committed ring slots ‖ this chunk's own rows
+        if cache is not None:
+            ring = cache.windows[self.layer_id]
+            keys, key_pos = torch.cat([ring.kv, kv], dim=1), torch.cat([ring.pos, positions])
+        else:
+            keys, key_pos = kv, positions
+        mask = window_mask(positions, key_pos, self.window).expand(B, S, -1)  # [B, S, Tw]
+        n_window = keys.size(1)
+
+        if self.ratio:
+            if self.is_kv_source:
+                self._compress(x, cache, pending, shared, rec)
+            visible = visible_counts(positions, self.ratio)  # [S]
+            if self.is_index_source:
+                self._pick(x, qr, angles, visible, shared, rec)
+            comp = shared.compress_kv  # [B, T, Dh]
+            picks = shared.topk_idxs  # [B, S, k]
+            comp_mask = torch.zeros(B, S, comp.size(1) + 1, dtype=torch.bool, device=x.device)
+            comp_mask.scatter_(-1, torch.where(picks >= 0, picks, comp.size(1)), True)
+            keys = torch.cat([keys, comp], dim=1)
+            mask = torch.cat([mask, comp_mask[..., :-1]], dim=-1)
+
+        o, probs, sink_share = sparse_attention(q, keys, mask, self.attn_sink, self.head_dim ** -0.5)
+        o = apply_rope(o, angles, inverse=True)
+        og = o.reshape(B, S, self.groups, -1)  # [B, S, G, H·Dh/G]
+        wo_a = self.wo_a.weight.view(self.groups, self.o_rank, -1)  # [G, R, H·Dh/G]
+        y = self.wo_b(torch.einsum("bsgd,grd->bsgr", og, wo_a).flatten(2))  # [B, S, D]
+        if rec is not None:
+            rec("4A", "probs", probs)
+            rec("4A", "n_window_keys", torch.tensor(n_window))
+            rec("4A", "window_share", probs[..., :n_window].sum(-1))
+            rec("4A", "compressed_share", probs[..., n_window:].sum(-1))
+            rec("4A", "sink_share", sink_share)
+            rec("4A", "window_key_pos", key_pos)
+            rec("6A", "window_kv_raw", kv_raw)
+            rec("6A", "window_kv", kv)
+        return y
+
+    def _compress(self, x, cache, pending, shared: SharedAttention, rec) -> None:
+        """3B: new latents of this chunk → index keys (pre-RoPE) → RoPE at j·ratio → FP4 → shared."""
+        r, cfg = self.ratio, self.cfg
+        carry = cache.carry(self.layer_id) if cache is not None else None
+        latent, tok_kv, tok_score, gate = self.compressor(x, carry)  # [B, n, Dh]
+        start = pending.start if pending is not None else 0
+        first_group = start // r
+        gpos = (first_group + torch.arange(latent.size(1), device=x.device)) * r  # [n] group → first token
+        gang = rope_angles(gpos, self.inv_freq)
+        new_ik = self.indexer.index_keys(latent, gang)  # [B, n, Di]
+        rot = apply_rope(latent, gang)
+        new_kv = fp4_qdq(rot, 16, "e4m3") if cfg.kv_quant else rot
+        if cache is not None:
+            store = cache.sources[self.layer_id]
+            comp = torch.cat([store.kv[:, :store.count], new_kv], dim=1)
+            ik = torch.cat([store.index_k[:, :store.count], new_ik], dim=1)
+        else:
+            comp, ik = new_kv, new_ik
+        shared.compress_kv, shared.index_k = comp, ik
+        shared.owner["compress_kv"] = shared.owner["index_k"] = self.layer_id
+        if pending is not None:
+            pending.latents[self.layer_id], pending.index_k[self.layer_id] = new_kv, new_ik
+            if r > 1:
+                pending.tokens[self.layer_id] = (tok_kv, tok_score)
+        if rec is not None:
+            rec("3B", "latent_pre_rope", latent)
+            rec("3B", "group_positions", gpos)
+            rec("3B", "n_compressed", torch.tensor(comp.size(1)))
+            if gate is not None:
+                rec("3B", "gate", gate)
+            rec("6A", "compressed_raw", rot)
+            rec("6A", "compressed_kv", new_kv)
+            rec("6A", "index_k", new_ik)
+
+    def _pick(self, x, qr, angles, visible, shared: SharedAttention, rec) -> None:
+        """3C: score the compressed entries and publish this layer's top-k (and candidates)."""
+        cfg = self.cfg
+        cand_filter = (cfg.candidate_topk_blocks, cfg.candidate_block_size) if self.is_candidate_source else None
+        cands = shared.candidates if self.uses_candidates else None
+        idxs, scores, cand_out = self.indexer(x, qr, angles, visible, shared.index_k, cands, cand_filter)
+        shared.topk_idxs = idxs
+        shared.owner["topk_idxs"] = self.layer_id
+        if cand_out is not None:
+            shared.candidates = cand_out
+            shared.owner["candidates"] = self.layer_id
+        if rec is not None:
+            rec("3C", "scores", scores)
+            rec("3C", "topk_idxs", idxs)
+            rec("3C", "visible", visible)
+            if cand_out is not None:
+                rec("3C", "candidates", cand_out)
+            if cands is not None:
+                rec("3C", "candidates_used", cands)
+
+
+def hp_dtype(cfg: ModelConfig) -> torch.dtype:
+    """High precision for mHC, router, sinks and the head: fp32, or fp64 when the model runs in fp64."""
+    return torch.float64 if cfg.torch_dtype == torch.float64 else torch.float32

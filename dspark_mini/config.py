@@ -1,0 +1,315 @@
+"""ModelConfig: one dataclass for the tiny `lab` model and the real `flash` model.
+
+Every field is documented where it is defined as `lab value | flash value`, with the name the real
+checkpoint's `inference/config.json` uses. Toy and real sizes run through the same code; only these
+numbers differ. `validate()` checks every field and raises `ConfigError` naming the field, the value
+and what is allowed; nothing is clamped or fixed up silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+class ConfigError(ValueError):
+    """A config field has a value outside what the model allows."""
+
+    def __init__(self, field_name: str, value: Any, allowed: str):
+        self.field = field_name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"config field '{field_name}' = {value!r} is invalid: allowed {allowed}")
+
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+TAP_MIXES = ("mean", "concat_proj")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    # ---- vocabulary and widths ------------------------------------------------------------------
+    name: str = "lab"  # preset name, for display only
+    vocab_size: int = 0  # lab: size of the lab tokenizer (≤ 512) | flash: 129,280
+    dim: int = 64  # hidden size | 5120
+    n_layers: int = 8  # backbone layers, encoder + decoder | 40 (20 + 20)
+    n_mtp_layers: int = 2  # DSpark draft layers (checkpoint `mtp.*`) | 3
+    # ---- attention (4A) -----------------------------------------------------------------------
+    n_heads: int = 4  # query heads; one shared KV latent for all of them (MQA) | 64
+    head_dim: int = 64  # width of the shared latent = K = V | 512 (448 nope + 64 rope)
+    rope_head_dim: int = 8  # rotated tail of every head / latent | 64
+    q_lora_rank: int = 32  # q LoRA bottleneck (wq_a → q_norm → wq_b) | 1280
+    o_groups: int = 2  # groups of the block-diagonal output LoRA | 8
+    o_lora_rank: int = 32  # per-group rank of wo_a | 1024
+    window_size: int = 8  # sliding-window ring slots in every layer | 128
+    # ---- CED schedule and CSA2 (3A-3C) ----------------------------------------------------------
+    # compress ratio per layer, backbone then draft layers; names the cache a layer *reads*
+    # (0 = window only, 2 = ratio-2 pooled KV, 1 = ratio-1 projected KV) | [0,0] + [2]*18 + [1]*20 + [0]*3
+    compress_ratios: tuple[int, ...] = (0, 2, 2, 2, 1, 1, 1, 1, 0, 0)
+    kv_source_layers: tuple[int, ...] = (1, 3, 4)  # layers that own a compressor | (2, 8, 14, 20)
+    index_source_layers: tuple[int, ...] = (1, 3, 4, 6)  # layers that run an indexer | (2, 8, ..., 36)
+    candidate_source_layer: int = 4  # publishes candidate blocks; must be a KV source | 20
+    candidate_topk_blocks: int = 8  # blocks kept by the candidate filter | 2048
+    candidate_block_size: int = 2  # compressed positions per candidate block | 8
+    index_n_heads: int = 2  # lightning-indexer heads | 32
+    index_head_dim: int = 32  # indexer q/k width | 128
+    index_topk: int = 8  # compressed positions each query attends to | 512
+    # ---- RoPE (θ, YaRN) --------------------------------------------------------------------------
+    rope_theta: float = 10000.0  # θ of ratio-0 layers (no YaRN) | 10000
+    compress_rope_theta: float = 160000.0  # θ of ratio>0 layers (with YaRN) | 160000
+    rope_factor: float = 4.0  # YaRN factor | 16
+    original_seq_len: int = 32  # YaRN original context | 65536
+    beta_fast: int = 32  # YaRN β_fast | 32
+    beta_slow: int = 1  # YaRN β_slow | 1
+    max_seq_len: int = 256  # longest sequence the caches hold | runtime (1,048,576 max)
+    # ---- MoE (5A) -------------------------------------------------------------------------------
+    n_routed_experts: int = 8  # routed experts per layer | 384
+    n_activated_experts: int = 2  # experts chosen per token (top-k) | 6
+    n_shared_experts: int = 1  # always-on shared expert | 1
+    moe_inter_dim: int = 32  # expert SwiGLU width | 2304
+    score_func: str = "sqrtsoftplus"  # router scores a = sqrt(softplus(s)) | same
+    route_scale: float = 1.5  # routed_scaling_factor applied after normalizing top-k | 1.5
+    gate_temp: float = 1.0  # router logits divided by this | 1.0
+    swiglu_limit: float = 10.0  # clamp: up branch to ±limit, gate branch only from above | 10.0
+    # ---- mHC (2A) -------------------------------------------------------------------------------
+    hc_mult: int = 4  # residual copies (lanes) | 4
+    hc_sinkhorn_iters: int = 20  # Sinkhorn iterations for the comb matrix | 20
+    hc_eps: float = 1e-6  # added in the Sinkhorn split | 1e-6
+    norm_eps: float = 1e-20  # every RMSNorm, hc mixes included | 1e-20
+    # ---- Engram (1B) ----------------------------------------------------------------------------
+    engram_layer_ids: tuple[int, ...] = (0, 3)  # blocks that get an Engram before them | (1, 14)
+    engram_max_ngram_size: int = 4  # n-gram orders 2..max | 4
+    engram_vocab_size: int = 832  # bucket base: primes are drawn above this | 16,000,000
+    engram_n_heads: int = 2  # hash heads per order | 8
+    engram_head_dim: int = 32  # width of one table row | 256
+    engram_pad_id: int = 2  # raw token id whose compressed id pads missing history | 2
+    engram_compressed_vocab_size: int = 0  # size of the folded vocabulary | 99,092
+    # ---- DSpark (6B) ----------------------------------------------------------------------------
+    dspark_block_size: int = 3  # draft block [anchor, noise × (k-1)] | 5
+    dspark_noise_token_id: int = 0  # id of the noise token filling the block | 128,799
+    dspark_target_layer_ids: tuple[int, ...] = (3, 4)  # tap layers (attention inputs) | (37, 38, 39)
+    dspark_tap_mix: str = "mean"  # "mean": equal mix of taps | "concat_proj": concat → main_proj
+    dspark_markov_rank: int = 16  # rank r of the Markov head | 256
+    dspark_n_routed_experts: int = 4  # draft-layer routed experts | 128
+    dspark_n_activated_experts: int = 1  # draft-layer top-k | 3
+    # ---- numerics -------------------------------------------------------------------------------
+    dtype: str = "float64"  # compute dtype | "bfloat16" (fp32 for mHC, router, head as the reference)
+    kv_quant: bool = True  # simulate FP8 window / FP4 compressed KV / FP4 index keys (QDQ) | True
+    expert_quant: bool = True  # simulate MXFP4 routed-expert weights (QDQ) | True
+    engram_table_quant: bool = True  # simulate FP8 Engram table rows (E8M0 per 32) | True
+    extra: dict = field(default_factory=dict, compare=False)  # free notes, ignored by the model
+
+    # ---- derived --------------------------------------------------------------------------------
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def n_encoder_layers(self) -> int:
+        """CED: the encoder ends at the last ratio-2 layer; the decoder starts at the ratio-1 source."""
+        ratio1 = [i for i in self.kv_source_layers if self.compress_ratios[i] == 1]
+        return ratio1[0] if ratio1 else self.n_layers
+
+    @property
+    def nope_head_dim(self) -> int:
+        return self.head_dim - self.rope_head_dim
+
+    @property
+    def engram_orders(self) -> tuple[int, ...]:
+        return tuple(range(2, self.engram_max_ngram_size + 1))
+
+    @property
+    def engram_n_hash_cols(self) -> int:
+        """Table ids per token per Engram layer: (max_ngram - 1) orders × heads."""
+        return (self.engram_max_ngram_size - 1) * self.engram_n_heads
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        """A copy with some fields changed, validated."""
+        return dataclasses.replace(self, **changes).validate()
+
+    # ---- validation -----------------------------------------------------------------------------
+    def validate(self) -> "ModelConfig":  # noqa: C901 - one check per field, flat on purpose
+        def need(ok: bool, name: str, allowed: str) -> None:
+            if not ok:
+                raise ConfigError(name, getattr(self, name), allowed)
+
+        def positive_int(name: str) -> None:
+            v = getattr(self, name)
+            need(isinstance(v, int) and not isinstance(v, bool) and v > 0, name, "an integer ≥ 1")
+
+        for name in (
+            "vocab_size", "dim", "n_layers", "n_heads", "head_dim", "rope_head_dim", "q_lora_rank",
+            "o_groups", "o_lora_rank", "window_size", "candidate_topk_blocks", "candidate_block_size",
+            "index_n_heads", "index_head_dim", "index_topk", "original_seq_len", "max_seq_len",
+            "n_routed_experts", "n_activated_experts", "moe_inter_dim", "hc_mult", "hc_sinkhorn_iters",
+            "engram_vocab_size", "engram_n_heads", "engram_head_dim", "engram_compressed_vocab_size",
+            "dspark_block_size", "dspark_markov_rank", "dspark_n_routed_experts",
+            "dspark_n_activated_experts",
+        ):
+            positive_int(name)
+        for name in ("n_mtp_layers", "n_shared_experts"):
+            v = getattr(self, name)
+            need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name, "an integer ≥ 0")
+        for name in ("rope_theta", "compress_rope_theta", "rope_factor", "route_scale", "gate_temp",
+                     "swiglu_limit", "hc_eps", "norm_eps"):
+            v = getattr(self, name)
+            need(isinstance(v, (int, float)) and v > 0, name, "a number > 0")
+        need(self.n_layers >= 2, "n_layers", "an integer ≥ 2 (an encoder and a decoder)")
+        need(self.rope_head_dim % 2 == 0 and self.rope_head_dim < self.head_dim, "rope_head_dim",
+             f"an even number < head_dim ({self.head_dim})")
+        need(self.index_head_dim > self.rope_head_dim, "index_head_dim",
+             f"> rope_head_dim ({self.rope_head_dim})")
+        need(self.n_heads % self.o_groups == 0, "o_groups",
+             f"a divisor of n_heads ({self.n_heads})")
+        need(self.beta_fast > self.beta_slow, "beta_fast", f"> beta_slow ({self.beta_slow})")
+        need(self.n_activated_experts <= self.n_routed_experts, "n_activated_experts",
+             f"1..n_routed_experts ({self.n_routed_experts})")
+        need(self.dspark_n_activated_experts <= self.dspark_n_routed_experts,
+             "dspark_n_activated_experts", f"1..dspark_n_routed_experts ({self.dspark_n_routed_experts})")
+        need(self.score_func == "sqrtsoftplus", "score_func", "'sqrtsoftplus'")
+        need(self.dtype in DTYPES, "dtype", f"one of {sorted(DTYPES)}")
+        need(self.max_seq_len >= self.window_size, "max_seq_len", f"≥ window_size ({self.window_size})")
+
+        # quantization groups: FP8 blocks of 32, FP4 groups of 16 (compressed KV) and 32 (index keys)
+        if self.kv_quant:
+            need(self.head_dim % 32 == 0, "head_dim", "a multiple of 32 when kv_quant is on")
+            need(self.index_head_dim % 32 == 0, "index_head_dim", "a multiple of 32 when kv_quant is on")
+        if self.expert_quant:
+            need(self.dim % 32 == 0, "dim", "a multiple of 32 when expert_quant is on")
+            need(self.moe_inter_dim % 32 == 0, "moe_inter_dim", "a multiple of 32 when expert_quant is on")
+        if self.engram_table_quant:
+            need(self.engram_head_dim % 32 == 0, "engram_head_dim",
+                 "a multiple of 32 when engram_table_quant is on")
+
+        # the CED / CSA2 schedule (3A)
+        L, total = self.n_layers, self.n_layers + self.n_mtp_layers
+        r = self.compress_ratios
+        need(isinstance(r, tuple) and len(r) == total, "compress_ratios",
+             f"a tuple of n_layers + n_mtp_layers = {total} entries")
+        need(all(x in (0, 1, 2) for x in r), "compress_ratios", "entries in {0, 1, 2}")
+        need(all(x == 0 for x in r[L:]), "compress_ratios",
+             "0 for every draft layer (entries after n_layers): draft layers read the window only")
+
+        def layer_ids(name: str, hi: int) -> tuple[int, ...]:
+            ids = getattr(self, name)
+            need(isinstance(ids, tuple) and all(isinstance(i, int) for i in ids), name,
+                 "a tuple of layer ids")
+            need(all(0 <= i < hi for i in ids), name, f"layer ids in 0..{hi - 1}")
+            need(list(ids) == sorted(set(ids)), name, "strictly increasing layer ids")
+            return ids
+
+        kv = layer_ids("kv_source_layers", L)
+        idx = layer_ids("index_source_layers", L)
+        need(len(kv) >= 1, "kv_source_layers", "at least one KV source")
+        need(all(r[i] > 0 for i in kv), "kv_source_layers",
+             "layers whose compress ratio is > 0 (a source owns the cache it is read through)")
+        need(all(r[i] > 0 for i in idx), "index_source_layers", "layers whose compress ratio is > 0")
+        need(set(kv) <= set(idx), "index_source_layers",
+             f"a superset of kv_source_layers {kv}: every KV source owns the index keys")
+        for i in range(L):
+            if r[i] > 0:
+                src = [s for s in kv if s <= i]
+                need(bool(src), "compress_ratios",
+                     f"0 at layer {i}: no KV source at or before it (sources {kv})")
+                need(r[src[-1]] == r[i], "compress_ratios",
+                     f"at layer {i} equal to its KV source layer {src[-1]}'s ratio {r[src[-1]]}")
+        ratio1 = [i for i in kv if r[i] == 1]
+        need(len(ratio1) <= 1, "kv_source_layers", "at most one ratio-1 source (the CED boundary)")
+        need(not ratio1 or ratio1[0] == kv[-1], "kv_source_layers",
+             "the ratio-1 source as the last KV source (the decoder reads only its projection)")
+        need(self.candidate_source_layer in kv, "candidate_source_layer",
+             f"one of kv_source_layers {kv}")
+        need(self.index_topk <= self.candidate_topk_blocks * self.candidate_block_size,
+             "index_topk", f"≤ candidate pool {self.candidate_topk_blocks * self.candidate_block_size}")
+
+        # Engram (1B)
+        eng = layer_ids("engram_layer_ids", L)
+        need(len(eng) >= 1, "engram_layer_ids", "at least one layer")
+        need(eng[-1] <= kv[-1], "engram_layer_ids",
+             f"layers at or before the last KV source ({kv[-1]}), as decoder replay requires")
+        need(self.engram_max_ngram_size >= 2, "engram_max_ngram_size", "an integer ≥ 2")
+        need(0 <= self.engram_pad_id < self.vocab_size, "engram_pad_id",
+             f"a token id in 0..{self.vocab_size - 1}")
+
+        # DSpark (6B)
+        taps = layer_ids("dspark_target_layer_ids", L)
+        need(len(taps) >= 1, "dspark_target_layer_ids", "at least one tap layer")
+        need(self.dspark_tap_mix in TAP_MIXES, "dspark_tap_mix", f"one of {TAP_MIXES}")
+        need(0 <= self.dspark_noise_token_id < self.vocab_size, "dspark_noise_token_id",
+             f"a token id in 0..{self.vocab_size - 1}")
+        need(self.dspark_block_size <= self.window_size, "dspark_block_size",
+             f"1..window_size ({self.window_size})")
+        return self
+
+
+def lab_config(vocab_size: int, compressed_vocab_size: int, noise_token_id: int, **changes: Any) -> ModelConfig:
+    """The default teaching model; the vocabulary numbers come from the lab tokenizer."""
+    cfg = ModelConfig(
+        vocab_size=vocab_size,
+        engram_compressed_vocab_size=compressed_vocab_size,
+        dspark_noise_token_id=noise_token_id,
+    )
+    return dataclasses.replace(cfg, **changes).validate()
+
+
+def flash_config(**changes: Any) -> ModelConfig:
+    """DeepSeek-V4.1-Flash at real size (research dossier §1)."""
+    cfg = ModelConfig(
+        name="flash",
+        vocab_size=129_280,
+        dim=5120,
+        n_layers=40,
+        n_mtp_layers=3,
+        n_heads=64,
+        head_dim=512,
+        rope_head_dim=64,
+        q_lora_rank=1280,
+        o_groups=8,
+        o_lora_rank=1024,
+        window_size=128,
+        compress_ratios=(0, 0) + (2,) * 18 + (1,) * 20 + (0,) * 3,
+        kv_source_layers=(2, 8, 14, 20),
+        index_source_layers=(2, 8, 14, 20, 24, 28, 32, 36),
+        candidate_source_layer=20,
+        candidate_topk_blocks=2048,
+        candidate_block_size=8,
+        index_n_heads=32,
+        index_head_dim=128,
+        index_topk=512,
+        rope_theta=10000.0,
+        compress_rope_theta=160000.0,
+        rope_factor=16.0,
+        original_seq_len=65536,
+        beta_fast=32,
+        beta_slow=1,
+        max_seq_len=4096,
+        n_routed_experts=384,
+        n_activated_experts=6,
+        n_shared_experts=1,
+        moe_inter_dim=2304,
+        route_scale=1.5,
+        swiglu_limit=10.0,
+        hc_mult=4,
+        hc_sinkhorn_iters=20,
+        hc_eps=1e-6,
+        norm_eps=1e-20,
+        engram_layer_ids=(1, 14),
+        engram_max_ngram_size=4,
+        engram_vocab_size=16_000_000,
+        engram_n_heads=8,
+        engram_head_dim=256,
+        engram_pad_id=2,
+        engram_compressed_vocab_size=99_092,
+        dspark_block_size=5,
+        dspark_noise_token_id=128_799,
+        dspark_target_layer_ids=(37, 38, 39),
+        dspark_tap_mix="concat_proj",
+        dspark_markov_rank=256,
+        dspark_n_routed_experts=128,
+        dspark_n_activated_experts=3,
+        dtype="bfloat16",
+    )
+    return dataclasses.replace(cfg, **changes).validate()

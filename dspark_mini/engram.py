@@ -1,0 +1,212 @@
+"""Engram: conditional n-gram memory added to the residual copies before some blocks (lab step 1B).
+
+Hashing (integer only, per Engram layer ℓ, on compressed ids; missing history = compressed pad id):
+    r_1 = tok_0·m_ℓ[0],  r_n = r_{n-1} XOR tok_{n-1}·m_ℓ[n-1]   (tok_s = id at t−s, int64 wrap-around)
+    row(n, h) = (r_n mod p_{n,h}) + offset_{n,h}    for orders n = 2..max_ngram, heads h
+Gate and update (per token, per residual copy c of hc):
+    e = table[rows] flattened;  [key_1..key_hc, value] = wkv(e);  w = q_weight ⊙ k_weight
+    dot_c = Σ_d x̂_c,d · w_c,d · k̂_c,d / √D  (x̂, k̂ = RMS-normalized over D per copy)
+    g_c = σ(sign(dot_c)·√max(|dot_c|, 1e-6));   x_c ← x_c + g_c · value
+
+Differs from the real model: the table is small (a few thousand rows instead of 384 M) unless built at
+real size on the meta device; the FP8 table (E4M3 with a power-of-two scale per 32 values) is simulated
+by quantize→dequantize on lookup; everything is computed in the input's dtype (float64 in the lab).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+from .linear import Linear
+
+_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+_MR_LIMIT = 318_665_857_834_031_151_167_461  # smallest strong pseudoprime to all twelve bases above
+
+
+def is_prime(n: int) -> bool:
+    """Deterministic Miller–Rabin primality test, exact for every n < 3.18·10^23 (all 64-bit integers)."""
+    if n < 2:
+        return False
+    if n >= _MR_LIMIT:
+        raise ValueError(f"is_prime is only proven exact below {_MR_LIMIT}, got {n}")
+    for p in _MR_BASES:
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d //= 2
+        s += 1
+    for a in _MR_BASES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _smallest_unused_prime_above(start: int, used: set[int]) -> int:
+    n = start + 1
+    while n in used or not is_prime(n):
+        n += 1
+    return n
+
+
+def engram_primes(cfg: ModelConfig) -> tuple[tuple[int, ...], ...]:
+    """One flat tuple of bucket moduli per Engram layer, order-major, head-minor.
+
+    Each is the smallest prime > engram_vocab_size − 1 not already taken, drawn layer → order → head,
+    so no modulus repeats anywhere in the model.
+    """
+    used: set[int] = set()
+    out: list[tuple[int, ...]] = []
+    for _layer in cfg.engram_layer_ids:
+        layer: list[int] = []
+        for _order in cfg.engram_orders:
+            for _head in range(cfg.engram_n_heads):
+                p = _smallest_unused_prime_above(cfg.engram_vocab_size - 1, used)
+                used.add(p)
+                layer.append(p)
+        out.append(tuple(layer))
+    return tuple(out)
+
+
+def engram_num_embeddings(cfg: ModelConfig) -> tuple[int, ...]:
+    """Table rows per Engram layer: the sum of that layer's primes."""
+    return tuple(sum(ps) for ps in engram_primes(cfg))
+
+
+def _layer_index(cfg: ModelConfig, layer_id: int) -> int:
+    if layer_id not in cfg.engram_layer_ids:
+        raise ValueError(f"layer {layer_id} has no Engram: engram_layer_ids = {cfg.engram_layer_ids}")
+    return cfg.engram_layer_ids.index(layer_id)
+
+
+def _multiplier_ints(cfg: ModelConfig, layer_id: int) -> tuple[int, ...]:
+    """Odd multipliers 2r+1, r ~ default_rng(10007·ℓ) uniform in [0, (int64_max // Vc) // 2)."""
+    bound = max(1, (int(np.iinfo(np.int64).max) // cfg.engram_compressed_vocab_size) // 2)
+    r = np.random.default_rng(10007 * layer_id).integers(0, bound, size=cfg.engram_max_ngram_size)
+    return tuple(2 * int(v) + 1 for v in r)
+
+
+def engram_multipliers(cfg: ModelConfig, layer_id: int) -> torch.Tensor:
+    """Hash multipliers of Engram layer `layer_id` (the block index, e.g. 1 or 14), int64 [max_ngram]."""
+    _layer_index(cfg, layer_id)
+    return torch.tensor(_multiplier_ints(cfg, layer_id), dtype=torch.int64, device="cpu")
+
+
+def new_history(batch: int, cfg: ModelConfig, pad_compressed_id: int) -> torch.Tensor:
+    """History before the first token: all pad, int64 [B, max_ngram − 1]."""
+    return torch.full((batch, cfg.engram_max_ngram_size - 1), int(pad_compressed_id), dtype=torch.int64)
+
+
+def advance_history(history: torch.Tensor, compressed_new: torch.Tensor) -> torch.Tensor:
+    """History after appending `compressed_new` [B, S]: the last max_ngram − 1 ids, oldest first."""
+    k = history.shape[1]
+    joined = torch.cat([history, compressed_new.to(history.dtype)], dim=1)  # [B, k + S]
+    return joined[:, joined.shape[1] - k:].clone()
+
+
+def hash_ngram_ids(
+    compressed: torch.Tensor,
+    history: torch.Tensor,
+    multipliers: torch.Tensor,
+    primes: tuple[int, ...],
+) -> torch.Tensor:
+    """Table row ids of every (order, head) for every token, offsets included: int64 [B, S, n_hash_cols].
+
+    compressed: [B, S] compressed ids; history: [B, max_ngram − 1] the ids before them, oldest first.
+    """
+    max_ngram = int(multipliers.numel())
+    k = max_ngram - 1
+    if k < 1 or len(primes) % k != 0:
+        raise ValueError(f"{len(primes)} primes do not split into {k} orders (max_ngram = {max_ngram})")
+    if compressed.dim() != 2 or history.dim() != 2 or history.shape != (compressed.shape[0], k):
+        raise ValueError(
+            f"compressed must be [B, S] and history [B, {k}]; got {tuple(compressed.shape)} and "
+            f"{tuple(history.shape)}"
+        )
+    n_heads = len(primes) // k
+    dev = compressed.device
+    S = compressed.shape[1]
+    m = multipliers.to(device=dev, dtype=torch.int64)
+    p = torch.tensor(primes, dtype=torch.int64, device=dev).view(k, n_heads)  # [orders, heads]
+    offsets = torch.tensor([0, *np.cumsum(primes)[:-1].tolist()], dtype=torch.int64, device=dev)
+    offsets = offsets.view(k, n_heads)  # [orders, heads]
+
+    ext = torch.cat([history.to(dev, torch.int64), compressed.to(torch.int64)], dim=1)  # [B, k + S]
+    r = ext[:, k:k + S] * m[0]  # r_1, [B, S]
+    cols: list[torch.Tensor] = []
+    for n in range(2, max_ngram + 1):
+        tok = ext[:, k - (n - 1):k - (n - 1) + S]  # id at t − (n−1), [B, S]
+        r = torch.bitwise_xor(r, tok * m[n - 1])  # r_n
+        cols.append(torch.remainder(r[..., None], p[n - 2]) + offsets[n - 2])  # [B, S, heads]
+    return torch.cat(cols, dim=-1)  # [B, S, (max_ngram − 1) · heads]
+
+
+class Engram(nn.Module):
+    """Engram of one layer: hashed n-gram table lookup, gated per residual copy, one shared value."""
+
+    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+        super().__init__()
+        index = _layer_index(cfg, layer_id)
+        self.cfg = cfg
+        self.layer_id = layer_id
+        self.primes: tuple[int, ...] = engram_primes(cfg)[index]
+        self.multipliers: tuple[int, ...] = _multiplier_ints(cfg, layer_id)
+        self.n_hash_cols = cfg.engram_n_hash_cols
+        self.num_embeddings = sum(self.primes)
+        dt = cfg.torch_dtype
+        hc, D = cfg.hc_mult, cfg.dim
+        self.embed = nn.Embedding(self.num_embeddings, cfg.engram_head_dim, dtype=dt)  # [rows, head_dim]
+        self.wkv = Linear(self.n_hash_cols * cfg.engram_head_dim, D * (hc + 1), bias=False, dtype=dt)
+        self.q_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
+        self.k_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
+
+    def row_ids(self, compressed: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """This layer's table rows for compressed ids [B, S] after `history` [B, max_ngram − 1]."""
+        m = torch.tensor(self.multipliers, dtype=torch.int64, device=compressed.device)  # [max_ngram]
+        return hash_ngram_ids(compressed, history, m, self.primes)
+
+    def forward(self, x: torch.Tensor, row_ids: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """x [B, S, hc, D], row_ids [B, S, n_hash_cols] → (x + g·value [B, S, hc, D], diagnostics)."""
+        cfg = self.cfg
+        B, S, hc, D = x.shape
+        rows = F.embedding(row_ids, self.embed.weight)  # [B, S, n_hash_cols, head_dim]
+        if cfg.engram_table_quant:
+            from .quant import fp8_qdq
+
+            rows = fp8_qdq(rows, 32)
+        e = rows.to(x.dtype).flatten(2)  # [B, S, n_hash_cols · head_dim]
+        kv = F.linear(e, self.wkv.weight.to(x.dtype))  # [B, S, (hc + 1) · D]
+        key = kv[..., : hc * D].view(B, S, hc, D)  # [B, S, hc, D]
+        value = kv[..., hc * D:]  # [B, S, D]
+        w = (self.q_weight * self.k_weight).to(x.dtype)  # [hc, D]
+        eps = cfg.norm_eps
+        x_n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # [B, S, hc, D]
+        k_n = key * torch.rsqrt(key.pow(2).mean(-1, keepdim=True) + eps)  # [B, S, hc, D]
+        dot = (x_n * w * k_n).sum(-1) / math.sqrt(D)  # [B, S, hc]
+        gate = torch.sigmoid(torch.sign(dot) * torch.sqrt(dot.abs().clamp_min(1e-6)))  # [B, S, hc]
+        delta = gate[..., None] * value[:, :, None, :]  # [B, S, hc, D]
+        out = x + delta
+        info = {
+            "row_ids": row_ids,
+            "gate": gate,
+            "value": value,
+            "delta_norm": delta.flatten(2).norm(dim=-1),  # [B, S], norm over all copies and D
+        }
+        return out, info
+
+    def extra_repr(self) -> str:
+        return (f"layer_id={self.layer_id}, rows={self.num_embeddings}, n_hash_cols={self.n_hash_cols}, "
+                f"primes={self.primes[0]}..{self.primes[-1]}")

@@ -1,0 +1,268 @@
+"""The V4.1-Flash-shaped Transformer: embedding (1A) → [Engram (1B)] → blocks with single-pass mHC (2A),
+CSA2 attention (3A-4A, 6A) and MoE (5A) → final collapse → RMSNorm → LM head (6B, logits [B, S, V]).
+
+  X₀ = repeat(embed(tokens), hc)                     [B, S, hc, D], first pre-mix one-hot on copy 0
+  per block ℓ:  X ← X + Engram_ℓ(X)  (Engram layers only, before the block's mixes)
+                (a_pre, a_post, a_comb) = mix_attn(X);  X ← hc_post(attn(norm(hc_pre(X, pre_in))), X, a_post, a_comb)
+                (f_pre, f_post, f_comb) = mix_ffn(X);   X ← hc_post(moe(norm(hc_pre(X, a_pre))), X, f_post, f_comb)
+                pre_in ← f_pre
+  logits = head(norm(hc_pre(X, pre_in)))
+The DSpark taps are the mean over the hc copies of the *attention input stream* of the tap layers.
+A forward can run over any chunk of positions after what a `KVCache` already holds; it returns the
+writes it would make (`PendingWrites`) and commits them unless told not to, so incremental decoding,
+speculative verification and the one-shot forward all run the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .attention import Attention, SharedAttention, hp_dtype
+from .config import ModelConfig
+from .linear import Linear
+from .engram import Engram, engram_multipliers, engram_primes, hash_ngram_ids, new_history
+from .kv_cache import KVCache, PendingWrites
+from .mhc import HyperConnection, hc_post, hc_pre, identity_pre_mix
+from .moe import MoE
+from .norm import RMSNorm
+
+
+class Trace:
+    """Tensors a learner needs, by step id → layer (−1 = whole model) → name. Detached copies."""
+
+    def __init__(self, sinkhorn_history: bool = True):
+        self.data: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
+        self.sinkhorn_history = sinkhorn_history
+
+    def add(self, step: str, layer: int, name: str, value: torch.Tensor) -> None:
+        self.data.setdefault(step, {}).setdefault(layer, {})[name] = value.detach().clone()
+
+    def recorder(self, layer: int):
+        return lambda step, name, value: self.add(step, layer, name, value)
+
+    def get(self, step: str, name: str, layer: int = -1) -> torch.Tensor:
+        try:
+            return self.data[step][layer][name]
+        except KeyError:
+            raise KeyError(f"trace has no '{name}' for step {step} layer {layer}") from None
+
+    def layers(self, step: str) -> list[int]:
+        return sorted(k for k in self.data.get(step, {}) if k >= 0)
+
+
+@dataclass
+class ForwardOutput:
+    logits: torch.Tensor  # [B, S, V] (or [B, 1, V] with last_only)
+    hidden: torch.Tensor  # [B, S, D] collapsed final stream, before the head's RMSNorm
+    taps: dict[int, torch.Tensor]  # tap layer → [B, S, D] mean over hc copies of its attention input
+    pending: PendingWrites
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int):
+        super().__init__()
+        dt, hp = cfg.torch_dtype, hp_dtype(cfg)
+        self.layer_id = layer_id
+        backbone = layer_id < cfg.n_layers
+        n_exp = cfg.n_routed_experts if backbone else cfg.dspark_n_routed_experts
+        top = cfg.n_activated_experts if backbone else cfg.dspark_n_activated_experts
+        self.attn = Attention(cfg, layer_id)
+        self.ffn = MoE(cfg.dim, cfg.moe_inter_dim, n_exp, top, cfg.n_shared_experts, cfg.route_scale,
+                       cfg.gate_temp, cfg.swiglu_limit, cfg.expert_quant, dt, hp)
+        self.attn_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
+        hc_args = (cfg.dim, cfg.hc_mult, cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, hp)
+        self.hc_attn = HyperConnection(*hc_args)
+        self.hc_ffn = HyperConnection(*hc_args)
+        self.engram = Engram(cfg, layer_id) if backbone and layer_id in cfg.engram_layer_ids else None
+
+    def forward(self, x, pre_in, positions, shared, cache, pending, rec=None):
+        """x [B, S, hc, D], pre_in [B, S, hc] (the previous sublayer's pre) → (x, f_pre)."""
+        hist_a = [] if rec is not None else None
+        a_pre, a_post, a_comb = self.hc_attn(x, hist_a)
+        u = self.attn_norm(hc_pre(x, pre_in))  # [B, S, D] attention input
+        x_attn = hc_post(self.attn(u, positions, shared, cache, pending, rec),
+                         x, a_post, a_comb)
+        hist_f = [] if rec is not None else None
+        f_pre, f_post, f_comb = self.hc_ffn(x_attn, hist_f)
+        v = self.ffn_norm(hc_pre(x_attn, a_pre))  # [B, S, D] FFN input, collapsed with attention's pre
+        y, moe_info = self.ffn(v)
+        out = hc_post(y, x_attn, f_post, f_comb)
+        if rec is not None:
+            for name, t in (("pre_in", pre_in), ("attn_pre", a_pre), ("attn_post", a_post), ("attn_comb", a_comb),
+                            ("ffn_pre", f_pre), ("ffn_post", f_post), ("ffn_comb", f_comb)):
+                rec("2A", name, t)
+            rec("2A", "attn_comb_history", torch.stack(hist_a))  # [iters, B, S, hc, hc]
+            rec("2A", "ffn_comb_history", torch.stack(hist_f))
+            rec("4A", "attn_input", u)
+            for name, t in moe_info.items():
+                rec("5A", name, t)
+            rec("5A", "ffn_input", v)
+        return out, f_pre
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, compress_map: torch.Tensor | None = None):
+        """compress_map: raw id → Engram compressed id [V] (from the tokenizer); without one, id mod size."""
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        dt, hp = cfg.torch_dtype, hp_dtype(cfg)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim, dtype=dt)  # [V, D]
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
+        self.head = Linear(cfg.dim, cfg.vocab_size, bias=False, dtype=hp)  # [V, D], fp32 logits
+        if compress_map is None:
+            compress_map = torch.arange(cfg.vocab_size, device="cpu") % cfg.engram_compressed_vocab_size
+        if compress_map.shape != (cfg.vocab_size,):
+            raise ValueError(f"compress_map has shape {tuple(compress_map.shape)}: expected ({cfg.vocab_size},)")
+        if int(compress_map.cpu().max()) >= cfg.engram_compressed_vocab_size:
+            raise ValueError("compress_map holds ids ≥ engram_compressed_vocab_size "
+                             f"({cfg.engram_compressed_vocab_size})")
+        self.register_buffer("compress_map", compress_map.long(), persistent=False)  # [V]
+        primes = engram_primes(cfg)
+        self.engram_primes = {l: p for l, p in zip(cfg.engram_layer_ids, primes)}
+        for l in cfg.engram_layer_ids:
+            self.register_buffer(f"engram_mult_{l}", engram_multipliers(cfg, l), persistent=False)  # [max_ngram]
+
+    # ---- set-up --------------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    def pad_compressed_id(self) -> int:
+        return int(self.compress_map[self.cfg.engram_pad_id])
+
+    def new_cache(self, batch: int = 1) -> KVCache:
+        hist = new_history(batch, self.cfg, self.pad_compressed_id()).to(self.device)
+        return KVCache(self.cfg, batch, device=self.device, engram_history=hist)
+
+    @torch.no_grad()
+    def init_weights(self, seed: int = 0) -> "Transformer":
+        """Deterministic random init (the untrained lab model): same seed → same numbers."""
+        g = torch.Generator().manual_seed(seed)
+
+        def normal(p: torch.Tensor, std: float) -> None:
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64).mul_(std).to(p.dtype))
+
+        for name, p in self.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if name.endswith("norm.weight") or leaf in ("q_weight", "k_weight"):
+                p.fill_(1.0)
+            elif name.endswith("attn_sink"):
+                p.zero_()
+            elif name.endswith("gate.bias"):
+                normal(p, 0.1)  # a stand-in for the trained load-balancing bias
+            elif leaf == "scale" and ".hc_" in name:
+                p.fill_(1.0)
+            elif leaf == "base" and ".hc_" in name:
+                normal(p, 0.5)
+            elif leaf == "fn" and ".hc_" in name:
+                normal(p, p.shape[1] ** -0.5)
+            elif name == "embed.weight" or name.endswith("engram.embed.weight"):
+                normal(p, 1.0)
+            elif p.dim() == 2:
+                normal(p, p.shape[1] ** -0.5)
+            else:
+                normal(p, 0.02)
+        return self
+
+    # ---- forward ------------------------------------------------------------------------------
+    def check_tokens(self, tokens: torch.Tensor, cache: KVCache | None) -> None:
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
+            raise ValueError("tokens must be an int64 tensor of shape [B, S]"
+                             f" (got {getattr(tokens, 'dtype', type(tokens))} {tuple(getattr(tokens, 'shape', ()))})")
+        if tokens.size(1) == 0:
+            raise ValueError("tokens is empty: give at least one token id")
+        V = self.cfg.vocab_size
+        lo, hi = int(tokens.min()), int(tokens.max())
+        if lo < 0 or hi >= V:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"token id {bad} is out of range: allowed 0..{V - 1}")
+        done = cache.length if cache is not None else 0
+        if done + tokens.size(1) > self.cfg.max_seq_len:
+            raise ValueError(f"sequence length {done + tokens.size(1)} exceeds max_seq_len = {self.cfg.max_seq_len}")
+        if cache is not None and cache.batch != tokens.size(0):
+            raise ValueError(f"tokens batch {tokens.size(0)} differs from the cache batch {cache.batch}")
+
+    def engram_row_ids(self, compressed: torch.Tensor, history: torch.Tensor) -> dict[int, torch.Tensor]:
+        """Row ids per Engram layer from compressed ids [B, S] and the history [B, n−1].  → [B, S, cols]"""
+        return {l: hash_ngram_ids(compressed, history, getattr(self, f"engram_mult_{l}"), self.engram_primes[l])
+                for l in self.cfg.engram_layer_ids}
+
+    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, trace: Trace | None = None,
+                commit: bool = True, last_only: bool = False) -> ForwardOutput:
+        """tokens [B, S] at positions cache.length … (0 without a cache)."""
+        self.check_tokens(tokens, cache)
+        cfg = self.cfg
+        B, S = tokens.shape
+        start = cache.length if cache is not None else 0
+        positions = torch.arange(start, start + S, device=tokens.device)  # [S]
+        pending = PendingWrites(start, S)
+        top = trace.recorder(-1) if trace is not None else None
+
+        compressed = self.compress_map[tokens]  # [B, S] Engram compressed ids
+        history = (cache.engram_history if cache is not None
+                   else new_history(B, cfg, self.pad_compressed_id()).to(tokens.device))
+        pending.compressed_ids = compressed
+        row_ids = self.engram_row_ids(compressed, history)
+
+        h = self.embed(tokens)  # [B, S, D]
+        x = h.unsqueeze(2).repeat(1, 1, cfg.hc_mult, 1)  # [B, S, hc, D]
+        pre = identity_pre_mix(B, S, cfg.hc_mult, hp_dtype(cfg), tokens.device)  # [B, S, hc]
+        if top is not None:
+            top("1A", "tokens", tokens)
+            top("1A", "positions", positions)
+            top("1A", "embedding", h)
+            top("1A", "streams", x)
+            top("1A", "pre_mix", pre)
+            top("1B", "compressed_ids", compressed)
+            top("1B", "history", history)
+
+        shared = SharedAttention()
+        taps = {}
+        for block in self.layers:
+            i = block.layer_id
+            rec = trace.recorder(i) if trace is not None else None
+            if block.engram is not None:
+                before = x
+                x, info = block.engram(x, row_ids[i])
+                if rec is not None:
+                    for name, t in info.items():
+                        rec("1B", name, t)
+                    rec("1B", "stream_before", before)
+            if i in cfg.dspark_target_layer_ids:
+                taps[i] = x.mean(dim=2)  # [B, S, D] the attention input stream, averaged over copies
+            x, pre = block(x, pre, positions, shared, cache, pending, rec)
+        hidden = hc_pre(x, pre)  # [B, S, D] final collapse with the last FFN's pre
+        if last_only:
+            hidden = hidden[:, -1:]
+        normed = self.norm(hidden)
+        logits = self.head(normed.to(self.head.weight.dtype))  # [B, S, V]
+        if top is not None:
+            top("head", "hidden", hidden)
+            top("head", "normed", normed)
+            top("head", "logits", logits)
+            for i, t in taps.items():
+                trace.add("6B", i, "tap", t)
+        if cache is not None and commit:
+            cache.commit(pending)
+        return ForwardOutput(logits=logits, hidden=hidden, taps=taps, pending=pending)
+
+
+def count_params(model: nn.Module) -> dict[str, int]:
+    """Parameters by group: Engram tables, the DSpark draft (`mtp.*`, shared embed/head not counted
+    again), and the backbone (everything else, Engram projections included)."""
+    out = {"backbone": 0, "engram": 0, "draft": 0}
+    for name, p in model.named_parameters():
+        if ".engram.embed." in name:
+            out["engram"] += p.numel()
+        elif name.startswith("mtp.") or name.startswith("draft."):
+            out["draft"] += p.numel()
+        else:
+            out["backbone"] += p.numel()
+    out["total"] = sum(out.values())
+    return out

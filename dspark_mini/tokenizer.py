@@ -1,0 +1,236 @@
+"""Lab tokenizer: the small, human-readable vocabulary the lab model reads (step 1A, the input side).
+
+Ids: 4 specials (<bos>=0, <eos>=1, <pad>=2 = the Engram pad id, <noise>=3 = the DSpark noise token), one
+token per printable ASCII character (U+0020..U+007E) and newline, one per Vietnamese letter with diacritics (NFC,
+lower and upper case, đ/Đ included), then a few hundred whole-word tokens. "▁" at the start of a token
+marks a leading space, so "▁chào" is " chào". Encoding is a fixed greedy rule, not BPE:
+
+    chunks  = regex ` ?[^\\W_]+ | .`   (optional single space + a run of Unicode letters/digits | one char)
+    " word" → ▁word  |  " " + word  |  " " + chars        "word" → word  |  chars        other → its char
+
+so decode(encode(t)) == t for every text made only of supported characters. "_" is not part of a word
+run (it is its own char token); "\\n" is a token, tabs are not in the vocabulary and raise TokenizerError.
+
+Engram (step 1B) reads a *compressed* id instead of the raw one: tokens whose text is equal after
+NFKC → NFD → drop combining marks → lowercase → collapse whitespace (a lone space is kept as a sentinel)
+→ strip, share one id ("Xin", "xin", "▁Xin", "▁xin" → one id; "à", "á", "a" → one id).
+
+Differs from the real model: DeepSeek-V4.1-Flash uses a 129,280-entry byte-level BPE (compressed to
+99,092 ids for Engram); here the vocabulary is < 512 entries, readable, and built deterministically in
+code. Specials are never produced by `encode` (the text "<bos>" encodes as five characters).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from typing import Iterable
+
+import torch
+
+
+class TokenizerError(ValueError):
+    """A character or id that the lab vocabulary does not contain."""
+
+
+SPACE_MARK = "▁"  # U+2581, marks a leading space inside a token's text
+SPACE_SENTINEL = "\ue000"  # private-use char that keeps a lone space from vanishing under strip()
+SPECIALS: tuple[str, ...] = ("<bos>", "<eos>", "<pad>", "<noise>")
+
+# Vietnamese vowel bases (plain or with breve / circumflex / horn) and the five tone marks (+ no tone).
+_VI_BASES: tuple[str, ...] = (
+    "a", "a\u0306", "a\u0302", "e", "e\u0302", "i", "o", "o\u0302", "o\u031b", "u", "u\u031b", "y",
+)
+_VI_TONES: tuple[str, ...] = ("", "\u0300", "\u0301", "\u0309", "\u0303", "\u0323")
+
+# Words with four tokens each: ▁word, word (sentence start), ▁Word and Word.
+COMMON_WORDS: tuple[str, ...] = (
+    "the", "this", "we", "in", "it", "what", "if", "print", "xin", "chào", "tôi", "các", "bạn", "hôm",
+)
+
+# Words with only the ▁word form (given exactly as they should be written).
+WORDS: tuple[str, ...] = (
+    # English function words
+    "a", "an", "of", "to", "for", "how", "is", "and", "on", "with", "as", "at", "by", "from", "that",
+    "be", "are", "was",
+    "you", "I", "not", "or", "can", "each", "one", "two", "three", "next", "then", "so", "have", "has",
+    "do", "does", "will", "all", "more", "new", "first", "last", "only", "same", "every", "which",
+    "why", "yes", "no", "there", "they", "your", "after", "before",
+    # talking about language models
+    "token", "tokens", "model", "models", "layer", "layers", "attention", "head", "heads", "word",
+    "words", "text", "data", "train", "training", "loss", "learn", "predict", "probability", "vector",
+    "matrix", "weight", "weights", "input", "output", "hidden", "step", "sequence", "position", "memory",
+    "cache", "key", "value", "query", "expert", "experts", "hash", "gram", "language", "large", "small",
+    "number", "block", "draft", "context", "window", "softmax", "gate", "table", "router", "residual",
+    "embedding", "vocabulary", "sentence", "DeepSeek", "DSpark", "Engram",
+    # everyday English
+    "hello", "good", "day", "today", "time", "people", "world", "name", "like", "know", "say", "see",
+    "make", "very", "thank", "please",
+    # small code and arithmetic
+    "return", "else", "while", "range", "import", "None", "True", "False", "x", "y",
+    "n", "i", "f", "len", "sum", "plus", "minus",
+    # Vietnamese
+    "nay", "học", "về", "là", "và", "của", "có", "không", "một", "những", "được", "cho", "với", "này",
+    "trong", "người", "hình", "ngôn", "ngữ", "từ", "câu", "ta", "ngày", "đi", "làm", "biết", "rất",
+    "cảm", "ơn", "tiếng", "Việt", "nói", "đọc", "viết", "hay", "đã", "sẽ", "đang", "thì", "mà",
+    "nhưng", "khi", "để", "ra", "vào", "lớn", "nhỏ", "máy", "tính", "dữ", "liệu", "bài", "hai", "ba",
+    "số", "cộng", "trừ", "bằng", "lớp", "dự", "đoán", "tiếp", "theo", "nhớ", "chú", "ý", "chúng", "mô",
+    "thầy", "cô", "giáo", "hỏi", "trả", "lời", "đúng", "sai",
+)
+
+# Bare forms of a few words that usually open a line ("def" has no ▁def: " def" is " " + "def").
+BARE_WORDS: tuple[str, ...] = ("def", "return")
+
+_CHUNK_RE = re.compile(r" ?[^\W_]+|.", re.DOTALL)
+_ALLOWED_TEXT = (
+    "allowed are newline, printable ASCII (U+0020..U+007E) and Vietnamese letters with diacritics "
+    "(NFC, e.g. 'ă', 'ậ', 'đ', 'Ư')"
+)
+
+
+def _vietnamese_letters() -> list[str]:
+    """Every Vietnamese letter that is not plain ASCII, lower case then upper case, as one NFC char."""
+    lower: list[str] = []
+    for base in _VI_BASES:
+        for tone in _VI_TONES:
+            ch = unicodedata.normalize("NFC", base + tone)
+            assert len(ch) == 1, f"no precomposed form for {base + tone!r}"
+            if not ch.isascii():
+                lower.append(ch)
+    lower.append("đ")
+    return lower + [ch.upper() for ch in lower]
+
+
+def _build_vocab() -> tuple[str, ...]:
+    vocab: list[str] = list(SPECIALS)
+    vocab += ["\n"] + [chr(c) for c in range(32, 127)]  # newline, then printable ASCII
+    vocab += _vietnamese_letters()
+    words: list[str] = []
+    for w in COMMON_WORDS:
+        cap = w[0].upper() + w[1:]
+        words += [SPACE_MARK + w, w, SPACE_MARK + cap, cap]
+    words += [SPACE_MARK + w for w in WORDS]
+    words += list(BARE_WORDS)
+    seen = set(vocab)
+    for w in words:  # single-letter bare forms ("a") already exist as chars; repeated words are skipped
+        if w not in seen:
+            seen.add(w)
+            vocab.append(w)
+    return tuple(vocab)
+
+
+def normalize_token(text: str) -> str:
+    """Engram key of a token's text: NFKC → NFD → drop marks → lowercase → one space → strip."""
+    s = text.replace(SPACE_MARK, " ")
+    s = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", s))
+    s = "".join(ch for ch in s if unicodedata.category(ch) != "Mn")
+    s = re.sub(r"\s+", " ", s.lower())
+    if s == " ":
+        s = SPACE_SENTINEL
+    return s.strip()
+
+
+class LabTokenizer:
+    """Immutable lab vocabulary with exact-round-trip encode/decode and the Engram compressed map."""
+
+    bos: int = 0
+    eos: int = 1
+    pad: int = 2  # also the Engram pad id (cfg.engram_pad_id)
+    noise: int = 3  # DSpark noise token (cfg.dspark_noise_token_id)
+
+    def __init__(self) -> None:
+        self.vocab: tuple[str, ...] = _build_vocab()
+        self.vocab_size: int = len(self.vocab)
+        assert len(set(self.vocab)) == self.vocab_size, "duplicate token text"
+        assert self.vocab_size <= 512, f"lab vocabulary has {self.vocab_size} > 512 tokens"
+        self._ids: dict[str, int] = {t: i for i, t in enumerate(self.vocab)}
+        for t in self.vocab[len(SPECIALS):]:  # every word must be spellable with the char tokens
+            for ch in t.replace(SPACE_MARK, " "):
+                assert ch in self._ids, f"token {t!r} uses unsupported char {ch!r}"
+        keys: dict[str, int] = {}
+        cmap: list[int] = []
+        for t in self.vocab:
+            cmap.append(keys.setdefault(normalize_token(t), len(keys)))
+        self.compress_map: tuple[int, ...] = tuple(cmap)  # raw id → compressed id
+        self.compressed_vocab_size: int = len(keys)
+
+    # ---- text ↔ ids -----------------------------------------------------------------------------
+    def _char_id(self, ch: str, pos: int) -> int:
+        i = self._ids.get(ch)
+        if i is None or i < len(SPECIALS):
+            hint = ""
+            if unicodedata.category(ch) == "Mn":
+                hint = " (a combining mark: normalize the text to NFC first)"
+            raise TokenizerError(
+                f"character {ch!r} (U+{ord(ch):04X}) at position {pos} is not in the lab vocabulary{hint}; "
+                f"{_ALLOWED_TEXT}"
+            )
+        return i
+
+    def encode(self, text: str) -> list[int]:
+        """Text → ids by the greedy chunk rule in the module docstring; raises on unsupported chars."""
+        ids: list[int] = []
+        for m in _CHUNK_RE.finditer(text):
+            chunk, pos = m.group(), m.start()
+            if len(chunk) > 1 and chunk[0] == " ":
+                word = chunk[1:]
+                if SPACE_MARK + word in self._ids:
+                    ids.append(self._ids[SPACE_MARK + word])
+                    continue
+                ids.append(self._char_id(" ", pos))
+                chunk, pos = word, pos + 1
+            if chunk in self._ids and len(chunk) > 1:
+                ids.append(self._ids[chunk])
+            else:
+                ids += [self._char_id(ch, pos + k) for k, ch in enumerate(chunk)]
+        return ids
+
+    def _check_id(self, i: int) -> int:
+        i = int(i)
+        if not 0 <= i < self.vocab_size:
+            raise TokenizerError(f"token id {i} is out of range: ids run 0..{self.vocab_size - 1}")
+        return i
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids → text; specials decode to their names ("<bos>"); a bad id raises TokenizerError."""
+        return "".join(self.vocab[self._check_id(i)].replace(SPACE_MARK, " ") for i in ids)
+
+    def token_text(self, i: int) -> str:
+        """Display form of one token: the vocabulary text, "▁" for a leading space (and for " " itself)."""
+        t = self.vocab[self._check_id(i)]
+        return SPACE_MARK if t == " " else t
+
+    def token_id(self, text: str) -> int:
+        """Id of a token given by its vocabulary text (e.g. "▁model"); raises if absent."""
+        if text not in self._ids:
+            raise TokenizerError(f"{text!r} is not a token of the lab vocabulary")
+        return self._ids[text]
+
+    # ---- Engram compressed ids ------------------------------------------------------------------
+    def compress(self, ids: torch.Tensor) -> torch.Tensor:
+        """Raw ids (any shape) → compressed ids, same shape, int64."""
+        ids = torch.as_tensor(ids)
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TokenizerError(f"token ids must be an integer tensor, got dtype {ids.dtype}")
+        ids = ids.long()
+        if ids.numel() > 0:
+            lo, hi = int(ids.min()), int(ids.max())
+            if lo < 0 or hi >= self.vocab_size:
+                bad = lo if lo < 0 else hi
+                raise TokenizerError(f"token id {bad} is out of range: ids run 0..{self.vocab_size - 1}")
+        table = torch.tensor(self.compress_map, dtype=torch.long, device=ids.device)  # [V]
+        return table[ids]
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __repr__(self) -> str:
+        return (f"LabTokenizer(vocab_size={self.vocab_size}, "
+                f"compressed_vocab_size={self.compressed_vocab_size})")
+
+
+@functools.lru_cache(maxsize=1)
+def default_tokenizer() -> LabTokenizer:
+    """The lab tokenizer (built once; it is immutable)."""
+    return LabTokenizer()
