@@ -1,0 +1,118 @@
+"""`dspark-lab`: walk the ten steps of DeepSeek-V4.1-Flash in the terminal, or inspect a preset.
+
+  dspark-lab walk                      all steps on the tiny `lab` model (English; --lang vi for Vietnamese)
+  dspark-lab walk --step 2A --lang vi  one step, in Vietnamese
+  dspark-lab inspect --preset flash    the real-size model built on `meta`: parameters and KV budget
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EPILOG = """\
+steps: 1A token→embedding→4 lanes · 1B Engram · 2A mHC · 3A CED schedule · 3B CSA2 compressor ·
+3C indexer + candidates + window · 4A MLA attention · 6A KV cache (890 B/token) · 5A MoE · 6B LM head + DSpark
+
+examples:
+  dspark-lab walk                                   every step, English
+  dspark-lab walk --lang vi --step 6B               the destination step, in Vietnamese
+  dspark-lab walk --prompt "The model predicts the next token." --seed 3 --json
+  dspark-lab inspect --preset flash --json          551.88 B backbone, 196.61 B Engram, 890 B/token
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dspark-lab",
+        description="A classroom lab for DeepSeek-V4.1-Flash, block by block (1A → 6B). "
+                    "Everything runs offline on a CPU.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="{walk,inspect}")
+
+    w = sub.add_parser("walk", help="run a prompt through the tiny model and explain every step",
+                       description="Run one prompt through the `lab` model and show, step by step, what goes in, "
+                                   "the equation, the shapes, small statistics and what to look at.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w.add_argument("--step", action="append", metavar="ID",
+                   help="show only this step (repeatable): 1A 1B 2A 3A 3B 3C 4A 6A 5A 6B")
+    w.add_argument("--lang", default="en", help="language of the lesson: vi or en (default en)")
+    w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
+    w.add_argument("--prompt", default=None, help="text to run (newline, ASCII and Vietnamese letters)")
+    w.add_argument("--seed", type=int, default=0, help="seed of the untrained weights (same seed → same numbers)")
+    w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
+
+    i = sub.add_parser("inspect", help="config tables, parameter counts and KV budgets of a preset",
+                       description="Build a preset (flash on the meta device: no memory, no weights) and report "
+                                   "parameter counts by group, KV bytes per token per cache kind and the layer roles.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    i.add_argument("--preset", default="lab", help="lab (default) or flash")
+    i.add_argument("--lang", default="en", help="vi or en")
+    i.add_argument("--seed", type=int, default=0, help="init seed (lab only)")
+    i.add_argument("--json", action="store_true", help="print the report as JSON")
+    return p
+
+
+def to_jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, float) and x != x:
+        return None
+    return x
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command is None:
+        parser().print_help()
+        return 0
+    from rich.console import Console
+
+    from dspark_mini.config import ConfigError
+    from dspark_mini.tokenizer import TokenizerError
+
+    from .steps import check_lang
+
+    console = Console()
+    err = Console(stderr=True)
+    try:
+        lang = check_lang(args.lang)
+        if args.command == "walk":
+            from .render import render_walk
+            from .walkthrough import DEFAULT_PROMPT, run_walk
+
+            prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
+            walk = run_walk(prompt, args.preset, args.seed, lang, tuple(args.step) if args.step else None)
+            if args.json:
+                out = {"preset": args.preset, "prompt": prompt, "seed": args.seed, "lang": lang,
+                       "tokens": walk.tokens[0].tolist(),
+                       "steps": {k: v.to_json() for k, v in walk.views.items()}}
+                print(json.dumps(to_jsonable(out), ensure_ascii=False, indent=1))
+            else:
+                render_walk(console, walk, lang)
+        else:
+            from .walkthrough import inspect_model
+
+            if args.preset == "flash" and not args.json:
+                with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):
+                    report = inspect_model(args.preset, args.seed)
+            else:
+                report = inspect_model(args.preset, args.seed)
+            if args.json:
+                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
+            else:
+                from .render import render_inspect
+
+                render_inspect(console, report, lang)
+    except (ConfigError, TokenizerError, ValueError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
