@@ -9,31 +9,23 @@ import torch
 
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.model import count_params
-from dspark_mini.presets import build_model, get_config
+from dspark_mini.presets import get_config
 
 BACKBONE_FLASH = 551_880_819_824  # measured (dossier §8: 551.88 B)
 ENGRAM_FLASH = (384_006_168 + 384_016_682) * 256  # dossier §1.2 rows × engram_head_dim = 196.61 B
 
 
-# ---- fixtures (the flash meta build takes seconds: once per module) -------------------------------------
+# ---- fixtures --------------------------------------------------------------------------------------------
+# `flash_cfg`, `flash_meta` (the real-size model on meta, ~5 s, built once per session) and `lab_model`
+# come from tests/conftest.py, so the whole suite builds the flash model only once.
 @pytest.fixture(scope="module")
-def flash_cfg():
-    return get_config("flash")
-
-
-@pytest.fixture(scope="module")
-def flash_model(flash_cfg):
-    return build_model(flash_cfg, device="meta")
+def flash_model(flash_meta):
+    return flash_meta
 
 
 @pytest.fixture(scope="module")
 def flash_counts(flash_model):
     return count_params(flash_model)
-
-
-@pytest.fixture(scope="module")
-def lab_model():
-    return build_model(get_config("lab"), seed=0)
 
 
 # ---- independent parameter formula (dossier §5.1 shapes, §8 groups) -------------------------------------
@@ -201,7 +193,8 @@ def test_bytes_stored_after_prefill(lab_model, S) -> None:
     cache = lab_model.new_cache(B)
     assert cache.bytes_stored() == {"window": 0, "compressed_kv": 0, "index_k": 0}
     tokens = torch.randint(4, cfg.vocab_size, (B, S), generator=torch.Generator().manual_seed(S))
-    lab_model(tokens, cache)
+    with torch.no_grad():
+        lab_model(tokens, cache)
     got = cache.bytes_stored()
     assert got == expected_stored(cfg, B, S)
     if S == 21:  # literal arithmetic for one case: 8 layers · 8 slots · 66 B; sources (1, 3, 4) hold 10 + 10 + 21
@@ -213,11 +206,14 @@ def test_bytes_stored_chunked_and_partial_commit(lab_model) -> None:
     cfg, B = lab_model.cfg, 1
     g = torch.Generator().manual_seed(7)
     cache = lab_model.new_cache(B)
-    lab_model(torch.randint(4, cfg.vocab_size, (B, 13), generator=g), cache)
+    with torch.no_grad():
+        lab_model(torch.randint(4, cfg.vocab_size, (B, 13), generator=g), cache)
     assert cache.bytes_stored() == expected_stored(cfg, B, 13)
-    lab_model(torch.randint(4, cfg.vocab_size, (B, 1), generator=g), cache)
+    with torch.no_grad():
+        lab_model(torch.randint(4, cfg.vocab_size, (B, 1), generator=g), cache)
     assert cache.bytes_stored() == expected_stored(cfg, B, 14)
-    out = lab_model(torch.randint(4, cfg.vocab_size, (B, 4), generator=g), cache, commit=False)
+    with torch.no_grad():
+        out = lab_model(torch.randint(4, cfg.vocab_size, (B, 4), generator=g), cache, commit=False)
     assert cache.bytes_stored() == expected_stored(cfg, B, 14)  # nothing written without a commit
     cache.commit(out.pending, 2)
     assert cache.length == 16

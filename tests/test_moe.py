@@ -29,6 +29,7 @@ def fill_random(module: torch.nn.Module, seed: int, std: float | None = None) ->
 # ---- naive references ---------------------------------------------------------------------------
 def naive_gate(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor, k: int, route_scale: float, temp: float):
     """One token x [D]: returns {expert: weight} from scalar formulas."""
+    W, bias, x = W.detach(), bias.detach(), x.detach()
     E = W.shape[0]
     a = []
     for e in range(E):
@@ -45,6 +46,7 @@ def naive_gate(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor, k: int, rou
 
 def naive_expert(x: torch.Tensor, w1, w2, w3, limit: float, route_weight: float = 1.0) -> torch.Tensor:
     """x [D] → [D]: gate clamped only from above, up clamped both sides, weight before w2."""
+    x, w1, w2, w3 = x.detach(), w1.detach(), w2.detach(), w3.detach()
     g = w1 @ x
     u = w3 @ x
     g = torch.where(g > limit, torch.full_like(g, limit), g)
@@ -258,7 +260,7 @@ def test_moe_matches_naive_per_token_loop(fp4):
             want = want + naive_expert(flat[n], q(ex.w1.weight), q(ex.w2.weight), q(ex.w3.weight), 2.0, w)
         sh = moe.shared_experts
         want = want + naive_expert(flat[n], sh.w1.weight, sh.w2.weight, sh.w3.weight, 2.0)
-        torch.testing.assert_close(y.reshape(-1, D)[n], want.detach(), rtol=0, atol=1e-12)
+        torch.testing.assert_close(y.reshape(-1, D)[n], want, rtol=0, atol=1e-12)
     assert int(info["load"].sum()) == 10 * k
     assert torch.equal(info["load"], torch.bincount(info["indices"].flatten(), minlength=E))
 

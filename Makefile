@@ -1,0 +1,18 @@
+# The few commands everyone uses. `make lab` and `make test` set up a fresh machine on their own.
+PY ?= python3
+
+.PHONY: install lab test bench lint
+install:
+	$(PY) -m pip install -q -r requirements.txt -e .
+
+lab: install
+	$(PY) -m lab walk
+
+test: install
+	$(PY) -m pytest
+
+bench: install
+	$(PY) bench/bench_budgets.py
+
+lint:
+	$(PY) -m ruff check dspark_mini lab tests bench
