@@ -46,9 +46,8 @@ class ModelConfig:
     o_lora_rank: int = 32  # per-group rank of wo_a | 1024
     window_size: int = 8  # sliding-window ring slots in every layer | 128
     # ---- CED schedule and CSA2 (3A-3C) ----------------------------------------------------------
-    # compress ratio per layer, backbone then draft layers; names the cache a layer *reads*
-    # (0 = window only, 2 = ratio-2 pooled KV, 1 = ratio-1 projected KV) | [0,0] + [2]*18 + [1]*20 + [0]*3
-    compress_ratios: tuple[int, ...] = (0, 2, 2, 2, 1, 1, 1, 1, 0, 0)
+    # (0 = window only, 2 = ratio-2 pooled KV, 1 = ratio-1 projected KV; backbone then draft layers)
+    compress_ratios: tuple[int, ...] = (0, 2, 2, 2, 1, 1, 1, 1, 0, 0)  # cache each layer reads | [0,0]+[2]*18+[1]*20+[0]*3
     kv_source_layers: tuple[int, ...] = (1, 3, 4)  # layers that own a compressor | (2, 8, 14, 20)
     index_source_layers: tuple[int, ...] = (1, 3, 4, 6)  # layers that run an indexer | (2, 8, ..., 36)
     candidate_source_layer: int = 4  # publishes candidate blocks; must be a KV source | 20
@@ -132,13 +131,16 @@ class ModelConfig:
 
     # ---- validation -----------------------------------------------------------------------------
     def validate(self) -> "ModelConfig":  # noqa: C901 - one check per field, flat on purpose
+        def is_int(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
         def need(ok: bool, name: str, allowed: str) -> None:
             if not ok:
                 raise ConfigError(name, getattr(self, name), allowed)
 
         def positive_int(name: str) -> None:
             v = getattr(self, name)
-            need(isinstance(v, int) and not isinstance(v, bool) and v > 0, name, "an integer ≥ 1")
+            need(is_int(v) and v > 0, name, "an integer ≥ 1")
 
         for name in (
             "vocab_size", "dim", "n_layers", "n_heads", "head_dim", "rope_head_dim", "q_lora_rank",
@@ -147,12 +149,12 @@ class ModelConfig:
             "n_routed_experts", "n_activated_experts", "moe_inter_dim", "hc_mult", "hc_sinkhorn_iters",
             "engram_vocab_size", "engram_n_heads", "engram_head_dim", "engram_compressed_vocab_size",
             "dspark_block_size", "dspark_markov_rank", "dspark_n_routed_experts",
-            "dspark_n_activated_experts",
+            "dspark_n_activated_experts", "beta_fast", "beta_slow", "engram_max_ngram_size",
         ):
             positive_int(name)
         for name in ("n_mtp_layers", "n_shared_experts"):
             v = getattr(self, name)
-            need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name, "an integer ≥ 0")
+            need(is_int(v) and v >= 0, name, "an integer ≥ 0")
         for name in ("rope_theta", "compress_rope_theta", "rope_factor", "route_scale", "gate_temp",
                      "swiglu_limit", "hc_eps", "norm_eps"):
             v = getattr(self, name)
@@ -220,7 +222,7 @@ class ModelConfig:
         need(len(ratio1) <= 1, "kv_source_layers", "at most one ratio-1 source (the CED boundary)")
         need(not ratio1 or ratio1[0] == kv[-1], "kv_source_layers",
              "the ratio-1 source as the last KV source (the decoder reads only its projection)")
-        need(self.candidate_source_layer in kv, "candidate_source_layer",
+        need(is_int(self.candidate_source_layer) and self.candidate_source_layer in kv, "candidate_source_layer",
              f"one of kv_source_layers {kv}")
         need(self.index_topk <= self.candidate_topk_blocks * self.candidate_block_size,
              "index_topk", f"≤ candidate pool {self.candidate_topk_blocks * self.candidate_block_size}")
@@ -231,14 +233,15 @@ class ModelConfig:
         need(eng[-1] <= kv[-1], "engram_layer_ids",
              f"layers at or before the last KV source ({kv[-1]}), as decoder replay requires")
         need(self.engram_max_ngram_size >= 2, "engram_max_ngram_size", "an integer ≥ 2")
-        need(0 <= self.engram_pad_id < self.vocab_size, "engram_pad_id",
+        need(is_int(self.engram_pad_id) and 0 <= self.engram_pad_id < self.vocab_size, "engram_pad_id",
              f"a token id in 0..{self.vocab_size - 1}")
 
         # DSpark (6B)
         taps = layer_ids("dspark_target_layer_ids", L)
         need(len(taps) >= 1, "dspark_target_layer_ids", "at least one tap layer")
         need(self.dspark_tap_mix in TAP_MIXES, "dspark_tap_mix", f"one of {TAP_MIXES}")
-        need(0 <= self.dspark_noise_token_id < self.vocab_size, "dspark_noise_token_id",
+        need(is_int(self.dspark_noise_token_id) and 0 <= self.dspark_noise_token_id < self.vocab_size,
+             "dspark_noise_token_id",
              f"a token id in 0..{self.vocab_size - 1}")
         need(self.dspark_block_size <= self.window_size, "dspark_block_size",
              f"1..window_size ({self.window_size})")

@@ -50,21 +50,16 @@ class Expert(nn.Module):
         self.w2 = Linear(inter_dim, dim, bias=False, dtype=dtype)  # [D, I]
         self.w3 = Linear(dim, inter_dim, bias=False, dtype=dtype)  # [I, D]
         self.limit, self.fp4 = swiglu_limit, fp4
-        self._fp4_cache: dict[str, tuple[int, torch.Tensor]] = {}  # name → (weight version, QDQ weight)
 
     def weight(self, name: str) -> torch.Tensor:
-        """The weight as the kernel sees it: MXFP4-QDQ'd when `fp4`. Without autograd the QDQ copy is
-        cached until the weight changes; with autograd it is recomputed (straight-through gradient)."""
+        """The weight as the kernel sees it: MXFP4-QDQ'd when `fp4` (straight-through gradient when training).
+        Quantized at every use, so a weight edited in place (even through `.data`) is never stale."""
         w = getattr(self, name).weight
         if not self.fp4:
             return w
         if torch.is_grad_enabled() and w.requires_grad:
             return qdq_ste(w, fp4_qdq, 32, "e8m0")
-        hit = self._fp4_cache.get(name)
-        if hit is None or hit[0] != w._version or hit[1].device != w.device or hit[1].dtype != w.dtype:
-            hit = (w._version, fp4_qdq(w.detach(), 32, "e8m0"))
-            self._fp4_cache[name] = hit
-        return hit[1]
+        return fp4_qdq(w, 32, "e8m0")
 
     def forward(self, x: torch.Tensor, route_weight: torch.Tensor | None = None) -> torch.Tensor:
         gate = F.linear(x, self.weight("w1"))  # [N, I]

@@ -10,6 +10,10 @@ import torch
 
 from dspark_mini import Trace, build_model, get_config
 
+# The lab tensors are tiny: intra-op threads only add overhead, and on a busy 2-core machine the OpenMP
+# workers spin and slow some forwards down 10-100× (a 2 × 10-token forward took 9 s instead of 0.06 s).
+torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def lab_cfg():

@@ -178,28 +178,14 @@ def test_head_dim_48_accepted_without_kv_quant() -> None:
     assert info.value.field == "head_dim"
 
 
-# ---- real validation gaps: configs validate() accepts although the model cannot use them -------------
-GAP = "BUG: dspark_mini/config.py validate() does not type/range-check this field"
+# ---- once-missed validations (types of ids, the YaRN betas): found by these tests, now rejected ----------
 ACCEPTED_BUT_INVALID = [
-    pytest.param({"beta_slow": 0}, "beta_slow", id="beta_slow_zero",
-                 marks=pytest.mark.xfail(strict=True, reason=GAP + " (beta_slow=0 passes; rope_inv_freq then "
-                                         "raises ZeroDivisionError in build_model; fix: add 'beta_fast', "
-                                         "'beta_slow' to the positive_int tuple, config.py lines 143-150)")),
-    pytest.param({"engram_max_ngram_size": 3.0}, "engram_max_ngram_size", id="engram_ngram_float",
-                 marks=pytest.mark.xfail(strict=True, reason=GAP + " (3.0 passes the `>= 2` check at line 233; "
-                                         "engram_orders' range() then raises TypeError in build_model; fix: "
-                                         "positive_int('engram_max_ngram_size') before the ≥ 2 check)")),
-    pytest.param({"engram_pad_id": 2.0}, "engram_pad_id", id="engram_pad_float",
-                 marks=pytest.mark.xfail(strict=True, reason=GAP + " (2.0 passes line 234; the forward's "
-                                         "compress_map[2.0] raises IndexError; fix: require an int, not bool)")),
-    pytest.param({"engram_pad_id": True}, "engram_pad_id", id="engram_pad_bool",
-                 marks=pytest.mark.xfail(strict=True, reason=GAP + " (a bool passes as token id 1, unlike the "
-                                         "size fields, which reject bools; line 234)")),
-    pytest.param({"dspark_noise_token_id": True}, "dspark_noise_token_id", id="noise_bool",
-                 marks=pytest.mark.xfail(strict=True, reason=GAP + " (a bool passes as token id 1; line 241)")),
-    pytest.param({"candidate_source_layer": True}, "candidate_source_layer", id="candidate_bool",
-                 marks=pytest.mark.xfail(strict=True, reason=GAP + " (True == 1 is `in` kv_source_layers (1, 3, 4) "
-                                         "at line 223, so a bool silently selects layer 1)")),
+    pytest.param({"beta_slow": 0}, "beta_slow", id="beta_slow_zero"),
+    pytest.param({"engram_max_ngram_size": 3.0}, "engram_max_ngram_size", id="engram_ngram_float"),
+    pytest.param({"engram_pad_id": 2.0}, "engram_pad_id", id="engram_pad_float"),
+    pytest.param({"engram_pad_id": True}, "engram_pad_id", id="engram_pad_bool"),
+    pytest.param({"dspark_noise_token_id": True}, "dspark_noise_token_id", id="noise_bool"),
+    pytest.param({"candidate_source_layer": True}, "candidate_source_layer", id="candidate_bool"),
 ]
 
 
@@ -332,9 +318,6 @@ def test_every_field_documented_at_its_definition() -> None:
     assert _undocumented(allow_block_above=True) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (docs): dspark_mini/config.py line 51 `compress_ratios: ... = (...)` "
-                                       "has its comment on the two lines above, not on the definition line; "
-                                       "fix: append a `# ... | [0,0] + [2]*18 + [1]*20 + [0]*3` comment to it")
 def test_every_field_has_comment_on_definition_line() -> None:
     assert _undocumented(allow_block_above=False) == []
 
