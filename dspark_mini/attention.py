@@ -60,6 +60,7 @@ class Attention(nn.Module):
         self.groups, self.o_rank, self.window = cfg.o_groups, cfg.o_lora_rank, cfg.window_size
         self.ratio = cfg.compress_ratios[layer_id]
         backbone = layer_id < cfg.n_layers
+        self.is_draft = not backbone  # DSpark layer: ring of target latents, bidirectional block
         self.is_kv_source = backbone and layer_id in cfg.kv_source_layers
         self.is_index_source = backbone and layer_id in cfg.index_source_layers
         self.is_candidate_source = backbone and layer_id == cfg.candidate_source_layer
@@ -95,9 +96,8 @@ class Attention(nn.Module):
         angles = rope_angles(positions, self.inv_freq)  # [S, r/2]
         qr = self.q_norm(self.wq_a(x))  # [B, S, Rq]
         q = apply_rope(self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim)), angles)  # [B, S, H, Dh]
-        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), angles)  # [B, S, Dh]
-        kv = fp8_qdq(kv_raw, 32) if cfg.kv_quant else kv_raw
-        if pending is not None:
+        kv_raw, kv = self.latent(x, positions)  # [B, S, Dh] each
+        if pending is not None and not self.is_draft:  # a draft block's own rows are never stored
             pending.window[self.layer_id] = kv
 
         # window keys: committed ring slots ‖ this chunk's own rows
@@ -106,7 +106,10 @@ class Attention(nn.Module):
             keys, key_pos = torch.cat([ring.kv, kv], dim=1), torch.cat([ring.pos, positions])
         else:
             keys, key_pos = kv, positions
-        mask = window_mask(positions, key_pos, self.window).expand(B, S, -1)  # [B, S, Tw]
+        if self.is_draft:  # every filled ring slot and every row of the block: bidirectional inside it
+            mask = (key_pos >= 0).expand(B, S, -1)
+        else:
+            mask = window_mask(positions, key_pos, self.window).expand(B, S, -1)  # [B, S, Tw]
         n_window = keys.size(1)
 
         if self.ratio:
@@ -137,6 +140,11 @@ class Attention(nn.Module):
             rec("6A", "window_kv_raw", kv_raw)
             rec("6A", "window_kv", kv)
         return y
+
+    def latent(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The shared K = V latent of each row: RoPE(kv_norm(wkv(x))), then FP8 QDQ.  → raw, stored [B, S, Dh]"""
+        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), rope_angles(positions, self.inv_freq))
+        return kv_raw, (fp8_qdq(kv_raw, 32) if self.cfg.kv_quant else kv_raw)
 
     def _compress(self, x, cache, pending, shared: SharedAttention, rec) -> None:
         """3B: new latents of this chunk → index keys (pre-RoPE) → RoPE at j·ratio → FP4 → shared."""

@@ -74,7 +74,7 @@ class KVCache:
         self.windows = {
             i: WindowRing(torch.zeros(batch, W, Dh, dtype=dtype, device=device),
                           torch.full((W,), -1, dtype=torch.long, device=device))
-            for i in range(cfg.n_layers)
+            for i in range(cfg.n_layers + cfg.n_mtp_layers)  # backbone rings, then the draft rings
         }
         self.sources = {}
         for s in cfg.kv_source_layers:
@@ -147,12 +147,17 @@ class KVCache:
     def bytes_stored(self) -> dict[str, int]:
         """Bytes the real formats would take for what this cache holds now (all sequences)."""
         b = kv_bytes(self.cfg)
-        filled = sum(int((ring.pos >= 0).sum()) for ring in self.windows.values())
-        counts = {s: st.count for s, st in self.sources.items()}
+        L = self.cfg.n_layers
+
+        def filled(draft: bool) -> int:
+            return sum(int((ring.pos >= 0).sum()) for i, ring in self.windows.items() if (i >= L) == draft)
+
+        entries = sum(st.count for st in self.sources.values())
         return {
-            "window": self.batch * filled * b["window_entry"],
-            "compressed_kv": self.batch * sum(counts.values()) * b["compressed_entry"],
-            "index_k": self.batch * sum(counts.values()) * b["index_entry"],
+            "window": self.batch * filled(False) * b["window_entry"],
+            "draft_window": self.batch * filled(True) * b["window_entry"],
+            "compressed_kv": self.batch * entries * b["compressed_entry"],
+            "index_k": self.batch * entries * b["index_entry"],
         }
 
 

@@ -22,6 +22,7 @@ from torch import nn
 
 from .attention import Attention, SharedAttention, hp_dtype
 from .config import ModelConfig
+from .dspark import DraftOutput, DSparkDraft
 from .linear import Linear
 from .engram import Engram, engram_multipliers, engram_primes, hash_ngram_ids, new_history
 from .kv_cache import KVCache, PendingWrites
@@ -115,6 +116,7 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
         self.head = Linear(cfg.dim, cfg.vocab_size, bias=False, dtype=hp)  # [V, D], fp32 logits
+        self.mtp = DSparkDraft(cfg) if cfg.n_mtp_layers else None  # shares embed and head (not re-registered)
         if compress_map is None:
             compress_map = torch.arange(cfg.vocab_size, device="cpu") % cfg.engram_compressed_vocab_size
         if compress_map.shape != (cfg.vocab_size,):
@@ -152,8 +154,8 @@ class Transformer(nn.Module):
             leaf = name.rsplit(".", 1)[-1]
             if name.endswith("norm.weight") or leaf in ("q_weight", "k_weight"):
                 p.fill_(1.0)
-            elif name.endswith("attn_sink"):
-                p.zero_()
+            elif name.endswith("attn_sink") or name.endswith("confidence_head.weight"):
+                p.zero_()  # no sink preference; an untrained confidence head says σ(0) = 0.5
             elif name.endswith("gate.bias"):
                 normal(p, 0.1)  # a stand-in for the trained load-balancing bias
             elif leaf == "scale" and ".hc_" in name:
@@ -248,9 +250,29 @@ class Transformer(nn.Module):
             top("head", "logits", logits)
             for i, t in taps.items():
                 trace.add("6B", i, "tap", t)
+        if self.mtp is not None:  # the draft rings get the target's view of these positions (on commit)
+            main_x = self.mtp.main_x(taps)  # [B, S, D]
+            pending.window.update(self.mtp.ring_rows(main_x, positions))
+            if top is not None:
+                top("6B", "main_x", main_x)
         if cache is not None and commit:
             cache.commit(pending)
         return ForwardOutput(logits=logits, hidden=hidden, taps=taps, pending=pending)
+
+
+def draft(model: "Transformer", anchor: torch.Tensor, cache: KVCache, block_size: int | None = None,
+          temperature: float = 0.0, generator: torch.Generator | None = None, trace: Trace | None = None) -> DraftOutput:
+    """One DSpark draft pass from anchors [B] at position cache.length (see `dspark.py`)."""
+    if model.mtp is None:
+        raise ValueError("this config has no draft layers (n_mtp_layers = 0)")
+    if anchor.dim() != 1 or anchor.dtype != torch.long:
+        raise ValueError(f"anchor must be an int64 tensor [B] (got {anchor.dtype} {tuple(anchor.shape)})")
+    V = model.cfg.vocab_size
+    if int(anchor.min()) < 0 or int(anchor.max()) >= V:
+        raise ValueError(f"anchor token id {int(anchor.max()) if int(anchor.max()) >= V else int(anchor.min())} "
+                         f"is out of range: allowed 0..{V - 1}")
+    k = model.cfg.dspark_block_size if block_size is None else block_size
+    return model.mtp(anchor, model.embed, model.head, cache, k, temperature, generator, trace)
 
 
 def count_params(model: nn.Module) -> dict[str, int]:

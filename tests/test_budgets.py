@@ -64,13 +64,27 @@ def backbone_groups(c) -> dict[str, int]:
     }
 
 
+def draft_params(c) -> int:
+    """The DSpark draft (`mtp.*`) from the config: full-size V4.1 blocks with the draft MoE, plus the heads."""
+    D, V, H, Dh, Rq, G, R = c.dim, c.vocab_size, c.n_heads, c.head_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank
+    hc, I, E, r = c.hc_mult, c.moe_inter_dim, c.dspark_n_routed_experts, c.dspark_markov_rank
+    n_mix = (2 + hc) * hc
+    block = (D * Rq + Rq + Rq * H * Dh + D * Dh + Dh + (H * Dh // G) * (G * R) + G * R * D + H  # attention
+             + E * 3 * D * I + c.n_shared_experts * 3 * D * I + E * D + E  # experts, shared, router
+             + 2 * (n_mix * hc * D + n_mix + 3) + 2 * D)  # mHC, attn/ffn norms
+    n_taps = len(c.dspark_target_layer_ids)
+    main_proj = n_taps * D * D if c.dspark_tap_mix == "concat_proj" else 0
+    return (c.n_mtp_layers * block + main_proj + D  # main_norm
+            + D + 2 * V * r + (D + r))  # norm, Markov embed + head, confidence head (embed/head shared)
+
+
 def model_groups(model) -> dict[str, int]:
     """The same groups, read off the model's parameter names."""
     out = dict.fromkeys(backbone_groups(get_config("lab")), 0)
     for name, p in model.named_parameters():
         n = p.numel()
-        if ".engram.embed." in name:
-            continue  # the tables are counted separately
+        if ".engram.embed." in name or name.startswith("mtp."):
+            continue  # the tables and the draft are counted separately
         if ".ffn.experts." in name:
             out["routed_experts"] += n
         elif ".ffn.shared_experts." in name:
@@ -105,8 +119,8 @@ def test_flash_param_counts(flash_counts) -> None:
     assert flash_counts["backbone"] == BACKBONE_FLASH
     assert flash_counts["engram"] == ENGRAM_FLASH == 196_613_849_600
     assert round(flash_counts["engram"] / 1e9, 2) == 196.61
-    # the DSpark draft (`mtp.*`, 14.23 B in the checkpoint) is not built yet; update to 14.23 B when it lands
-    assert flash_counts["draft"] == 0
+    assert flash_counts["draft"] == pytest.approx(14.23e9, rel=0.005)  # dossier §8: DSpark draft 14.23 B
+    assert round(flash_counts["draft"] / 1e9, 2) == 14.23
     assert flash_counts["total"] == flash_counts["backbone"] + flash_counts["engram"] + flash_counts["draft"]
 
 
@@ -137,7 +151,13 @@ def test_lab_formula_matches_model(lab_model) -> None:
     assert counts["backbone"] == sum(backbone_groups(cfg).values())
     from dspark_mini.engram import engram_num_embeddings
     assert counts["engram"] == sum(engram_num_embeddings(cfg)) * cfg.engram_head_dim
-    assert counts["draft"] == 0  # the draft lands later
+    assert counts["draft"] == draft_params(cfg)
+
+
+def test_flash_draft_formula_matches_exactly(flash_cfg, flash_counts) -> None:
+    assert draft_params(flash_cfg) == flash_counts["draft"]
+    # + vision 0.49 B = the dossier's 763.21 B total logical parameters
+    assert round((flash_counts["total"] + 0.49e9) / 1e9, 2) == 763.21
 
 
 # ---- kv_bytes ----------------------------------------------------------------------------------------------
@@ -182,6 +202,7 @@ def expected_stored(cfg, batch: int, length: int) -> dict[str, int]:
     entries = sum(length // cfg.compress_ratios[s] for s in cfg.kv_source_layers)
     return {
         "window": batch * cfg.n_layers * min(length, W) * window_entry,
+        "draft_window": batch * cfg.n_mtp_layers * min(length, W) * window_entry,  # DSpark rings: target view
         "compressed_kv": batch * entries * compressed_entry,
         "index_k": batch * entries * index_entry,
     }
@@ -191,14 +212,16 @@ def expected_stored(cfg, batch: int, length: int) -> dict[str, int]:
 def test_bytes_stored_after_prefill(lab_model, S) -> None:
     cfg, B = lab_model.cfg, 2
     cache = lab_model.new_cache(B)
-    assert cache.bytes_stored() == {"window": 0, "compressed_kv": 0, "index_k": 0}
+    assert cache.bytes_stored() == {"window": 0, "draft_window": 0, "compressed_kv": 0, "index_k": 0}
     tokens = torch.randint(4, cfg.vocab_size, (B, S), generator=torch.Generator().manual_seed(S))
     with torch.no_grad():
         lab_model(tokens, cache)
     got = cache.bytes_stored()
     assert got == expected_stored(cfg, B, S)
-    if S == 21:  # literal arithmetic for one case: 8 layers · 8 slots · 66 B; sources (1, 3, 4) hold 10 + 10 + 21
-        assert got == {"window": 2 * 8 * 8 * 66, "compressed_kv": 2 * 41 * 36, "index_k": 2 * 41 * 17}
+    if S == 21:  # literal arithmetic for one case: 8 layers · 8 slots · 66 B (+ 2 draft rings);
+        # sources (1, 3, 4) hold 10 + 10 + 21
+        assert got == {"window": 2 * 8 * 8 * 66, "draft_window": 2 * 2 * 8 * 66, "compressed_kv": 2 * 41 * 36,
+                       "index_k": 2 * 41 * 17}
 
 
 def test_bytes_stored_chunked_and_partial_commit(lab_model) -> None:

@@ -67,12 +67,12 @@ def test_views_hold_the_numbers_of_the_trace(walk_en) -> None:
 
 def test_inspect_lab_and_flash_json(capsys) -> None:
     lab = run_json(capsys, "inspect", "--json")
-    assert lab["params"]["draft"] == 0 and lab["params"]["backbone"] > 0 and lab["device"] == "cpu"
+    assert lab["params"]["draft"] > 0 and lab["params"]["backbone"] > 0 and lab["device"] == "cpu"
     flash = run_json(capsys, "inspect", "--preset", "flash", "--json")
     assert flash["device"] == "meta"
     assert abs(flash["params"]["backbone"] / 551.88e9 - 1) < 0.005
     assert abs(flash["params"]["engram"] / 196.61e9 - 1) < 0.005
-    assert flash["params"]["draft"] == 0  # the DSpark draft lands with the step-6B issue
+    assert abs(flash["params"]["draft"] / 14.23e9 - 1) < 0.005
     assert flash["kv_bytes_per_token"]["global"] == 890
     assert len(flash["roles"]) == 43
 

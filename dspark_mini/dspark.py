@@ -1,0 +1,147 @@
+"""Step 6B · the DSpark draft: taps → draft layers → block [anchor, noise × (k−1)] → Markov head → draft tokens.
+
+Taps: the mean over the hc copies of the attention-input stream of `dspark_target_layer_ids`, at every
+target position. `mean` (lab): main_x = main_norm(Σ taps / n) — layers 3 and 4 mixed 0.5/0.5;
+`concat_proj` (real): main_x = main_norm(main_proj([tap₃₇; tap₃₈; tap₃₉])).
+Each draft layer (ratio 0, window only, θ = 10000) keeps its own ring of kv_norm(wkv(main_x)) at the
+*accepted* target positions, written by the target forward's commit — so rejected rows never reach it.
+A draft pass embeds [anchor, noise, …] at positions p … p+k−1 (p = the anchor's position), runs the draft
+blocks (each row attends to the ring and to every row of the block: bidirectional inside the block), and
+reads the base logits U_i = head(norm(h_i)) with the target's own embedding and head. The Markov head
+is the only sequential part: logits_i = U_i + W2·W1[x_{i−1}] (x_0 = anchor), sample x_i, go on.
+Outputs per position: draft token, draft probability p_d(x_i), confidence c_i = σ(w·[h_i; W1[x_{i−1}]])
+(a predicted survival probability; the reference returns the raw logit, vLLM applies the sigmoid).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .attention import SharedAttention, hp_dtype
+from .config import ModelConfig
+from .linear import Linear
+from .mhc import hc_pre, identity_pre_mix
+from .norm import RMSNorm
+
+
+@dataclass
+class DraftOutput:
+    tokens: torch.Tensor  # [B, k] draft tokens x_1..x_k
+    draft_probs: torch.Tensor  # [B, k] p_d(x_i): probability of the drafted token under the draft distribution
+    confidence: torch.Tensor  # [B, k] c_i = σ(w·[h_i; W1[x_{i−1}]])
+    logits: torch.Tensor  # [B, k, V] draft logits after the Markov bias (before temperature)
+    probs: torch.Tensor  # [B, k, V] the draft distribution p_d the tokens were sampled from
+    hidden: torch.Tensor  # [B, k, D] collapsed draft stream (confidence-head input)
+    positions: torch.Tensor  # [k] positions of the block rows (anchor first)
+
+
+def token_distribution(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(logits / T); T = 0 → one-hot argmax (greedy).  [..., V] → [..., V]"""
+    if temperature < 0:
+        raise ValueError(f"temperature = {temperature} is invalid: allowed ≥ 0 (0 = greedy)")
+    if temperature == 0:
+        return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of probs [..., V] (argmax-exact for one-hot rows)."""
+    flat = probs.reshape(-1, probs.size(-1))
+    return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
+
+
+class MarkovHead(nn.Module):
+    """Rank-r bigram correction: bias(prev, ·) = head · embed[prev]  (checkpoint `markov_head.embed/.head`)."""
+
+    def __init__(self, vocab_size: int, rank: int, dtype: torch.dtype):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, rank, dtype=dtype)  # W1 [V, r]
+        self.head = Linear(rank, vocab_size, bias=False, dtype=dtype)  # W2 [V, r]
+
+    def forward(self, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """prev [...] → bias [..., V], W1[prev] [..., r]."""
+        e = self.embed(prev)
+        return self.head(e), e
+
+
+class DSparkDraft(nn.Module):
+    """The draft stages (checkpoint `mtp.*`): main_proj/main_norm, the draft blocks, norm, the two heads."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        from .model import Block  # the draft blocks are ordinary V4.1 blocks with compress ratio 0
+
+        self.cfg = cfg
+        dt, hp = cfg.torch_dtype, hp_dtype(cfg)
+        n_taps = len(cfg.dspark_target_layer_ids)
+        self.main_proj = (Linear(n_taps * cfg.dim, cfg.dim, bias=False, dtype=dt)  # [D, n·D]
+                          if cfg.dspark_tap_mix == "concat_proj" else None)
+        self.main_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
+        self.layers = nn.ModuleList(Block(cfg, cfg.n_layers + i) for i in range(cfg.n_mtp_layers))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
+        self.markov_head = MarkovHead(cfg.vocab_size, cfg.dspark_markov_rank, dt)
+        self.confidence_head = Linear(cfg.dim + cfg.dspark_markov_rank, 1, bias=False, dtype=hp)  # w [1, D + r]
+
+    def main_x(self, taps: dict[int, torch.Tensor]) -> torch.Tensor:
+        """The drafter's view of the target at every position.  taps {layer: [B, S, D]} → [B, S, D]"""
+        parts = [taps[l] for l in self.cfg.dspark_target_layer_ids]
+        if self.main_proj is None:
+            mixed = sum(parts) / len(parts)  # "mean": layers 3 and 4 mixed 0.5/0.5 in the lab
+        else:
+            mixed = self.main_proj(torch.cat(parts, dim=-1))  # [B, S, n·D] → [B, S, D]
+        return self.main_norm(mixed)
+
+    def ring_rows(self, main_x: torch.Tensor, positions: torch.Tensor) -> dict[int, torch.Tensor]:
+        """What each draft layer's window ring stores for these target positions.  → {layer: [B, S, Dh]}"""
+        return {blk.layer_id: blk.attn.latent(main_x, positions)[1] for blk in self.layers}
+
+    def forward(self, anchor: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache, block_size: int,
+                temperature: float = 0.0, generator: torch.Generator | None = None, trace=None) -> DraftOutput:
+        """One draft pass for anchors [B] at position cache.length (the anchor is not in the target cache yet)."""
+        cfg = self.cfg
+        if not isinstance(block_size, int) or not 1 <= block_size <= cfg.dspark_block_size:
+            raise ValueError(f"block size = {block_size!r} is invalid: allowed 1..{cfg.dspark_block_size} "
+                             "(the trained draft block)")
+        B = anchor.size(0)
+        p = cache.length
+        if p == 0:
+            raise ValueError("the draft needs the target to have processed a prompt first (empty cache)")
+        if p + block_size > cfg.max_seq_len:
+            raise ValueError(f"draft block would reach position {p + block_size - 1}: max_seq_len = {cfg.max_seq_len}")
+        block = torch.full((B, block_size), cfg.dspark_noise_token_id, dtype=torch.long, device=anchor.device)
+        block[:, 0] = anchor
+        positions = torch.arange(p, p + block_size, device=anchor.device)  # [k]
+        x = embed(block).unsqueeze(2).repeat(1, 1, cfg.hc_mult, 1)  # [B, k, hc, D]
+        pre = identity_pre_mix(B, block_size, cfg.hc_mult, hp_dtype(cfg), anchor.device)
+        shared = SharedAttention()
+        for blk in self.layers:
+            rec = trace.recorder(blk.layer_id) if trace is not None else None
+            x, pre = blk(x, pre, positions, shared, cache, None, rec)
+        h = hc_pre(x, pre)  # [B, k, D]
+        base = head(self.norm(h).to(head.weight.dtype))  # [B, k, V] U_i
+        prev = anchor
+        tokens, logits, probs, conf = [], [], [], []
+        for i in range(block_size):  # the Markov head: the only sequential part
+            bias, e = self.markov_head(prev)  # [B, V], [B, r]
+            li = base[:, i] + bias.to(base.dtype)
+            pi = token_distribution(li, temperature)
+            xi = sample(pi, generator)
+            c = torch.sigmoid(self.confidence_head(torch.cat([h[:, i], e], -1).to(self.confidence_head.weight.dtype)))
+            tokens.append(xi)
+            logits.append(li)
+            probs.append(pi)
+            conf.append(c.squeeze(-1))
+            prev = xi
+        tokens_t, probs_t = torch.stack(tokens, 1), torch.stack(probs, 1)  # [B, k], [B, k, V]
+        shown = probs_t if temperature > 0 else torch.softmax(torch.stack(logits, 1), dim=-1)
+        out = DraftOutput(tokens=tokens_t, draft_probs=shown.gather(-1, tokens_t[..., None]).squeeze(-1),
+                          confidence=torch.stack(conf, 1), logits=torch.stack(logits, 1), probs=probs_t, hidden=h,
+                          positions=positions)
+        if trace is not None:
+            for name in ("tokens", "draft_probs", "confidence", "logits", "hidden"):
+                trace.add("6B", -1, "draft_" + name if not name.startswith("draft") else name, getattr(out, name))
+            trace.add("6B", -1, "base_logits", base)
+        return out

@@ -1,0 +1,232 @@
+"""Step 6B · speculative decoding: draft a block, verify it with one real forward, keep what the target keeps.
+
+A round, with the anchor x₀ at position p (sampled by the target, not yet run through it):
+  1. the draft proposes x₁..x_k with distributions p_d^i (Markov head, left to right);
+  2. the target runs once over [x₀, x₁..x_k] → p_t^1..p_t^{k+1} (commit=False: nothing is stored yet);
+  3. left to right, keep x_i with probability min(1, p_t^i(x_i) / p_d^i(x_i)); at the first rejection draw the
+     replacement from norm(max(0, p_t^i − p_d^i)); if all k are kept, draw a bonus token from p_t^{k+1};
+  4. commit the rows [x₀, x₁..x_n] (n kept) to every cache — the rejected rows were never written, so the
+     window rings, compressor carry, compressed KV, index keys, Engram history and draft rings all equal
+     what plain decoding of the committed tokens leaves. τ = n + 1 tokens per round.
+At temperature 0 both distributions are one-hot (argmax), so the same rule keeps exactly the draft tokens
+that match the target's argmax: greedy speculative output equals greedy plain output token for token.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .dspark import sample, token_distribution
+from .model import Transformer, draft
+
+ACCEPTED, REJECTED, RESAMPLED, BONUS = "accepted", "rejected", "resampled", "bonus"
+
+
+@dataclass
+class Verdict:
+    n_accepted: int  # draft tokens kept (prefix)
+    next_token: int  # the target's own token: the replacement at the first rejection, or the bonus
+    kind: str  # RESAMPLED or BONUS
+    ratios: list[float]  # min(1, p_t/p_d) per verified position
+
+
+def verify_block(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
+                 generator: torch.Generator | None = None, residual: bool = True) -> Verdict:
+    """Rejection sampling over one block.
+
+    draft_tokens [k]; draft_probs [k, V] (p_d rows the tokens were drawn from); target_probs [k + 1, V].
+    `residual=False` is a deliberately broken verifier (it resamples from p_t instead of the residual) that
+    the lab uses to show why the residual is needed.
+    """
+    k = draft_tokens.numel()
+    ratios: list[float] = []
+    for i in range(k):
+        x = int(draft_tokens[i])
+        pt, pd = target_probs[i], draft_probs[i]
+        ratio = min(1.0, float(pt[x]) / max(float(pd[x]), 1e-12))
+        ratios.append(ratio)
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        if u < ratio:
+            continue
+        if residual:
+            res = (pt - pd).clamp_min(0)
+            mass = float(res.sum())
+            dist = res / mass if mass > 1e-12 else pt  # no residual mass left: fall back to p_t
+        else:
+            dist = pt
+        return Verdict(i, int(sample(dist, generator)), RESAMPLED, ratios)
+    return Verdict(k, int(sample(target_probs[k], generator)), BONUS, ratios)
+
+
+@dataclass
+class Round:
+    """One draft → verify → commit round of one sequence."""
+
+    position: int  # position of the anchor
+    anchor: int
+    draft: list[int]
+    draft_probs: list[float]  # p_d(x_i)
+    confidence: list[float]  # c_i
+    target_probs: list[float]  # p_t(x_i) of the drafted tokens
+    target_argmax: list[int]  # the target's own choice at each verified row (k + 1 rows)
+    status: list[str]  # per draft position: accepted / rejected / not verified
+    n_accepted: int  # the verifier's verdict for this sequence
+    next_token: int  # its replacement or bonus token
+    next_kind: str  # resampled or bonus
+    committed: list[int]  # tokens appended this round (in a batch: cut to the shortest verdict)
+
+    @property
+    def tau(self) -> int:
+        """Accepted length: kept drafts + the target's own token."""
+        return self.n_accepted + 1
+
+    @property
+    def block(self) -> int:
+        return len(self.draft)
+
+
+@dataclass
+class GenerateResult:
+    tokens: list[list[int]]  # new tokens per sequence (prompt excluded)
+    seconds: float
+    rounds: list[list[Round]] = field(default_factory=list)  # per round, one record per sequence
+    forwards: int = 0  # target forwards after the prefill
+
+    @property
+    def tokens_per_s(self) -> float:
+        n = sum(len(t) for t in self.tokens)
+        return n / self.seconds if self.seconds > 0 else float("inf")
+
+    def rows(self, b: int = 0) -> list[Round]:
+        """The rounds of sequence b."""
+        return [r[b] for r in self.rounds]
+
+
+def check_prompt(model: Transformer, prompt: torch.Tensor, max_new_tokens: int) -> None:
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.dtype != torch.long:
+        raise ValueError(f"prompt must be int64 token ids of shape [B, S] (got {getattr(prompt, 'shape', prompt)})")
+    if prompt.size(1) == 0:
+        raise ValueError("prompt is empty: give at least one token")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens = {max_new_tokens!r} is invalid: allowed ≥ 1")
+    room = model.cfg.max_seq_len - prompt.size(1)
+    if max_new_tokens > room:
+        raise ValueError(f"max_new_tokens = {max_new_tokens} is invalid: allowed 1..{room} "
+                         f"(max_seq_len {model.cfg.max_seq_len} − prompt {prompt.size(1)})")
+    model.check_tokens(prompt, None)
+
+
+def check_block(model: Transformer, block_size: int | None) -> int:
+    k = model.cfg.dspark_block_size if block_size is None else block_size
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= model.cfg.dspark_block_size:
+        raise ValueError(f"block size = {k!r} is invalid: allowed 1..{model.cfg.dspark_block_size} "
+                         "(the trained draft block)")
+    return k
+
+
+def prefill(model: Transformer, prompt: torch.Tensor, temperature: float, gen: torch.Generator):
+    """Run the prompt, sample the first new token (the first anchor) for every sequence."""
+    cache = model.new_cache(prompt.size(0))
+    logits = model(prompt, cache=cache, last_only=True).logits[:, -1]  # [B, V]
+    return cache, sample(token_distribution(logits, temperature), gen)  # [B]
+
+
+@torch.no_grad()
+def generate_plain(model: Transformer, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 0.0,
+                   seed: int = 0) -> GenerateResult:
+    """One target forward per new token (prompts [B, S] of equal length)."""
+    check_prompt(model, prompt, max_new_tokens)
+    token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
+    cache, nxt = prefill(model, prompt, temperature, gen)
+    out = [nxt]
+    while len(out) < max_new_tokens:
+        logits = model(out[-1][:, None], cache=cache).logits[:, -1]
+        out.append(sample(token_distribution(logits, temperature), gen))
+    tokens = torch.stack(out, 1).tolist()
+    return GenerateResult(tokens, time.perf_counter() - t0, forwards=max_new_tokens - 1)
+
+
+@torch.no_grad()
+def speculative_round(model: Transformer, cache, anchors: torch.Tensor, block_size: int, temperature: float,
+                      gen: torch.Generator | None, residual: bool = True, trace=None) -> list[Round]:
+    """Draft k tokens after each anchor [B], verify them in one forward, commit the kept prefix (+ anchor).
+
+    In a batch every sequence commits the same number of rows: the shortest verdict n_min. A sequence that
+    kept more drafts appends its draft n_min + 1 (the verifier accepted it) instead of its own next token, so
+    each committed token is still exactly what the target would have produced.
+    """
+    p = cache.length
+    d = draft(model, anchors, cache, block_size, temperature, gen, trace)
+    rows = torch.cat([anchors[:, None], d.tokens], dim=1)  # [B, k + 1]
+    out = model(rows, cache=cache, commit=False)  # the verify forward: nothing stored yet
+    target = token_distribution(out.logits, temperature)  # [B, k + 1, V]
+    k = d.tokens.size(1)
+    verdicts = [verify_block(d.tokens[b], d.probs[b], target[b], gen, residual) for b in range(anchors.size(0))]
+    n_min = min(v.n_accepted for v in verdicts)
+    cache.commit(out.pending, n_min + 1)  # anchor + kept drafts; the other rows were never written
+    shown = target if temperature > 0 else torch.softmax(out.logits, -1)
+    tp = shown[:, :k].gather(-1, d.tokens[..., None]).squeeze(-1)  # [B, k]
+    argmax = out.logits.argmax(-1)  # [B, k + 1]
+    result = []
+    for b, v in enumerate(verdicts):
+        status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < k else [])
+        status += ["not verified"] * (k - len(status))
+        drafts = d.tokens[b].tolist()
+        last = drafts[n_min] if v.n_accepted > n_min else v.next_token
+        result.append(Round(position=p, anchor=int(anchors[b]), draft=drafts, draft_probs=d.draft_probs[b].tolist(),
+                            confidence=d.confidence[b].tolist(), target_probs=tp[b].tolist(),
+                            target_argmax=argmax[b].tolist(), status=status, n_accepted=v.n_accepted,
+                            next_token=v.next_token, next_kind=v.kind, committed=drafts[:n_min] + [last]))
+    return result
+
+
+@torch.no_grad()
+def generate_speculative(model: Transformer, prompt: torch.Tensor, max_new_tokens: int, block_size: int | None = None,
+                         temperature: float = 0.0, seed: int = 0, residual: bool = True) -> GenerateResult:
+    """DSpark speculative decoding: one draft pass + one verify forward per round (prompts [B, S])."""
+    check_prompt(model, prompt, max_new_tokens)
+    k_max = check_block(model, block_size)
+    token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
+    cache, anchors = prefill(model, prompt, temperature, gen)
+    tokens = [[int(a)] for a in anchors]
+    rounds: list[list[Round]] = []
+    while len(tokens[0]) < max_new_tokens:
+        k = min(k_max, max_new_tokens - len(tokens[0]))
+        rs = speculative_round(model, cache, torch.tensor([t[-1] for t in tokens]), k, temperature, gen, residual)
+        rounds.append(rs)
+        for t, r in zip(tokens, rs):
+            t += r.committed
+    return GenerateResult([t[:max_new_tokens] for t in tokens], time.perf_counter() - t0, rounds, forwards=len(rounds))
+
+
+def acceptance_stats(rounds: list[Round]) -> dict:
+    """τ, kept/k, and per-position conditional and cumulative acceptance (with mean confidence beside it)."""
+    if not rounds:
+        return {"rounds": 0, "mean_accepted_length": 0.0, "acceptance_rate": 0.0, "per_position": []}
+    k = max(r.block for r in rounds)
+    per = []
+    for i in range(k):
+        full = [r for r in rounds if r.block > i]
+        reached = [r for r in full if r.n_accepted >= i]
+        kept = [r for r in reached if r.n_accepted > i]
+        per.append({
+            "position": i + 1,
+            "reached": len(reached),
+            "cond_accept": len(kept) / len(reached) if reached else None,
+            "cum_accept": len(kept) / len(full) if full else None,
+            "mean_confidence": sum(r.confidence[i] for r in full) / len(full) if full else None,
+            "mean_draft_prob": sum(r.draft_probs[i] for r in full) / len(full) if full else None,
+        })
+    return {
+        "rounds": len(rounds),
+        "mean_accepted_length": sum(r.tau for r in rounds) / len(rounds),
+        "acceptance_rate": sum(r.n_accepted for r in rounds) / sum(r.block for r in rounds),
+        "per_position": per,
+    }
