@@ -41,8 +41,8 @@ class Trace:
     def add(self, step: str, layer: int, name: str, value: torch.Tensor) -> None:
         self.data.setdefault(step, {}).setdefault(layer, {})[name] = value.detach().clone()
 
-    def recorder(self, layer: int):
-        return lambda step, name, value: self.add(step, layer, name, value)
+    def recorder(self, layer: int) -> "Recorder":
+        return Recorder(self, layer)
 
     def get(self, step: str, name: str, layer: int = -1) -> torch.Tensor:
         try:
@@ -52,6 +52,21 @@ class Trace:
 
     def layers(self, step: str) -> list[int]:
         return sorted(k for k in self.data.get(step, {}) if k >= 0)
+
+
+@dataclass
+class Recorder:
+    """`rec(step, name, tensor)` for one layer; modules call it only when a trace is being taken."""
+
+    trace: Trace
+    layer: int
+
+    def __call__(self, step: str, name: str, value: torch.Tensor) -> None:
+        self.trace.add(step, self.layer, name, value)
+
+    @property
+    def sinkhorn_history(self) -> bool:
+        return self.trace.sinkhorn_history
 
 
 @dataclass
@@ -82,12 +97,13 @@ class Block(nn.Module):
 
     def forward(self, x, pre_in, positions, shared, cache, pending, rec=None):
         """x [B, S, hc, D], pre_in [B, S, hc] (the previous sublayer's pre) → (x, f_pre)."""
-        hist_a = [] if rec is not None else None
+        keep_hist = rec is not None and rec.sinkhorn_history
+        hist_a = [] if keep_hist else None
         a_pre, a_post, a_comb = self.hc_attn(x, hist_a)
         u = self.attn_norm(hc_pre(x, pre_in))  # [B, S, D] attention input
         x_attn = hc_post(self.attn(u, positions, shared, cache, pending, rec),
                          x, a_post, a_comb)
-        hist_f = [] if rec is not None else None
+        hist_f = [] if keep_hist else None
         f_pre, f_post, f_comb = self.hc_ffn(x_attn, hist_f)
         v = self.ffn_norm(hc_pre(x_attn, a_pre))  # [B, S, D] FFN input, collapsed with attention's pre
         y, moe_info = self.ffn(v)
@@ -96,8 +112,9 @@ class Block(nn.Module):
             for name, t in (("pre_in", pre_in), ("attn_pre", a_pre), ("attn_post", a_post), ("attn_comb", a_comb),
                             ("ffn_pre", f_pre), ("ffn_post", f_post), ("ffn_comb", f_comb)):
                 rec("2A", name, t)
-            rec("2A", "attn_comb_history", torch.stack(hist_a))  # [iters, B, S, hc, hc]
-            rec("2A", "ffn_comb_history", torch.stack(hist_f))
+            if keep_hist:
+                rec("2A", "attn_comb_history", torch.stack(hist_a))  # [iters, B, S, hc, hc]
+                rec("2A", "ffn_comb_history", torch.stack(hist_f))
             rec("4A", "attn_input", u)
             for name, t in moe_info.items():
                 rec("5A", name, t)
@@ -163,7 +180,7 @@ class Transformer(nn.Module):
             elif leaf == "base" and ".hc_" in name:
                 normal(p, 0.5)
             elif leaf == "fn" and ".hc_" in name:
-                normal(p, p.shape[1] ** -0.5)
+                normal(p, 0.5 * p.shape[1] ** -0.5)  # mild mixes: comb starts near uniform
             elif name == "embed.weight" or name.endswith("engram.embed.weight"):
                 normal(p, 1.0)
             elif p.dim() == 2:
@@ -177,8 +194,9 @@ class Transformer(nn.Module):
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError("tokens must be an int64 tensor of shape [B, S]"
                              f" (got {getattr(tokens, 'dtype', type(tokens))} {tuple(getattr(tokens, 'shape', ()))})")
-        if tokens.size(1) == 0:
-            raise ValueError("tokens is empty: give at least one token id")
+        if tokens.numel() == 0:
+            raise ValueError(f"tokens is empty (shape {tuple(tokens.shape)}): give at least one sequence of "
+                             "at least one token id")
         V = self.cfg.vocab_size
         lo, hi = int(tokens.min()), int(tokens.max())
         if lo < 0 or hi >= V:

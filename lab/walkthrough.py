@@ -17,6 +17,8 @@ from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.model import Transformer
 from dspark_mini.quant import fp4_qdq
 from dspark_mini.schedule import LayerRole, layer_roles
+from dspark_mini.speculative import Round, speculative_round
+from dspark_mini.dspark import sample, token_distribution
 from dspark_mini.tokenizer import LabTokenizer
 
 from .steps import STEP_IDS, Step, check_lang, get_step, ui
@@ -51,7 +53,13 @@ NOTES = {
     "taps": {"vi": "Lớp đích DSpark: hidden (trung bình 4 làn của đầu vào attention)", "en": "DSpark taps: hidden (mean over the 4 lanes of the attention input)"},
     "mix_check": {"vi": "trộn 0.5/0.5 == trung bình của hai phần", "en": "0.5/0.5 mix == mean of the two parts"},
     "parity_check": {"vi": "hai forward cùng đầu vào → logits giống hệt (ngưỡng 1e-9)", "en": "two forwards of the same input → identical logits (threshold 1e-9)"},
-    "draft_later": {"vi": "Khối nháp DSpark và verify: phần này được xây ở issue bước 6B; bước này hiện cho thấy LM head và các lớp đích.", "en": "DSpark draft block and verify arrive with the step-6B issue; this step shows the LM head and the taps so far."},
+    "draft_block": {"vi": "Khối nháp DSpark [anchor {a!r}, noise×{n}] và kết quả verify", "en": "DSpark draft block [anchor {a!r}, noise×{n}] and what verify kept"},
+    "not_acceptance": {"vi": "Confidence p_d(x) và đầu tin cậy c đều chưa phải là việc token được giữ: chỉ forward thật (verify) quyết định.", "en": "Neither the draft probability p_d(x) nor the confidence c is acceptance: only the target's real forward (verify) decides."},
+    "verdict": {"vi": "giữ {n}/{k} token nháp, τ = {tau}; token thêm từ forward thật: {t!r} ({kind})", "en": "kept {n}/{k} draft tokens, τ = {tau}; the target's own token: {t!r} ({kind})"},
+    "pos_col": {"vi": "Vị trí", "en": "Position"},
+    "pt_col": {"vi": "p_t(x) của forward thật", "en": "target p_t(x)"},
+    "status": {"vi": "Kết quả verify", "en": "Verify"},
+    "not_verified": {"vi": "không xét", "en": "not verified"},
     "untrained": {"vi": "Trọng số chưa huấn luyện (khởi tạo ngẫu nhiên theo seed): các con số minh họa cơ chế, không nói gì về chất lượng.", "en": "Untrained weights (random init from the seed): the numbers show the mechanism, not quality."},
     "engram_id": {"vi": "Mã Engram (nén)", "en": "Engram id (compressed)"},
     "emb_norm": {"vi": "‖embedding‖ trung bình mỗi token", "en": "mean ‖embedding‖ per token"},
@@ -147,11 +155,14 @@ class Walk:
     taps: dict[int, torch.Tensor]
     parity: float  # max |Δ| of two forwards
     seed: int
+    round: Round  # one draft → verify → commit round right after the prompt
+    block: int
+    temperature: float
     views: dict[str, StepView] = field(default_factory=dict)
 
 
 def run_walk(prompt: str = DEFAULT_PROMPT, preset: str = "lab", seed: int = 0, lang: str = "en",
-             steps: tuple[str, ...] | None = None) -> Walk:
+             steps: tuple[str, ...] | None = None, block: int | None = None, temperature: float = 0.0) -> Walk:
     """Tokenize, run one traced forward (and a second for the parity check), build the requested views."""
     lang = check_lang(lang)
     if preset not in WALK_PRESETS:
@@ -165,15 +176,25 @@ def run_walk(prompt: str = DEFAULT_PROMPT, preset: str = "lab", seed: int = 0, l
     ids = tok.encode(prompt)
     if len(ids) > cfg.max_seq_len:
         raise ValueError(f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len} (max_seq_len)")
-    torch.manual_seed(seed)
+    block = cfg.dspark_block_size if block is None else block
+    if not isinstance(block, int) or not 1 <= block <= cfg.dspark_block_size:
+        raise ValueError(f"block size = {block!r} is invalid: allowed 1..{cfg.dspark_block_size} (the trained draft block)")
+    if len(ids) + block + 1 > cfg.max_seq_len:
+        raise ValueError(f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - block - 1} "
+                         f"(max_seq_len {cfg.max_seq_len} minus one draft round)")
+    token_distribution(torch.zeros(1), temperature)  # validates the temperature
     model = build_model(cfg, seed=seed)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
+    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        out = model(tokens, trace=trace)
-        again = model(tokens)
+        cache = model.new_cache(1)
+        out = model(tokens, cache=cache, trace=trace)
+        again = model(tokens, cache=model.new_cache(1), commit=False)  # same input, same path
+        anchor = sample(token_distribution(out.logits[:, -1], temperature), gen)  # [1]
+        rnd = speculative_round(model, cache, anchor, block, temperature, gen, trace=trace)[0]
     parity = float((out.logits - again.logits).abs().max())
-    walk = Walk(cfg, tok, model, prompt, tokens, trace, out.logits, out.taps, parity, seed)
+    walk = Walk(cfg, tok, model, prompt, tokens, trace, out.logits, out.taps, parity, seed, rnd, block, temperature)
     builders = {"1A": view_1a, "1B": view_1b, "2A": view_2a, "3A": view_3a, "3B": view_3b, "3C": view_3c,
                 "4A": view_4a, "6A": view_6a, "5A": view_5a, "6B": view_6b}
     for sid in STEP_IDS:
@@ -269,7 +290,8 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
                               [ui("iteration", lang), "max |" + ui("row_sum", lang) + " − 1|",
                                "max |" + ui("col_sum", lang) + " − 1|"],
                               [[i, f"{a:.2e}", f"{b:.2e}"] for i, a, b in errs if i in keep]))
-    all_combs = torch.stack([tr.get("2A", k, l) for l in tr.layers("2A") for k in ("attn_comb", "ffn_comb")])
+    all_combs = torch.stack([tr.get("2A", k, l) for l in tr.layers("2A") if l < w.cfg.n_layers
+                             for k in ("attn_comb", "ffn_comb")])  # the prompt's forward (draft layers: 3 rows)
     worst = max(float((all_combs.sum(-1) - 1).abs().max()), float((all_combs.sum(-2) - 1).abs().max()))
     v.checks.append(Check(note("doubly", lang, n=w.cfg.hc_sinkhorn_iters),
                           worst, 1e-3))
@@ -452,7 +474,24 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
         mix = sum(weights * w.taps[l] for l in cfg.dspark_target_layer_ids)
         v.checks.append(Check(note("mix_check", lang), float((mix - stacked.mean(0)).abs().max()), 0.0))
     v.facts += [(note("uniform", lang), r(1.0 / cfg.vocab_size, 5)), (note("max_p", lang), r(probs.max(), 5))]
-    v.notes += [note("untrained", lang), note("draft_later", lang)]
+    rd = w.round
+    status = {"accepted": ui("accepted", lang), "rejected": ui("rejected", lang), "not verified": note("not_verified", lang)}
+    rows = [[rd.position + 1 + i, tok_text(w, t), r(pd), r(c), r(pt), tok_text(w, rd.target_argmax[i]),
+             status[st]] for i, (t, pd, c, pt, st) in
+            enumerate(zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status))]
+    nxt = ui("resampled", lang) if rd.next_kind == "resampled" else ui("bonus", lang)
+    rows.append([rd.position + 1 + rd.n_accepted, tok_text(w, rd.next_token), "", "", "",
+                 tok_text(w, rd.target_argmax[rd.n_accepted]), nxt])
+    v.tables.append(ViewTable(note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1),
+                              [note("pos_col", lang), ui("draft_token", lang), ui("draft_probability", lang),
+                               ui("confidence", lang), note("pt_col", lang), ui("target_token", lang),
+                               note("status", lang)], rows))
+    v.shapes += [("draft logits [B, k, V]", (1, rd.block, cfg.vocab_size)), ("confidence [B, k]", (1, rd.block))]
+    v.facts += [(ui("accepted_length", lang), rd.tau), (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),
+                (ui("block_size", lang), rd.block), (ui("temperature", lang), w.temperature)]
+    v.notes += [note("verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau,
+                     t=w.tokenizer.token_text(rd.next_token), kind=nxt),
+                note("not_acceptance", lang), ui("warning_untrained", lang)]
     return v
 
 

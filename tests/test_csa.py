@@ -10,9 +10,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import make_tokens
-from dspark_mini import build_model, get_config
+
 from dspark_mini.compressor import Compressor
 from dspark_mini.indexer import Indexer, select_candidate_blocks, stable_topk, visible_counts, window_mask
 from dspark_mini.quant import fp4_qdq
@@ -307,7 +306,8 @@ def _random_indexer(owns_k: bool, kv_quant: bool, seed: int = 0) -> Indexer:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for n, p in ix.named_parameters():
-            p.copy_(torch.ones_like(p) if "norm" in n else torch.randn(p.shape, generator=g, dtype=F64) * p.shape[-1] ** -0.5)
+            rnd = torch.randn(p.shape, generator=g, dtype=F64) * p.shape[-1] ** -0.5
+            p.copy_(torch.ones_like(p) if "norm" in n else rnd)
     return ix
 
 

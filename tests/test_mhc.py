@@ -10,8 +10,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import make_tokens
+
 from dspark_mini import Trace, build_model, get_config
 from dspark_mini.mhc import HyperConnection, hc_post, hc_pre, identity_pre_mix, sinkhorn_comb
 
@@ -182,7 +182,7 @@ def test_hyperconnection_rms_is_over_all_copies_and_scale_then_base():
     with torch.no_grad():
         a = hc(x)
         b = hc(x * 37.0)
-        for u, v in zip(a, b):
+        for u, v in zip(a, b, strict=True):
             torch.testing.assert_close(u, v, rtol=0, atol=1e-12)
         # scaling one copy only changes the mixes (the RMS is not per copy)
         x2 = x.clone()
@@ -309,7 +309,7 @@ def test_single_pass_timing_ffn_input_and_block_output(lab_model, traced_run, la
     tr = traced_run["trace"]
     for layer in range(lab_cfg.n_layers):
         blk, x = lab_model.layers[layer], traced_run["block_in"][layer]
-        get = lambda name: tr.get("2A", name, layer)  # noqa: E731
+        get = lambda name, layer=layer: tr.get("2A", name, layer)  # noqa: E731
         x_attn = naive_hc_post(traced_run["attn_out"][layer], x, get("attn_post"), get("attn_comb"))
         w = blk.ffn_norm.weight.detach()
         want = naive_rmsnorm(naive_hc_pre(x_attn, get("attn_pre")), w, lab_cfg.norm_eps)
@@ -331,8 +331,19 @@ def test_head_uses_last_ffn_pre_and_has_no_learned_mix(lab_model, traced_run, la
     torch.testing.assert_close(traced_run["out"].hidden, hidden, rtol=0, atol=0)
     names = [n for n, _ in lab_model.named_parameters()]
     assert not any("hc_head" in n for n in names)
-    assert sorted(n for n in names if not n.startswith("layers.")) == ["embed.weight", "head.weight", "norm.weight"]
+    # outside the blocks (and the DSpark draft, `mtp.*`), only the embedding, final norm and head
+    top = sorted(n for n in names if not n.startswith(("layers.", "mtp.")))
+    assert top == ["embed.weight", "head.weight", "norm.weight"]
     # each block has exactly two coefficient predictors (attention and FFN), 3 tensors each
     hc_names = [n for n in names if n.startswith("layers.0.hc_")]
     assert sorted(hc_names) == sorted(f"layers.0.hc_{s}.{p}" for s in ("attn", "ffn") for p in ("fn", "base", "scale"))
     assert lab_model.layers[0].hc_attn.fn.shape == (24, 4 * lab_cfg.dim)
+
+
+def test_trace_without_sinkhorn_history(lab_model, lab_cfg):
+    tr = Trace(sinkhorn_history=False)
+    with torch.no_grad():
+        lab_model(make_tokens(lab_cfg, 1, 3, seed=0), trace=tr)
+    assert "attn_comb" in tr.data["2A"][0]  # the final combs are still recorded
+    assert "attn_comb_history" not in tr.data["2A"][0]
+    assert "ffn_comb_history" not in tr.data["2A"][0]

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dspark_mini.moe import MoE, Expert, Gate
+from dspark_mini.moe import Expert, Gate, MoE
 from dspark_mini.quant import fp4_qdq
 
 F64 = torch.float64
@@ -20,7 +20,7 @@ F64 = torch.float64
 def fill_random(module: torch.nn.Module, seed: int, std: float | None = None) -> torch.nn.Module:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, p in module.named_parameters():
+        for p in module.parameters():
             s = std if std is not None else (p.shape[-1] ** -0.5 if p.dim() == 2 else 0.3)
             p.copy_(torch.randn(p.shape, generator=g, dtype=F64).to(p.dtype) * s)
     return module
@@ -41,7 +41,7 @@ def naive_gate(x: torch.Tensor, W: torch.Tensor, bias: torch.Tensor, k: int, rou
     if k > 1:
         z = sum(w) + 1e-20
         w = [v / z for v in w]
-    return {e: v * route_scale for e, v in zip(chosen, w)}, a
+    return {e: v * route_scale for e, v in zip(chosen, w, strict=True)}, a
 
 
 def naive_expert(x: torch.Tensor, w1, w2, w3, limit: float, route_weight: float = 1.0) -> torch.Tensor:
@@ -69,7 +69,7 @@ def test_gate_matches_naive(k):
     for n in range(6):
         want, a = naive_gate(x[n], gate.weight, gate.bias, k, 1.5, 0.7)
         torch.testing.assert_close(scores[n], torch.tensor(a, dtype=F64), rtol=0, atol=1e-13)
-        got = {int(e): float(w) for e, w in zip(indices[n], weights[n])}
+        got = {int(e): float(w) for e, w in zip(indices[n], weights[n], strict=True)}
         assert set(got) == set(want)
         for e in want:
             assert abs(got[e] - want[e]) < 1e-13
@@ -99,14 +99,14 @@ def test_bias_selects_but_does_not_weight():
     assert set(i0[0].tolist()) == {0, 1}
     assert set(i1[0].tolist()) == {0, 2}  # the bias changed WHICH experts are chosen
     torch.testing.assert_close(s1[0], torch.tensor(a, dtype=F64), rtol=0, atol=1e-14)  # scores are unbiased
-    got = dict(zip(i1[0].tolist(), w1[0].tolist()))
+    got = dict(zip(i1[0].tolist(), w1[0].tolist(), strict=True))
     # weights come from the unbiased scores of the chosen set, not from a + bias
     assert abs(got[0] - 1.5 * a[0] / (a[0] + a[2])) < 1e-14
     assert abs(got[2] - 1.5 * a[2] / (a[0] + a[2])) < 1e-14
     biased_weight = 1.5 * (a[2] + 5) / (a[0] + a[2] + 5)
     assert abs(got[2] - biased_weight) > 0.1
     # expert 0 is chosen in both cases; its weight is a_0 over the chosen unbiased sum in both
-    got0 = dict(zip(i0[0].tolist(), w0[0].tolist()))
+    got0 = dict(zip(i0[0].tolist(), w0[0].tolist(), strict=True))
     assert abs(got0[0] - 1.5 * a[0] / (a[0] + a[1])) < 1e-14
 
 
@@ -227,7 +227,7 @@ def test_expert_quant_cache_refreshes_after_data_edit():
     ex = fill_random(Expert(32, 32, 10.0, True, F64), 11)
     x = torch.randn(3, 32, generator=torch.Generator().manual_seed(3), dtype=F64)
     with torch.no_grad():
-        ex(x)  # fills the cache
+        ex(x)  # a first forward (this used to fill a version-keyed QDQ cache)
         ex.w2.weight.data.zero_()  # the common "ablate this expert" idiom
         assert torch.equal(ex(x), torch.zeros(3, 32, dtype=F64))
         ex.w1.weight.data = torch.randn(32, 32, dtype=F64)
@@ -277,5 +277,6 @@ def test_model_router_matches_naive_and_load_sums(lab_model, traced_run, lab_cfg
     gate, v = lab_model.layers[2].ffn.gate, tr.get("5A", "ffn_input", 2)
     for s in range(0, 37, 9):
         want, _ = naive_gate(v[0, s], gate.weight, gate.bias, k, lab_cfg.route_scale, lab_cfg.gate_temp)
-        got = dict(zip(tr.get("5A", "indices", 2)[0, s].tolist(), tr.get("5A", "weights", 2)[0, s].tolist()))
+        idx, wts = tr.get("5A", "indices", 2)[0, s].tolist(), tr.get("5A", "weights", 2)[0, s].tolist()
+        got = dict(zip(idx, wts, strict=True))
         assert set(got) == set(want) and all(abs(got[e] - want[e]) < 1e-12 for e in want)

@@ -1,0 +1,121 @@
+"""Step 6B profiling (LAB_SPEC §5): logit parity, the tap-mix check, acceptance per position with the
+confidence beside it, and the cost of verifying k draft tokens in one pass vs k single decode steps.
+
+Every timing is reported as p50 / p95 / p99 with the run conditions; a number without its conditions
+cannot be compared.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import platform
+import time
+from typing import Any
+
+import torch
+
+from dspark_mini import build_model, get_config
+from dspark_mini.speculative import acceptance_stats, generate_speculative
+
+
+def percentiles(xs: list[float]) -> dict[str, float]:
+    """Nearest-rank p50 / p95 / p99 (and n) of a list of measurements."""
+    if not xs:
+        raise ValueError("percentiles of an empty list")
+    s = sorted(xs)
+
+    def q(p: float) -> float:
+        return s[min(len(s) - 1, max(0, round(p * (len(s) - 1))))]
+
+    return {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "n": len(s)}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def run_conditions(model, batch: int, cache_len: int) -> dict[str, Any]:
+    dev = next(model.parameters()).device
+    return {"batch": batch, "cache_length": cache_len, "threads": torch.get_num_threads(),
+            "dtype": model.cfg.dtype, "device": str(dev), "torch": torch.__version__,
+            "cpu": cpu_model(), "cpus": os.cpu_count(),
+            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None}
+
+
+@torch.no_grad()
+def parity(model, tokens: torch.Tensor) -> float:
+    """max |Δ| between the logits of two forwards of the same input (must be 0; threshold 1e-9)."""
+    a = model(tokens).logits
+    b = model(tokens).logits
+    return float((a - b).abs().max())
+
+
+@torch.no_grad()
+def tap_mix_error(model, tokens: torch.Tensor) -> float:
+    """max |Δ| between the 0.5/0.5 mix of the taps and the mean of the two parts (lab: exactly 0)."""
+    taps = model(tokens).taps
+    parts = [taps[l] for l in model.cfg.dspark_target_layer_ids]
+    w = 1.0 / len(parts)
+    mix = sum(w * t for t in parts)
+    return float((mix - torch.stack(parts).mean(0)).abs().max())
+
+
+@torch.no_grad()
+def verify_cost(model, prefix: torch.Tensor, ks: list[int], reps: int) -> dict[int, dict[str, Any]]:
+    """Time one verify forward over [anchor, d1..dk] vs k single-token decode steps, on copies of one cache.
+
+    Rows that verify would reject are recomputed by later rounds in the real loop; here both sides do the
+    same k tokens from the same cache, so the ratio is the pure cost of batching k tokens into one pass.
+    """
+    base = model.new_cache(1)
+    model(prefix, cache=base)
+    gen = torch.Generator().manual_seed(0)
+    out: dict[int, dict[str, Any]] = {}
+    for k in ks:
+        rows = torch.randint(4, model.cfg.vocab_size, (1, k + 1), generator=gen)
+        one, single = [], []
+        for _ in range(reps):
+            c = copy.deepcopy(base)
+            t = time.perf_counter()
+            model(rows, cache=c, commit=False)
+            one.append(time.perf_counter() - t)
+            c = copy.deepcopy(base)
+            t = time.perf_counter()
+            for i in range(k):
+                model(rows[:, i:i + 1], cache=c)
+            single.append(time.perf_counter() - t)
+        v, d = percentiles(one), percentiles(single)
+        out[k] = {"verify_s": v, "k_decodes_s": d, "ratio_p50": v["p50"] / d["p50"]}
+    return out
+
+
+def profile(preset: str = "lab", seed: int = 0, prompts: int = 6, new_tokens: int = 24, reps: int = 15,
+            cache_len: int = 48, temperature: float = 0.0) -> dict[str, Any]:
+    """Everything `dspark-lab profile` reports, as data."""
+    cfg = get_config(preset)
+    model = build_model(cfg, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
+    batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)
+    spec = generate_speculative(model, batch, new_tokens, temperature=temperature, seed=seed)
+    rounds = [r for rs in spec.rounds for r in rs]
+    stats = acceptance_stats(rounds)
+    ks = list(range(1, cfg.dspark_block_size + 1))
+    return {
+        "preset": preset,
+        "parity": {"max_abs_diff": parity(model, tokens), "threshold": 1e-9},
+        "tap_mix": {"max_abs_diff": tap_mix_error(model, tokens), "threshold": 0.0},
+        "acceptance": stats,
+        "acceptance_conditions": {"prompts": prompts, "new_tokens": new_tokens, "temperature": temperature,
+                                  "block": cfg.dspark_block_size},
+        "verify_cost": {str(k): v for k, v in verify_cost(model, tokens, ks, reps).items()},
+        "conditions": run_conditions(model, 1, cache_len),
+    }
