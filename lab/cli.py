@@ -3,6 +3,8 @@
   dspark-lab walk                      all steps on the tiny `lab` model (English; --lang vi for Vietnamese)
   dspark-lab walk --step 2A --lang vi  one step, in Vietnamese
   dspark-lab inspect --preset flash    the real-size model built on `meta`: parameters and KV budget
+  dspark-lab generate                  plain vs speculative decoding, with the accept/reject strip
+  dspark-lab profile                   parity, tap mix, acceptance by position, verify cost (p50/p95/p99)
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ examples:
   dspark-lab walk                                   every step, English
   dspark-lab walk --lang vi --step 6B               the destination step, in Vietnamese
   dspark-lab walk --prompt "The model predicts the next token." --seed 3 --json
-  dspark-lab inspect --preset flash --json          551.88 B backbone, 196.61 B Engram, 890 B/token
+  dspark-lab inspect --preset flash --json          551.88 B backbone, 196.61 B Engram, 14.23 B draft, 890 B/token
+  dspark-lab generate --max-new-tokens 48 --block 3 plain vs DSpark speculative decoding, side by side
+  dspark-lab generate --temperature 1 --seed 7      sampled: same distribution as the target, other tokens
+  dspark-lab profile --json                         parity, tap mix, acceptance, verify cost with conditions
 """
 
 
@@ -30,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
         description="A classroom lab for DeepSeek-V4.1-Flash, block by block (1A → 6B). "
                     "Everything runs offline on a CPU.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", metavar="{walk,inspect}")
+    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile}")
 
     w = sub.add_parser("walk", help="run a prompt through the tiny model and explain every step",
                        description="Run one prompt through the `lab` model and show, step by step, what goes in, "
@@ -42,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
     w.add_argument("--prompt", default=None, help="text to run (newline, ASCII and Vietnamese letters)")
     w.add_argument("--seed", type=int, default=0, help="seed of the untrained weights (same seed → same numbers)")
+    w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B (1..trained block, 3)")
+    w.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
 
     i = sub.add_parser("inspect", help="config tables, parameter counts and KV budgets of a preset",
@@ -52,6 +59,35 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--lang", default="en", help="vi or en")
     i.add_argument("--seed", type=int, default=0, help="init seed (lab only)")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    g = sub.add_parser("generate", help="plain vs speculative decoding of a prompt, with an accept/reject strip",
+                       description="Decode the same prompt twice: one target forward per token (plain), then DSpark "
+                                   "(draft a block, verify it with one real forward, keep what the target keeps). "
+                                   "Greedy outputs are identical token for token; sampled outputs follow the same "
+                                   "distribution. Each round is drawn as a strip: accepted, rejected, "
+                                   "resampled or bonus.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("--prompt", default=None, help="text to continue")
+    g.add_argument("--max-new-tokens", type=int, default=32, help="new tokens to produce (default 32)")
+    g.add_argument("--block", type=int, default=None, help="draft block size k (1..trained block, default 3)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
+    g.add_argument("--seed", type=int, default=0, help="seed of the weights and of the sampling")
+    g.add_argument("--lang", default="en", help="vi or en")
+    g.add_argument("--preset", default="lab", help="model preset (lab)")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    f = sub.add_parser("profile", help="step 6B profiling: parity, tap mix, acceptance, verify cost",
+                       description="Measure what step 6B claims: logit parity of two forwards (threshold 1e-9), the "
+                                   "0.5/0.5 tap mix, acceptance per draft position with the confidence beside it, "
+                                   "and the time of one verify over k tokens vs k single decode steps on the same "
+                                   "cache. Timings are p50/p95/p99 with the run conditions.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    f.add_argument("--preset", default="lab", help="model preset (lab)")
+    f.add_argument("--seed", type=int, default=0, help="seed of the weights and prompts")
+    f.add_argument("--reps", type=int, default=15, help="repetitions per timing (default 15)")
+    f.add_argument("--cache-length", type=int, default=48, help="tokens in the cache before the verify (default 48)")
+    f.add_argument("--lang", default="en", help="vi or en")
+    f.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
 
 
@@ -77,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from .steps import check_lang
 
+    import torch
+
+    torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
     console = Console()
     err = Console(stderr=True)
     try:
@@ -86,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             from .walkthrough import DEFAULT_PROMPT, run_walk
 
             prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
-            walk = run_walk(prompt, args.preset, args.seed, lang, tuple(args.step) if args.step else None)
+            walk = run_walk(prompt, args.preset, args.seed, lang, tuple(args.step) if args.step else None,
+                            args.block, args.temperature)
             if args.json:
                 out = {"preset": args.preset, "prompt": prompt, "seed": args.seed, "lang": lang,
                        "tokens": walk.tokens[0].tolist(),
@@ -94,6 +134,29 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(to_jsonable(out), ensure_ascii=False, indent=1))
             else:
                 render_walk(console, walk, lang)
+        elif args.command == "generate":
+            from .generation import compare
+
+            report = compare(args.prompt, args.preset, args.max_new_tokens, args.block, args.temperature, args.seed)
+            if args.json:
+                print(json.dumps(to_jsonable(report.to_json()), ensure_ascii=False, indent=1))
+            else:
+                from .render import render_generate
+
+                render_generate(console, report, lang)
+        elif args.command == "profile":
+            from .profiling import profile
+
+            if args.reps < 1 or args.cache_length < 1:
+                raise ValueError(f"--reps = {args.reps} and --cache-length = {args.cache_length}: allowed ≥ 1")
+            with console.status("profiling step 6B…"):
+                report = profile(args.preset, args.seed, reps=args.reps, cache_len=args.cache_length)
+            if args.json:
+                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
+            else:
+                from .render import render_profile
+
+                render_profile(console, report, lang)
         else:
             from .walkthrough import inspect_model
 

@@ -101,3 +101,71 @@ def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
                       "—" if r["reads_kv_of"] is None else str(r["reads_kv_of"]),
                       "—" if r["reads_topk_of"] is None else str(r["reads_topk_of"]), r["rope"], extra)
     console.print(roles)
+
+
+STRIP_STYLE = {"accepted": "bold black on green", "rejected": "strike white on red", "not verified": "dim",
+               "resampled": "bold black on yellow", "bonus": "bold white on blue", "anchor": "bold"}
+
+
+def render_generate(console: Console, report, lang: str) -> None:
+    """Plain vs speculative: the texts, tokens/s, and one strip per round."""
+    j = report.to_json()
+    tok = report.texts
+
+    def show(i: int) -> str:
+        return tok[i].replace("▁", " ")
+
+    console.print(Text(f"{ui('prompt', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {report.block}  ·  "
+                       f"{ui('temperature', lang)}: {report.temperature}  ·  {ui('seed', lang)}: {report.seed}",
+                       style="bold"))
+    strip = Text()
+    strip.append(show(report.spec.tokens[0][0]), style=STRIP_STYLE["anchor"])  # from the prompt's forward
+    for r in report.spec.rows(0):
+        strip.append("│", style="dim")
+        for t, st in zip(r.draft, r.status):
+            strip.append(show(t), style=STRIP_STYLE[st])
+        strip.append(show(r.next_token), style=STRIP_STYLE[r.next_kind])
+    strip.append("│", style="dim")
+    legend = Text("  ").join(Text(ui(k, lang) if k in ("accepted", "rejected", "resampled", "bonus") else k,
+                                  style=v) for k, v in STRIP_STYLE.items() if k != "anchor")
+    console.print(Panel(Group(strip, legend), title="DSpark: draft → verify, one strip segment per round",
+                        title_align="left"))
+    t = Table(box=box.SIMPLE_HEAVY)
+    for c in ("", "text", "tokens", "target forwards", "tokens/s"):
+        t.add_column(c)
+    for name, key in (("plain", "plain"), ("speculative", "speculative")):
+        d = j[key]
+        t.add_row(name, d["text"], str(len(d["tokens"])), str(d["target_forwards"]), f"{d['tokens_per_s']:.1f}")
+    console.print(t)
+    s = j["speculative"]
+    same = "identical" if j["identical_tokens"] else "different (sampling: same distribution, other draws)"
+    console.print(f"{ui('accepted_length', lang)}: {s['mean_accepted_length']:.3f}  ·  "
+                  f"{ui('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  rounds: {s['rounds']}  ·  "
+                  f"tokens: {same}  ·  speed-up: {j['speedup']:.2f}×")
+    console.print(Text(ui("warning_untrained", lang), style="yellow"))
+
+
+def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
+    p, m = report["parity"], report["tap_mix"]
+    for name, d in ((ui("parity", lang), p), ("tap mix 0.5/0.5 vs mean", m)):
+        ok = d["max_abs_diff"] <= d["threshold"]
+        console.print(Text(f"{'✓' if ok else '✗'} {name}: max |Δ| = {d['max_abs_diff']:.3g} (≤ {d['threshold']:g})",
+                           style="green" if ok else "red"))
+    a = report["acceptance"]
+    t = Table(title=f"{ui('acceptance_rate', lang)} · τ = {a['mean_accepted_length']:.3f} over {a['rounds']} rounds",
+              box=box.SIMPLE_HEAVY, title_justify="left")
+    for c in ("position", "reached", "conditional", "cumulative", "mean confidence c", "mean p_d(x)"):
+        t.add_column(c)
+    for row in a["per_position"]:
+        t.add_row(*(cell(row[k]) if row[k] is not None else "—"
+                    for k in ("position", "reached", "cond_accept", "cum_accept", "mean_confidence", "mean_draft_prob")))
+    console.print(t)
+    v = Table(title=ui("verify_cost", lang) + " (seconds)", box=box.SIMPLE_HEAVY, title_justify="left")
+    for c in ("k", "verify p50", "p95", "p99", "k decodes p50", "p95", "p99", "verify / k decodes"):
+        v.add_column(c)
+    for k, d in report["verify_cost"].items():
+        a1, b1 = d["verify_s"], d["k_decodes_s"]
+        v.add_row(k, *(f"{a1[q]:.4f}" for q in ("p50", "p95", "p99")), *(f"{b1[q]:.4f}" for q in ("p50", "p95", "p99")),
+                  f"{d['ratio_p50']:.2f}")
+    console.print(v)
+    console.print(ui("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in report["conditions"].items()))

@@ -85,6 +85,16 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
     (["walk", "--prompt", "a" * 600], "allowed 1..256"),
     (["walk", "--preset", "flash"], "inspect --preset flash"),
     (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
+    (["walk", "--block", "0"], "block size = 0 is invalid: allowed 1..3"),
+    (["walk", "--temperature", "-1"], "temperature = -1.0 is invalid"),
+    (["generate", "--block", "4"], "block size = 4 is invalid: allowed 1..3"),
+    (["generate", "--block", "0"], "block size = 0 is invalid"),
+    (["generate", "--temperature", "-0.5"], "temperature = -0.5 is invalid: allowed ≥ 0"),
+    (["generate", "--prompt", ""], "prompt is empty"),
+    (["generate", "--max-new-tokens", "0"], "max_new_tokens = 0 is invalid: allowed ≥ 1"),
+    (["generate", "--max-new-tokens", "9999"], "max_new_tokens = 9999 is invalid: allowed 1..243"),
+    (["generate", "--preset", "flash"], "not runnable on a CPU"),
+    (["profile", "--reps", "0"], "--reps = 0"),
 ])
 def test_bad_input_gives_a_clear_error(capsys, argv, needle) -> None:
     assert main(argv) == 2
@@ -98,3 +108,40 @@ def test_help_teaches(capsys) -> None:
     out = capsys.readouterr().out
     for word in ("--step", "--lang", "--prompt", "--seed", "--json", "6B"):
         assert word in out
+
+
+def test_generate_json_plain_vs_speculative(capsys) -> None:
+    g = run_json(capsys, "generate", "--json", "--max-new-tokens", "20", "--block", "2")
+    assert g["identical_tokens"] and g["plain"]["tokens"] == g["speculative"]["tokens"]  # greedy: lossless
+    assert len(g["plain"]["tokens"]) == 20 and g["plain"]["tokens_per_s"] > 0 and g["speculative"]["tokens_per_s"] > 0
+    s = g["speculative"]
+    assert s["rounds"] == len(s["strip"]) and s["target_forwards"] == s["rounds"]
+    # every round commits τ = kept + 1 tokens; together with the prompt's token they are the output
+    committed = 1 + sum(sum(st == "accepted" for st in r["status"]) + 1 for r in s["strip"])
+    assert committed >= 20 and 1 <= s["mean_accepted_length"] <= 3
+    assert all(len(r["draft"]) <= 2 for r in s["strip"])
+
+
+def test_generate_sampled_is_seeded(capsys) -> None:
+    a = run_json(capsys, "generate", "--json", "--temperature", "1", "--seed", "5", "--max-new-tokens", "12")
+    b = run_json(capsys, "generate", "--json", "--temperature", "1", "--seed", "5", "--max-new-tokens", "12")
+    assert a["speculative"]["tokens"] == b["speculative"]["tokens"] and a["plain"]["tokens"] == b["plain"]["tokens"]
+
+
+def test_generate_renders_strip(capsys) -> None:
+    assert main(["generate", "--max-new-tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "draft → verify" in out and "tokens/s" in out and "identical" in out
+
+
+def test_profile_json(capsys) -> None:
+    p = run_json(capsys, "profile", "--json", "--reps", "3", "--cache-length", "20")
+    assert p["parity"]["max_abs_diff"] == 0.0 and p["tap_mix"]["max_abs_diff"] == 0.0
+    assert set(p["verify_cost"]) == {"1", "2", "3"}
+    for d in p["verify_cost"].values():
+        assert d["verify_s"]["p50"] <= d["verify_s"]["p95"] <= d["verify_s"]["p99"]
+        assert set(d["k_decodes_s"]) >= {"p50", "p95", "p99"}
+    c = p["conditions"]
+    assert {"batch", "cache_length", "threads", "dtype", "device", "torch", "cpu"} <= set(c) and c["cache_length"] == 20
+    per = p["acceptance"]["per_position"]
+    assert [row["position"] for row in per] == [1, 2, 3] and all(row["mean_confidence"] is not None for row in per)
