@@ -6,6 +6,8 @@ holds tables of numbers and short generated notes in one language; rendering liv
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +15,7 @@ import torch
 
 from dspark_mini import Trace, build_model, count_params, get_config, get_tokenizer
 from dspark_mini.config import ModelConfig
-from dspark_mini.kv_cache import kv_bytes
+from dspark_mini.kv_cache import KVCache, kv_bytes
 from dspark_mini.model import Transformer
 from dspark_mini.quant import fp4_qdq
 from dspark_mini.schedule import LayerRole, layer_roles
@@ -155,15 +157,17 @@ class Walk:
     taps: dict[int, torch.Tensor]
     parity: float  # max |Δ| of two forwards
     seed: int
-    round: Round  # one draft → verify → commit round right after the prompt
-    block: int
-    temperature: float
+    prompt_cache: KVCache  # the caches right after the prompt (a round runs on a copy)
+    round: Round | None = None  # one draft → verify → commit round right after the prompt
+    block: int = 0
+    temperature: float = 0.0
+    draft_trace: Trace | None = None  # what the draft pass recorded
     views: dict[str, StepView] = field(default_factory=dict)
 
 
 def run_walk(prompt: str = DEFAULT_PROMPT, preset: str = "lab", seed: int = 0, lang: str = "en",
              steps: tuple[str, ...] | None = None, block: int | None = None, temperature: float = 0.0) -> Walk:
-    """Tokenize, run one traced forward (and a second for the parity check), build the requested views."""
+    """Tokenize, run one traced forward (and a second for the parity check), one DSpark round, the views."""
     lang = check_lang(lang)
     if preset not in WALK_PRESETS:
         raise ValueError(f"walk preset {preset!r} is not runnable on a CPU: allowed {WALK_PRESETS} "
@@ -174,33 +178,60 @@ def run_walk(prompt: str = DEFAULT_PROMPT, preset: str = "lab", seed: int = 0, l
     cfg = get_config(preset)
     tok = get_tokenizer(cfg)
     ids = tok.encode(prompt)
-    if len(ids) > cfg.max_seq_len:
-        raise ValueError(f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len} (max_seq_len)")
-    block = cfg.dspark_block_size if block is None else block
-    if not isinstance(block, int) or not 1 <= block <= cfg.dspark_block_size:
-        raise ValueError(f"block size = {block!r} is invalid: allowed 1..{cfg.dspark_block_size} (the trained draft block)")
-    if len(ids) + block + 1 > cfg.max_seq_len:
-        raise ValueError(f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - block - 1} "
+    if len(ids) + cfg.dspark_block_size + 1 > cfg.max_seq_len:
+        raise ValueError(f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - cfg.dspark_block_size - 1} "
                          f"(max_seq_len {cfg.max_seq_len} minus one draft round)")
+    block = check_block(cfg, block)
     token_distribution(torch.zeros(1), temperature)  # validates the temperature
     model = build_model(cfg, seed=seed)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
-    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         cache = model.new_cache(1)
         out = model(tokens, cache=cache, trace=trace)
         again = model(tokens, cache=model.new_cache(1), commit=False)  # same input, same path
-        anchor = sample(token_distribution(out.logits[:, -1], temperature), gen)  # [1]
-        rnd = speculative_round(model, cache, anchor, block, temperature, gen, trace=trace)[0]
     parity = float((out.logits - again.logits).abs().max())
-    walk = Walk(cfg, tok, model, prompt, tokens, trace, out.logits, out.taps, parity, seed, rnd, block, temperature)
+    walk = Walk(cfg, tok, model, prompt, tokens, trace, out.logits, out.taps, parity, seed, cache)
+    walk = redraft(walk, block, temperature, views=False)
+    return build_views(walk, lang, wanted)
+
+
+def check_block(cfg: ModelConfig, block: int | None) -> int:
+    block = cfg.dspark_block_size if block is None else block
+    if not isinstance(block, int) or isinstance(block, bool) or not 1 <= block <= cfg.dspark_block_size:
+        raise ValueError(f"block size = {block!r} is invalid: allowed 1..{cfg.dspark_block_size} "
+                         "(the trained draft block)")
+    return block
+
+
+def redraft(walk: Walk, block: int | None, temperature: float, views: bool = True) -> Walk:
+    """A new DSpark round from the cache the prompt left (the prompt's forward is not run again).
+
+    The anchor is drawn from the prompt's last logits at `temperature` with the walk's seed, then one
+    draft → verify → commit round runs on a copy of the cache; only the 6B view is rebuilt.
+    """
+    block = check_block(walk.cfg, block)
+    token_distribution(torch.zeros(1), temperature)  # validates the temperature
+    gen = torch.Generator().manual_seed(walk.seed)
+    draft_trace = Trace(sinkhorn_history=False)
+    with torch.no_grad():
+        cache = copy.deepcopy(walk.prompt_cache)
+        anchor = sample(token_distribution(walk.logits[:, -1], temperature), gen)  # [1]
+        rnd = speculative_round(walk.model, cache, anchor, block, temperature, gen, trace=draft_trace)[0]
+    new = dataclasses.replace(walk, round=rnd, block=block, temperature=temperature, draft_trace=draft_trace,
+                              views=dict(walk.views))
+    if views and "6B" in walk.views:
+        new.views["6B"] = view_6b(new, StepView(get_step("6B"), walk.views["6B"].lang))
+    return new
+
+
+def build_views(walk: Walk, lang: str, steps: tuple[str, ...] = STEP_IDS) -> Walk:
+    """(Re)build the views of `steps` in `lang` from what the walk already computed."""
+    lang = check_lang(lang)
     builders = {"1A": view_1a, "1B": view_1b, "2A": view_2a, "3A": view_3a, "3B": view_3b, "3C": view_3c,
                 "4A": view_4a, "6A": view_6a, "5A": view_5a, "6B": view_6b}
-    for sid in STEP_IDS:
-        if sid in wanted:
-            walk.views[sid] = builders[sid](walk, StepView(get_step(sid), lang))
-    return walk
+    views = {sid: builders[sid](walk, StepView(get_step(sid), lang)) for sid in STEP_IDS if sid in steps}
+    return dataclasses.replace(walk, views=views)
 
 
 # ---- small helpers ---------------------------------------------------------------------------------

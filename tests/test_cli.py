@@ -82,7 +82,7 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
     (["walk", "--lang", "fr"], "unknown language 'fr'"),
     (["walk", "--prompt", "   "], "prompt is empty"),
     (["walk", "--prompt", "hi ✓"], "U+2713"),
-    (["walk", "--prompt", "a" * 600], "allowed 1..256"),
+    (["walk", "--prompt", "a" * 600], "allowed 1..252"),
     (["walk", "--preset", "flash"], "inspect --preset flash"),
     (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
     (["walk", "--block", "0"], "block size = 0 is invalid: allowed 1..3"),
@@ -145,3 +145,16 @@ def test_profile_json(capsys) -> None:
     assert {"batch", "cache_length", "threads", "dtype", "device", "torch", "cpu"} <= set(c) and c["cache_length"] == 20
     per = p["acceptance"]["per_position"]
     assert [row["position"] for row in per] == [1, 2, 3] and all(row["mean_confidence"] is not None for row in per)
+
+
+def test_redraft_and_language_switch_reuse_the_forward(walk_en) -> None:
+    from lab.walkthrough import build_views, redraft
+
+    w2 = redraft(walk_en, 1, 0.0)
+    assert w2.trace is walk_en.trace and w2.model is walk_en.model  # no new forward over the prompt
+    assert w2.round.block == 1 and len(w2.views["6B"].tables[-1].rows) == 2  # 1 draft row + the target's token
+    assert walk_en.round.block == 3  # the original walk is unchanged
+    assert walk_en.prompt_cache.length == walk_en.tokens.size(1)  # rounds ran on copies of the prompt cache
+    vi = build_views(walk_en, "vi")
+    assert vi.views["6B"].tables[0].columns[1] == "Token" and vi.trace is walk_en.trace
+    assert vi.views["2A"].tables[0].title != walk_en.views["2A"].tables[0].title
