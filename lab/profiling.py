@@ -119,3 +119,26 @@ def profile(preset: str = "lab", seed: int = 0, prompts: int = 6, new_tokens: in
         "verify_cost": {str(k): v for k, v in verify_cost(model, tokens, ks, reps).items()},
         "conditions": run_conditions(model, 1, cache_len),
     }
+
+
+def chi_square_test(samples: torch.Tensor, probs: torch.Tensor, alpha: float = 0.001,
+                    min_expected: float = 5.0) -> dict[str, float | bool | int]:
+    """Pearson's χ² of sampled token ids against exact probabilities [V].
+
+    Bins with an expected count below `min_expected` are merged into one "rest" bin. The critical value
+    of χ²(df) at 1 − alpha uses the Wilson–Hilferty approximation (no scipy needed):
+    df · (1 − 2/(9 df) + z · √(2/(9 df)))³, z the standard normal quantile.
+    """
+    n = samples.numel()
+    counts = torch.bincount(samples.flatten(), minlength=probs.numel()).double()
+    expected = probs.double() * n
+    big = expected >= min_expected
+    obs = torch.cat([counts[big], counts[~big].sum().view(1)])
+    exp = torch.cat([expected[big], expected[~big].sum().view(1)])
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    df = max(1, int(keep.sum()) - 1)
+    z = float(torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(1 - alpha)))
+    critical = df * (1 - 2 / (9 * df) + z * (2 / (9 * df)) ** 0.5) ** 3
+    return {"statistic": stat, "df": df, "critical": critical, "alpha": alpha, "n": n, "passes": stat <= critical}

@@ -1,0 +1,556 @@
+"""Diagrams generated from the step registry: the 4-column map and the 6B flow, as mermaid and as SVG.
+
+Everything here is derived from `lab/steps.py` (ids, titles, columns, FLOW, UI strings) and, for the 6B
+flow's numbers (tap layers, block size, Markov rank, draft layers), from the `lab` and `flash` presets, so
+a title or a number changes in one place and `python -m lab.diagrams --check` notices the committed files
+going stale. `python -m lab.diagrams --write` regenerates them:
+
+  diagrams/architecture_map.{vi,en}.mmd   the 4 columns / 10 blocks (1A → 6B)
+  diagrams/flow_6b.{vi,en}.mmd            input hidden lanes → draft block → verify with the real forward
+  docs/map.svg, docs/map.vi.svg           a self-contained picture of the map (the README's)
+
+The mermaid sources are authored with mermaid-py's builders (FlowChart, Node, Link, Style) only. Its
+renderer, `mermaid.Mermaid(...)`, sends the diagram to a web service (mermaid.ink) the moment it is
+built; nothing here calls it. JupyterLab ≥ 4.1 renders mermaid itself, from a ```mermaid fence in
+markdown or from a `text/vnd.mermaid` output (`display_mermaid`).
+
+Two layout notes on the map. Mermaid ignores a subgraph's `direction` as soon as one of its nodes is
+linked to a node outside it, so the edges that cross columns (2A → 3A, 3C → 4A, 4A → 5A) are drawn
+between the column subgraphs and labelled with their step ids; edges inside a column link the step nodes,
+and each column reads bottom to top (1A at the foot of column 1, 6B at the top of column 4). There are
+no `click` lines: mermaid's click needs a URL or a page-level JavaScript callback, neither of which
+exists offline in a notebook; the clickable map is the widget one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+from xml.sax.saxutils import escape
+
+from mermaid.flowchart import FlowChart, Link, Node
+from mermaid.style import Style
+
+from .steps import COLUMNS, FLOW, LANGS, STEPS, Edge, check_lang, get_step, ui
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DIAGRAM_DIR = "diagrams"
+SVG_FILES = {"en": "docs/map.svg", "vi": "docs/map.vi.svg"}
+FIX_COMMAND = "python -m lab.diagrams --write"
+
+_TEXT: dict[str, dict[str, str]] = {
+    "map_title": {
+        "vi": "DeepSeek-V4.1-Flash · 4 cột · 10 khối (1A → 6B)",
+        "en": "DeepSeek-V4.1-Flash · 4 columns · 10 blocks (1A → 6B)",
+    },
+    "generated": {
+        "vi": f"Sinh từ lab/steps.py bằng {FIX_COMMAND}; đừng sửa tay",
+        "en": f"Generated from lab/steps.py by {FIX_COMMAND}; do not edit",
+    },
+    "flow_6b_title": {
+        "vi": "6B · DSpark: vẽ khối token nháp rồi verify bằng forward thật",
+        "en": "6B · DSpark: draft a block of tokens, then verify it with the real forward",
+    },
+    # the three steps of the seed lesson's 6B flowchart
+    "sg_input": {"vi": "1 · Đầu vào là nhiều làn hidden", "en": "1 · Input: many hidden lanes"},
+    "sg_draft": {"vi": "2 · Vẽ khối token nháp", "en": "2 · Draft a block of tokens"},
+    "sg_verify": {"vi": "3 · Verify bằng forward thật", "en": "3 · Verify with the real forward"},
+    "lanes": {
+        "vi": "Forward thật của mô hình<br/>4 làn mHC [B,S,4,D] ở mỗi lớp",
+        "en": "The target model's forward<br/>4 mHC lanes [B,S,4,D] at every layer",
+    },
+    "head": {"vi": "hc_pre → RMSNorm → logits [B,V]", "en": "hc_pre → RMSNorm → logits [B,V]"},
+    "anchor": {
+        "vi": "token anchor x₀<br/>(do forward thật chọn)",
+        "en": "anchor token x₀<br/>(picked by the target)",
+    },
+    "taps_mean": {"vi": "trộn {w}", "en": "mixed {w}"},
+    "taps_concat_proj": {"vi": "nối lại rồi chiếu (main_proj)", "en": "concatenated, then projected (main_proj)"},
+    "lab": {"vi": "lab", "en": "lab"},
+    "real": {"vi": "thật", "en": "real"},
+    "block": {"vi": "Khối nháp [anchor, noise×(k−1)]", "en": "Draft block [anchor, noise×(k−1)]"},
+    "draft_layers": {
+        "vi": "Các lớp nháp: lab {lab} · thật {real}<br/>hai chiều bên trong khối",
+        "en": "Draft layers: lab {lab} · real {real}<br/>bidirectional inside the block",
+    },
+    "markov": {
+        "vi": "Markov head (bộ vẽ), hạng r: lab {lab} · thật {real}<br/>vẽ lần lượt: logits_i = U_i + W2·W1[x_(i−1)]",
+        "en": "Markov head (the drafter), rank r: lab {lab} · real {real}<br/>"
+        "left to right: logits_i = U_i + W2·W1[x_(i−1)]",
+    },
+    "drafts": {
+        "vi": "Token nháp x₁..x_k<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>chưa phải là token được giữ",
+        "en": "Draft tokens x₁..x_k<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>neither is acceptance",
+    },
+    "verify": {
+        "vi": "Một lượt forward thật trên [x₀, x₁..x_k]<br/>giữ x_i với xác suất min(1, p_t/p_d)"
+        "<br/>greedy: giữ khi trùng argmax",
+        "en": "One real forward over [x₀, x₁..x_k]<br/>keep x_i with probability min(1, p_t/p_d)"
+        "<br/>greedy: keep on an argmax match",
+    },
+    "accepted": {
+        "vi": "{accepted}: phần đầu dài nhất của khối nháp",
+        "en": "{accepted}: the longest kept prefix of the draft",
+    },
+    "rejected": {
+        "vi": "{rejected} ở vị trí sai đầu tiên → {resampled}<br/>từ norm(max(0, p_t − p_d)); phần nháp sau bị bỏ",
+        "en": "{rejected} at the first mismatch → {resampled}<br/>from norm(max(0, p_t − p_d)); the rest is dropped",
+    },
+    "bonus": {
+        "vi": "{bonus}: cả k token được giữ<br/>→ thêm 1 token từ p_t^(k+1)",
+        "en": "{bonus}: all k kept<br/>→ one more token from p_t^(k+1)",
+    },
+    "commit": {
+        "vi": "Ghi τ = n + 1 token; mọi cache quay về độ dài đã giữ<br/>"
+        "(ring cửa sổ, carry bộ nén, KV nén, key indexer, lịch sử n-gram Engram, ring lớp nháp)<br/>"
+        "token cuối cùng là anchor của vòng sau",
+        "en": "Commit τ = n + 1 tokens; every cache rolled back to the accepted length<br/>"
+        "(window rings, compressor carry, compressed KV, index keys, Engram n-gram history, draft rings)<br/>"
+        "the last token is the next round's anchor",
+    },
+    "e_match": {"vi": "trùng", "en": "match"},
+    "e_mismatch": {"vi": "sai đầu tiên", "en": "first mismatch"},
+    "e_all_kept": {"vi": "giữ cả k", "en": "all k kept"},
+}
+
+# column colours, shared by the mermaid classDefs and the SVG: (panel fill, stroke, text)
+_COLUMN_COLOURS: dict[int, tuple[str, str, str]] = {
+    1: ("#e8f1fb", "#3f6fae", "#15304f"),
+    2: ("#e9f6ec", "#3d8b52", "#153a20"),
+    3: ("#fdf1e2", "#b8731f", "#4a2c08"),
+    4: ("#f1ebfa", "#6f4fb0", "#2c1a4f"),
+}
+
+
+def _t(key: str, lang: str, **fmt: object) -> str:
+    text = _TEXT[key][check_lang(lang)]
+    return text.format(**fmt) if fmt else text
+
+
+# ---- mermaid-py, without its two habits a committed, diffed file cannot have --------------------------
+class _FlowChart(FlowChart):
+    """mermaid-py's FlowChart with a stable script.
+
+    The base class writes a YAML title block before `flowchart`, collects classDefs in a set (so their order
+    follows the per-process string hash seed) and only from top-level nodes (a style used inside a
+    subgraph gets no classDef). Here: `flowchart` first, a `%%` comment, classDefs of every node sorted by
+    name, then nodes and links, indented by subgraph depth. Nothing else of the base class is used.
+    """
+
+    def __init__(self, title: str, nodes: list[Node], links: list[Link], orientation: str, comment: str):
+        self.comment = comment
+        super().__init__(title, nodes=nodes, links=links, orientation=orientation)
+
+    def _build_script(self) -> None:
+        def styles(nodes: list[Node]) -> list[Style]:
+            return [s for n in nodes for s in (*n.styles, *styles(n.sub_nodes))]
+
+        by_name = {s.name: s for s in styles(self.nodes)}
+        lines = [f"flowchart {self.orientation}", f"%% {self.comment}"]
+        lines += [str(by_name[name]) for name in sorted(by_name)]
+        lines += [str(node) for node in self.nodes] + [str(link) for link in self.links]
+        self.script = _indent("\n".join(lines))
+
+
+def _indent(script: str) -> str:
+    """Re-indent a mermaid script: 4 spaces per subgraph level under the `flowchart` line."""
+    out, depth = [], 1
+    for i, raw in enumerate(script.splitlines()):
+        line = raw.strip()
+        if not line:
+            continue
+        if line == "end":
+            depth -= 1
+        out.append(line if i == 0 else "    " * depth + line)
+        if line.startswith("subgraph "):
+            depth += 1
+    return "\n".join(out) + "\n"
+
+
+def _label(text: str) -> str:
+    """Text safe inside a mermaid "quoted" label (a double quote would end it)."""
+    return text.replace('"', "#quot;")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [text]
+
+
+# ---- the 4-column map --------------------------------------------------------------------------------
+def node_id(step_id: str) -> str:
+    """The mermaid node id of a step: "1A" → "s1a" (mermaid-py lower-cases ids; a leading digit is avoided)."""
+    return "s" + get_step(step_id).id.lower()
+
+
+def column_id(column: int) -> str:
+    """The mermaid subgraph id of a column: 1 → "col1"."""
+    return f"col{column}"
+
+
+def flow_string(lang: str = "en") -> str:
+    """"1A → 1B → 2A → 3A → 3B → 3C → 4A ↔ 6A → 5A → 6B": the steps in flow order, ↔ where FLOW is two-way."""
+    check_lang(lang)
+    two_way = {frozenset((e.src, e.dst)) for e in FLOW if e.bidirectional}
+    parts = [STEPS[0].id]
+    for prev, step in zip(STEPS, STEPS[1:], strict=False):
+        parts += ["↔" if frozenset((prev.id, step.id)) in two_way else "→", step.id]
+    return " ".join(parts)
+
+
+def _edge_link(edge: Edge, nodes: dict[str, Node], columns: dict[int, Node]) -> Link:
+    src, dst = get_step(edge.src), get_step(edge.dst)
+    head_left = "left-arrow" if edge.bidirectional else "none"
+    if src.column == dst.column:
+        return Link(nodes[src.id], nodes[dst.id], head_left=head_left)
+    arrow = "↔" if edge.bidirectional else "→"
+    return Link(columns[src.column], columns[dst.column], head_left=head_left,
+                message=f"{src.id} {arrow} {dst.id}")
+
+
+def architecture_map(lang: str = "en") -> str:
+    """Mermaid source of the 4-column / 10-block map: one subgraph per column (bottom to top), columns left to
+    right, every FLOW edge (4A ↔ 6A two-way; edges between columns drawn between the column subgraphs)."""
+    lang = check_lang(lang)
+    styles = {c.id: Style(f"c{c.id}", fill="#ffffff", stroke=_COLUMN_COLOURS[c.id][1], color=_COLUMN_COLOURS[c.id][2],
+                          stroke_width="2px") for c in COLUMNS}
+    nodes = {s.id: Node(node_id(s.id), _label("<br/>".join(_wrap(s.label(lang), 32))),
+                        styles=[styles[s.column]]) for s in STEPS}
+    columns = {c.id: Node(column_id(c.id), _label(c.label(lang)), sub_nodes=[nodes[i] for i in c.step_ids],
+                          direction="BT") for c in COLUMNS}
+    links = [_edge_link(e, nodes, columns) for e in FLOW]
+    linked = {(get_step(e.src).column, get_step(e.dst).column) for e in FLOW}
+    for a, b in zip(COLUMNS, COLUMNS[1:], strict=False):  # keep the columns in order even where no FLOW edge joins them
+        if (a.id, b.id) not in linked:
+            links.append(Link(columns[a.id], columns[b.id], shape="hidden", head_right="none"))
+    chart = _FlowChart(_t("map_title", lang), list(columns.values()), links, "LR",
+                       f"{_t('map_title', lang)} · {flow_string(lang)} · {_t('generated', lang)}")
+    return chart.script
+
+
+# ---- the 6B flow -------------------------------------------------------------------------------------
+class _DSpark(NamedTuple):
+    taps: tuple[int, ...]  # dspark_target_layer_ids
+    mix: str  # dspark_tap_mix
+    k: int  # dspark_block_size
+    rank: int  # dspark_markov_rank
+    layers: int  # n_mtp_layers
+
+
+@functools.lru_cache(maxsize=1)
+def _dspark_facts() -> dict[str, _DSpark]:
+    """The 6B numbers of the `lab` and `flash` presets (imported lazily: the presets import torch)."""
+    from dspark_mini.presets import get_config
+
+    facts = {}
+    for preset in ("lab", "flash"):
+        cfg = get_config(preset)
+        facts[preset] = _DSpark(tuple(cfg.dspark_target_layer_ids), cfg.dspark_tap_mix, cfg.dspark_block_size,
+                                cfg.dspark_markov_rank, cfg.n_mtp_layers)
+    return facts
+
+
+def _layers(ids: tuple[int, ...], lang: str) -> str:
+    """(3, 4) → "layers 3 and 4" / "lớp 3 và 4"; (37, 38, 39) → "L37..39"."""
+    if len(ids) >= 3 and list(ids) == list(range(ids[0], ids[-1] + 1)):
+        return f"L{ids[0]}..{ids[-1]}"
+    word, conj = {"vi": ("lớp", "và"), "en": ("layers" if len(ids) > 1 else "layer", "and")}[lang]
+    names = [str(i) for i in ids]
+    return f"{word} {names[0]}" if len(names) == 1 else f"{word} {', '.join(names[:-1])} {conj} {names[-1]}"
+
+
+def _preset_name(preset: str, lang: str) -> str:
+    return _t("lab" if preset == "lab" else "real", lang)
+
+
+def _taps(preset: str, lang: str) -> str:
+    """"lab: layers 3 and 4, mixed 0.5/0.5" / "real: L37..39, concatenated, then projected (main_proj)"."""
+    f = _dspark_facts()[preset]
+    if f.mix == "mean":
+        how = _t("taps_mean", lang, w="/".join(f"{1 / len(f.taps):.3g}" for _ in f.taps))
+    else:
+        how = _t(f"taps_{f.mix}", lang)
+    return f"{_preset_name(preset, lang)}: {_layers(f.taps, lang)}, {how}"
+
+
+def _block(preset: str, lang: str) -> str:
+    """"lab: k = 3 = [anchor, noise×2]"."""
+    k = _dspark_facts()[preset].k
+    return f"{_preset_name(preset, lang)}: k = {k} = [anchor, noise×{k - 1}]"
+
+
+def flow_6b(lang: str = "en") -> str:
+    """Mermaid source of the 6B flow: the input hidden lanes (taps of the target layers) → the draft block
+    [anchor, noise×(k−1)] → draft layers → Markov head → draft tokens, draft probability and confidence →
+    verify with the real forward → accepted / rejected + resampled / bonus → commit and roll the caches back."""
+    lang = check_lang(lang)
+    lab, real = _dspark_facts()["lab"], _dspark_facts()["flash"]
+    ok = Style("kept", fill="#e3f5e6", stroke="#2e8540", color="#123d1c")
+    bad = Style("dropped", fill="#fde7e7", stroke="#c0392b", color="#4d0f0a")
+    plus = Style("extra", fill="#e6effc", stroke="#2f6fbf", color="#0f2c52")
+    key = Style("key", fill="#fff7e0", stroke="#b8860b", color="#3d2c00", stroke_width="2px")
+
+    def node(id_: str, text: str, shape: str = "normal", style: Style | None = None) -> Node:
+        return Node(id_, _label(text), shape=shape, styles=[style] if style else None)
+
+    lanes = node("lanes", _t("lanes", lang))
+    taps = node("taps", f"{ui('tap_layers', lang)} (DSPARK_TARGET_LAYERS)<br/>{_taps('lab', lang)}<br/>"
+                        f"{_taps('flash', lang)}", style=key)
+    head = node("head", _t("head", lang))
+    anchor = node("anchor", _t("anchor", lang), shape="stadium-shape")
+    block = node("block", f"{_t('block', lang)}<br/>{_block('lab', lang)}<br/>{_block('flash', lang)}", style=key)
+    dlayers = node("draft_layers", _t("draft_layers", lang, lab=lab.layers, real=real.layers))
+    markov = node("markov", _t("markov", lang, lab=lab.rank, real=real.rank), style=key)
+    drafts = node("drafts", _t("drafts", lang, p=ui("draft_probability", lang), c=ui("confidence", lang)))
+    verify = node("verify", _t("verify", lang), shape="subroutine-shape", style=key)
+    acc = node("accepted", _t("accepted", lang, accepted=ui("accepted", lang)), shape="stadium-shape", style=ok)
+    rej = node("rejected", _t("rejected", lang, rejected=ui("rejected", lang), resampled=ui("resampled", lang)),
+               shape="stadium-shape", style=bad)
+    bonus = node("bonus", _t("bonus", lang, bonus=ui("bonus", lang)), shape="stadium-shape", style=plus)
+    commit = node("commit", _t("commit", lang))
+
+    groups = [
+        Node("input", _label(_t("sg_input", lang)), sub_nodes=[lanes, taps, head, anchor], direction="TB"),
+        Node("draft", _label(_t("sg_draft", lang)), sub_nodes=[block, dlayers, markov, drafts], direction="TB"),
+        Node("check", _label(_t("sg_verify", lang)), sub_nodes=[verify, acc, rej, bonus, commit], direction="TB"),
+    ]
+    links = [
+        Link(lanes, taps), Link(lanes, head), Link(head, anchor),
+        Link(anchor, block), Link(taps, dlayers, message="main_x"), Link(block, dlayers),
+        Link(dlayers, markov), Link(markov, drafts), Link(drafts, verify),
+        Link(verify, acc, message=_t("e_match", lang)),
+        Link(verify, rej, message=_t("e_mismatch", lang)),
+        Link(verify, bonus, message=_t("e_all_kept", lang)),
+        Link(acc, commit), Link(rej, commit), Link(bonus, commit),
+    ]
+    chart = _FlowChart(_t("flow_6b_title", lang), groups, links, "TB",
+                       f"{_t('flow_6b_title', lang)} · {_t('generated', lang)}")
+    return chart.script
+
+
+DIAGRAMS: dict[str, Callable[[str], str]] = {"architecture_map": architecture_map, "flow_6b": flow_6b}
+
+
+# ---- showing mermaid in a notebook ----------------------------------------------------------------------
+def mermaid_markdown(src: str) -> str:
+    """The source as a ```mermaid fenced block (JupyterLab ≥ 4.1 and GitHub render it)."""
+    return f"```mermaid\n{src.rstrip()}\n```\n"
+
+
+@dataclass(frozen=True)
+class MermaidDiagram:
+    """A mermaid diagram as notebook output: `text/vnd.mermaid` (JupyterLab ≥ 4.1 renders it natively), with a
+    ```mermaid markdown fence and the plain source as fallbacks. Rendered in the browser, never over the net."""
+
+    source: str
+
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        return {"text/vnd.mermaid": self.source, "text/markdown": mermaid_markdown(self.source),
+                "text/plain": self.source}
+
+    def show(self) -> None:
+        """Display now (for use inside a loop or function; a cell's last expression displays by itself)."""
+        from IPython.display import display
+
+        display(self)
+
+
+def display_mermaid(src: str) -> MermaidDiagram:
+    """A display object for `src`; make it a cell's last expression, or call `.show()`."""
+    return MermaidDiagram(src)
+
+
+# ---- the SVG picture of the map ---------------------------------------------------------------------------
+_FONT = "DejaVu Sans, Verdana, Arial, Helvetica, sans-serif"
+_COL_W, _COL_GAP, _MARGIN = 250, 64, 24
+_BOX_INSET, _BOX_PAD, _BOX_GAP = 14, 10, 42
+_TITLE_SIZE, _ID_SIZE, _LINE = 13, 16, 17
+
+
+def _text_width(text: str, size: float) -> float:
+    """A conservative estimate of the rendered width of `text` in a sans-serif font (no font metrics offline)."""
+    narrow, wide = set("iljtfr.,:;'|!() "), set("mwMWÆŒ@%")
+    em = sum(0.34 if ch in narrow else 0.9 if ch in wide else 0.72 if ch.isupper() or ch.isdigit() else 0.6
+             for ch in text)
+    return em * size
+
+
+def _wrap_px(text: str, size: float, width: float) -> list[str]:
+    lines: list[str] = []
+    for word in text.split():
+        if lines and _text_width(f"{lines[-1]} {word}", size) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+@dataclass(frozen=True)
+class _Box:
+    x: float
+    y: float
+    w: float
+    h: float
+
+    @property
+    def cx(self) -> float:
+        return self.x + self.w / 2
+
+    @property
+    def cy(self) -> float:
+        return self.y + self.h / 2
+
+
+def map_svg(lang: str = "en") -> str:
+    """A self-contained SVG of the 4-column map (no external fonts, images or links): column headers, one box
+    per step (id and title, its one-line summary as the tooltip), the FLOW arrows; each column reads upwards."""
+    lang = check_lang(lang)
+    box_w = _COL_W - 2 * _BOX_INSET
+    text_w = box_w - 2 * _BOX_PAD
+    titles = {s.id: _wrap_px(s.t("title", lang), _TITLE_SIZE, text_w) for s in STEPS}
+    max_lines = max(len(lines) for lang_ in LANGS for lines in
+                    (_wrap_px(s.t("title", lang_), _TITLE_SIZE, text_w) for s in STEPS))
+    box_h = _BOX_PAD + _ID_SIZE + 6 + max_lines * _LINE + _BOX_PAD
+    slots = max(len(c.step_ids) for c in COLUMNS)
+    headers = {c.id: _wrap_px(c.label(lang), 14, _COL_W - 24) for c in COLUMNS}
+    header_h = 16 + 18 * max(len(h) for h in headers.values())
+    top = _MARGIN + 58  # below the title and the flow line
+    panel_h = header_h + 16 + slots * box_h + (slots - 1) * _BOX_GAP + 18
+    width = 2 * _MARGIN + len(COLUMNS) * _COL_W + (len(COLUMNS) - 1) * _COL_GAP
+    height = top + panel_h + 40
+
+    boxes: dict[str, _Box] = {}
+    bottom = top + panel_h - 18
+    for i, col in enumerate(COLUMNS):
+        x = _MARGIN + i * (_COL_W + _COL_GAP) + _BOX_INSET
+        n = len(col.step_ids)
+        for j, step_id in enumerate(col.step_ids):  # first step at the bottom, last at the top: the map reads upwards
+            slot = round(j * (slots - 1) / (n - 1)) if n > 1 else 0
+            boxes[step_id] = _Box(x, bottom - (slot + 1) * box_h - slot * _BOX_GAP, box_w, box_h)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" font-family="{_FONT}">',
+        f"<title>{escape(_t('map_title', lang))}</title>",
+        f"<desc>{escape(flow_string(lang))}. {escape(_t('generated', lang))}</desc>",
+        "<defs>",
+        '<marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+        '<path d="M0,0 L10,5 L0,10 z" fill="#444"/></marker>',
+        '<marker id="tail" viewBox="0 0 10 10" refX="1" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+        '<path d="M10,0 L0,5 L10,10 z" fill="#444"/></marker>',
+        "</defs>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{_MARGIN}" y="{_MARGIN + 18}" font-size="20" font-weight="bold" fill="#222">'
+        f"{escape(_t('map_title', lang))}</text>",
+        f'<text x="{_MARGIN}" y="{_MARGIN + 42}" font-size="14" fill="#555">'
+        f"{escape(ui('flow', lang))}: {escape(flow_string(lang))}</text>",
+    ]
+    for i, col in enumerate(COLUMNS):
+        fill, stroke, ink = _COLUMN_COLOURS[col.id]
+        x = _MARGIN + i * (_COL_W + _COL_GAP)
+        out.append(f'<g id="column-{col.id}">')
+        out.append(f'<rect x="{x}" y="{top}" width="{_COL_W}" height="{panel_h}" rx="12" fill="{fill}" '
+                   f'stroke="{stroke}" stroke-width="1.5"/>')
+        for j, line in enumerate(headers[col.id]):
+            out.append(f'<text x="{x + _COL_W / 2}" y="{top + 24 + 18 * j}" font-size="14" font-weight="bold" '
+                       f'text-anchor="middle" fill="{ink}">{escape(line)}</text>')
+        out.append("</g>")
+    for step in STEPS:
+        b, (_, stroke, ink) = boxes[step.id], _COLUMN_COLOURS[step.column]
+        out.append(f'<g id="step-{step.id}">')
+        out.append(f"<title>{escape(step.label(lang))} — {escape(step.t('short', lang))}</title>")
+        out.append(f'<rect x="{b.x}" y="{b.y}" width="{b.w}" height="{b.h}" rx="8" fill="#ffffff" '
+                   f'stroke="{stroke}" stroke-width="2"/>')
+        out.append(f'<text x="{b.x + _BOX_PAD}" y="{b.y + _BOX_PAD + _ID_SIZE - 2}" font-size="{_ID_SIZE}" '
+                   f'font-weight="bold" fill="{stroke}">{step.id}</text>')
+        for j, line in enumerate(titles[step.id]):
+            y = b.y + _BOX_PAD + _ID_SIZE + 6 + _LINE * (j + 1) - 4
+            out.append(f'<text x="{b.x + _BOX_PAD}" y="{y}" font-size="{_TITLE_SIZE}" fill="{ink}">'
+                       f"{escape(line)}</text>")
+        out.append("</g>")
+    out.append('<g id="flow" fill="none" stroke="#444" stroke-width="2">')
+    for edge in FLOW:
+        a, b = boxes[edge.src], boxes[edge.dst]
+        if get_step(edge.src).column == get_step(edge.dst).column:
+            up = b.y < a.y
+            d = f"M{a.cx},{a.y - 2 if up else a.y + a.h + 2} V{b.y + b.h + 2 if up else b.y - 2}"
+        elif a.cy == b.cy:
+            d = f"M{a.x + a.w + 2},{a.cy} H{b.x - 2}"
+        else:  # leave from the side, turn in the gap between the columns, arrive from the side
+            mid = (a.x + a.w + b.x) / 2
+            d = f"M{a.x + a.w + 2},{a.cy} H{mid} V{b.cy} H{b.x - 2}"
+        tail = ' marker-start="url(#tail)"' if edge.bidirectional else ""
+        out.append(f'<path d="{d}" marker-end="url(#head)"{tail}/>')
+    out.append("</g>")
+    out.append(f'<text x="{_MARGIN}" y="{height - 16}" font-size="11" fill="#777">'
+               f"{escape(_t('generated', lang))}</text>")
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# ---- files -------------------------------------------------------------------------------------------------
+def generated_files() -> dict[str, str]:
+    """Every generated file, as {path relative to the repository root: content}."""
+    files = {f"{DIAGRAM_DIR}/{name}.{lang}.mmd": make(lang) for name, make in DIAGRAMS.items() for lang in LANGS}
+    files.update({path: map_svg(lang) for lang, path in SVG_FILES.items()})
+    return files
+
+
+def write_all(root: str | Path = REPO_ROOT) -> list[str]:
+    """Write every generated file under `root`; returns their relative paths."""
+    root = Path(root)
+    for rel, content in generated_files().items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8", newline="\n")
+    return sorted(generated_files())
+
+
+def check_all(root: str | Path = REPO_ROOT) -> list[str]:
+    """Relative paths under `root` that are out of date: missing, different from what the registry generates,
+    or a `diagrams/*.mmd` that no generator makes any more. Empty means in sync."""
+    root = Path(root)
+    expected = generated_files()
+    stale = []
+    for rel, content in expected.items():
+        path = root / rel
+        if not path.is_file() or path.read_bytes() != content.encode("utf-8"):
+            stale.append(rel)
+    for path in sorted((root / DIAGRAM_DIR).glob("*.mmd")):
+        rel = path.relative_to(root).as_posix()
+        if rel not in expected:
+            stale.append(rel)
+    return sorted(stale)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.diagrams",
+                                     description="Generate the mermaid diagrams and the map SVG from lab/steps.py.")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="(re)write every generated file")
+    mode.add_argument("--check", action="store_true", help="exit 1 if a committed file is out of date")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
+    args = parser.parse_args(argv)
+    if args.write:
+        for rel in write_all(args.root):
+            print(f"wrote {rel}")
+        return 0
+    stale = check_all(args.root)
+    if stale:
+        print("These generated diagram files are out of date with lab/steps.py (or the presets):", file=sys.stderr)
+        for rel in stale:
+            print(f"  {rel}", file=sys.stderr)
+        root_arg = "" if args.root.resolve() == REPO_ROOT else f" --root {args.root}"
+        print(f"Regenerate them with: {FIX_COMMAND}{root_arg}", file=sys.stderr)
+        return 1
+    print(f"diagrams in sync: {len(generated_files())} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
