@@ -102,7 +102,7 @@ class DSparkDraft(nn.Module):
                 temperature: float = 0.0, generator: torch.Generator | None = None, trace=None) -> DraftOutput:
         """One draft pass for anchors [B] at position cache.length (the anchor is not in the target cache yet)."""
         cfg = self.cfg
-        if not isinstance(block_size, int) or not 1 <= block_size <= cfg.dspark_block_size:
+        if not isinstance(block_size, int) or isinstance(block_size, bool) or not 1 <= block_size <= cfg.dspark_block_size:
             raise ValueError(f"block size = {block_size!r} is invalid: allowed 1..{cfg.dspark_block_size} "
                              "(the trained draft block)")
         B = anchor.size(0)

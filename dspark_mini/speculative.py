@@ -48,7 +48,7 @@ def verify_block(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_p
         pt, pd = target_probs[i], draft_probs[i]
         ratio = min(1.0, float(pt[x]) / max(float(pd[x]), 1e-12))
         ratios.append(ratio)
-        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        u = float(torch.rand((), generator=generator, dtype=torch.float64, device=pt.device))
         if u < ratio:
             continue
         if residual:
@@ -140,7 +140,7 @@ def generate_plain(model: Transformer, prompt: torch.Tensor, max_new_tokens: int
     """One target forward per new token (prompts [B, S] of equal length)."""
     check_prompt(model, prompt, max_new_tokens)
     token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=model.device).manual_seed(seed)
     t0 = time.perf_counter()
     cache, nxt = prefill(model, prompt, temperature, gen)
     out = [nxt]
@@ -192,14 +192,15 @@ def generate_speculative(model: Transformer, prompt: torch.Tensor, max_new_token
     check_prompt(model, prompt, max_new_tokens)
     k_max = check_block(model, block_size)
     token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=model.device).manual_seed(seed)
     t0 = time.perf_counter()
     cache, anchors = prefill(model, prompt, temperature, gen)
     tokens = [[int(a)] for a in anchors]
     rounds: list[list[Round]] = []
     while len(tokens[0]) < max_new_tokens:
         k = min(k_max, max_new_tokens - len(tokens[0]))
-        rs = speculative_round(model, cache, torch.tensor([t[-1] for t in tokens]), k, temperature, gen, residual)
+        anchors = torch.tensor([t[-1] for t in tokens], device=model.device)
+        rs = speculative_round(model, cache, anchors, k, temperature, gen, residual)
         rounds.append(rs)
         for t, r in zip(tokens, rs):
             t += r.committed

@@ -11,12 +11,13 @@ import copy
 import os
 import platform
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from dspark_mini import build_model, get_config
-from dspark_mini.speculative import acceptance_stats, generate_speculative
+from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 
 
 def percentiles(xs: list[float]) -> dict[str, float]:
@@ -114,6 +115,8 @@ def profile(preset: str = "lab", seed: int = 0, prompts: int = 6, new_tokens: in
         "parity": {"max_abs_diff": parity(model, tokens), "threshold": 1e-9},
         "tap_mix": {"max_abs_diff": tap_mix_error(model, tokens), "threshold": 0.0},
         "acceptance": stats,
+        "calibration": {"confidence": reliability(rounds, 5, "confidence"),
+                        "draft_probability": reliability(rounds, 5, "draft_probs")},
         "acceptance_conditions": {"prompts": prompts, "new_tokens": new_tokens, "temperature": temperature,
                                   "block": cfg.dspark_block_size},
         "verify_cost": {str(k): v for k, v in verify_cost(model, tokens, ks, reps).items()},
@@ -142,3 +145,23 @@ def chi_square_test(samples: torch.Tensor, probs: torch.Tensor, alpha: float = 0
     z = float(torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(1 - alpha)))
     critical = df * (1 - 2 / (9 * df) + z * (2 / (9 * df)) ** 0.5) ** 3
     return {"statistic": stat, "df": df, "critical": critical, "alpha": alpha, "n": n, "passes": stat <= critical}
+
+
+def reliability(rounds: Sequence[Round], n_bins: int = 5, source: str = "confidence") -> dict[str, Any]:
+    """Calibration data: one point per draft position that verify reached, predicted = c (or p_d(x)),
+    outcome = kept. Returns equal-width bins [{lo, hi, n, predicted, observed}] and the ECE."""
+    if source not in ("confidence", "draft_probs"):
+        raise ValueError(f"source = {source!r} is invalid: allowed 'confidence', 'draft_probs'")
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins = {n_bins!r} is invalid: allowed an integer ≥ 1")
+    points = [(getattr(r, source)[i], float(r.n_accepted > i)) for r in rounds for i in range(r.block)
+              if r.n_accepted >= i]
+    bins = []
+    for b in range(n_bins):
+        lo, hi = b / n_bins, (b + 1) / n_bins
+        inside = [(p, o) for p, o in points if lo <= p < hi or (b == n_bins - 1 and p == 1.0)]
+        if inside:
+            bins.append({"lo": lo, "hi": hi, "n": len(inside), "predicted": sum(p for p, _ in inside) / len(inside),
+                         "observed": sum(o for _, o in inside) / len(inside)})
+    ece = sum(b["n"] * abs(b["predicted"] - b["observed"]) for b in bins) / len(points) if points else 0.0
+    return {"bins": bins, "ece": ece, "points": len(points), "source": source}

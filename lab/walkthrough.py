@@ -485,6 +485,14 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     return v
 
 
+def verdict_text(w: Walk, lang: str) -> str:
+    """One line on what verify did in the walk's round."""
+    rd = w.round
+    kind = ui("resampled", lang) if rd.next_kind == "resampled" else ui("bonus", lang)
+    return note("verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau,
+                t=w.tokenizer.token_text(rd.next_token), kind=kind)
+
+
 def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     tr, lang, cfg = w.trace, v.lang, w.cfg
     logits = tr.get("head", "logits")[0, -1]  # [V]
@@ -520,9 +528,7 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     v.shapes += [("draft logits [B, k, V]", (1, rd.block, cfg.vocab_size)), ("confidence [B, k]", (1, rd.block))]
     v.facts += [(ui("accepted_length", lang), rd.tau), (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),
                 (ui("block_size", lang), rd.block), (ui("temperature", lang), w.temperature)]
-    v.notes += [note("verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau,
-                     t=w.tokenizer.token_text(rd.next_token), kind=nxt),
-                note("not_acceptance", lang), ui("warning_untrained", lang)]
+    v.notes += [verdict_text(w, lang), note("not_acceptance", lang), ui("warning_untrained", lang)]
     return v
 
 
@@ -561,5 +567,5 @@ def fmt_params(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.3f} M" if n >= 1e5 else str(n)
 
 
-__all__ = ["DEFAULT_PROMPT", "Walk", "StepView", "ViewTable", "Check", "run_walk", "inspect_model", "fmt_params",
-           "sinkhorn_errors"]
+__all__ = ["DEFAULT_PROMPT", "Walk", "StepView", "ViewTable", "Check", "run_walk", "redraft", "build_views",
+           "check_block", "verdict_text", "inspect_model", "fmt_params", "sinkhorn_errors", "role_name", "view_2a", "view_4a", "view_5a"]

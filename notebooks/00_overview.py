@@ -1,0 +1,87 @@
+# %% [markdown]
+# # 00 · Overview: DeepSeek-V4.1-Flash in 4 columns and 10 blocks
+# **EN**
+# - The lab follows one prompt through the model: **1A → 1B → 2A → 3A → 3B → 3C → 4A ↔ 6A → 5A → 6B**.
+# - Every block runs on a tiny model (`lab` preset, a laptop CPU) with the same code as the real one (`flash`).
+# - Click a block of the map to open its step; change the prompt, seed, block size or temperature and watch what moves.
+#
+# **VI**
+# - Bài lab đi theo một prompt qua mô hình: **1A → 1B → 2A → 3A → 3B → 3C → 4A ↔ 6A → 5A → 6B**.
+# - Mỗi khối chạy trên một mô hình nhỏ (cấu hình `lab`, CPU máy xách tay) bằng cùng mã nguồn với mô hình thật (`flash`).
+# - Bấm vào một khối của sơ đồ để mở bước đó; đổi prompt, seed, độ dài khối nháp hay nhiệt độ rồi xem cái gì thay đổi.
+
+# %%
+LANG = "en"  # "vi" for Vietnamese / "vi" để dùng tiếng Việt
+SEED = 0
+
+import torch
+
+from lab import widgets
+from lab.diagrams import architecture_map, display_mermaid, flow_string
+from lab.exercises import check
+from lab.steps import COLUMNS, STEPS, successors
+
+torch.set_num_threads(1)
+print(flow_string(LANG))
+for col in COLUMNS:
+    print(col.label(LANG), "→", ", ".join(col.step_ids))
+
+# %% [markdown]
+# ## The map / Sơ đồ
+# **EN** — The same registry (`lab/steps.py`) draws this mermaid map, the clickable map below, the CLI and the notebooks.
+#
+# **VI** — Cùng một sổ đăng ký (`lab/steps.py`) vẽ sơ đồ mermaid này, sơ đồ bấm được bên dưới, CLI và các notebook.
+
+# %%
+display_mermaid(architecture_map(LANG))
+
+# %% [markdown]
+# ## The clickable lab / Bài lab bấm được
+# **EN** — Buttons are the ten blocks, laid out as the four columns; the panel under the map shows the chosen step's
+# explanation, tables and figure. The 6B inspector at the bottom redrafts when you move the block slider.
+#
+# **VI** — Các nút là mười khối, xếp theo bốn cột; khung dưới sơ đồ hiện lời giải thích, bảng và hình của bước được
+# chọn. Bộ xem 6B ở cuối vẽ nháp lại khi bạn kéo thanh độ dài khối.
+
+# %%
+app = widgets.lab_app(lang=LANG, seed=SEED)
+app
+
+# %% [markdown]
+# **EN** — The callbacks are plain functions, so we can click from code too: open every block and check the panel.
+#
+# **VI** — Các hàm xử lý là hàm thường, nên ta cũng bấm được bằng mã: mở từng khối và kiểm tra khung hiện ra.
+
+# %%
+state = widgets.LabState(seed=SEED, lang=LANG)
+opened = [widgets.open_step(state, s.id)["title"] for s in STEPS]
+for title in opened:
+    print(title)
+assert all(s.id in t for s, t in zip(STEPS, opened))  # probe: each click opens its own step
+print(state.update(block=1), "·", state.update(lang="vi" if LANG == "en" else "en"))  # what was recomputed
+
+# %% [markdown]
+# ## How to use the lab / Cách dùng bài lab
+# - **EN** — Terminal: `dspark-lab walk`, `dspark-lab walk --step 6B --lang vi`, `dspark-lab generate`,
+#   `dspark-lab profile`, `dspark-lab inspect --preset flash`. Notebooks: `01`–`04` walk the columns, `05` inspects
+#   step 6B, `06` shows why speculative decoding is lossless.
+# - **VI** — Trong terminal: `dspark-lab walk`, `dspark-lab walk --step 6B --lang vi`, `dspark-lab generate`,
+#   `dspark-lab profile`, `dspark-lab inspect --preset flash`. Notebook: `01`–`04` đi qua các cột, `05` soi bước 6B,
+#   `06` cho thấy vì sao giải mã dự đoán không làm sai kết quả.
+#
+# ## Summary / Tóm tắt
+# - **EN** — Four columns: input & mixing, the compressed-attention schedule, attention & its cache, experts & the
+#   head with DSpark. One registry drives every surface.
+# - **VI** — Bốn cột: đầu vào và trộn làn, lịch nén attention, attention và cache của nó, expert và đầu ra cùng
+#   DSpark. Một sổ đăng ký điều khiển mọi giao diện.
+#
+# ## Exercise / Bài tập
+# **EN** — Which step does the flow reach right after 3C? (a step id such as "1B")
+#
+# **VI** — Ngay sau 3C, luồng đi tới bước nào? (một mã bước, ví dụ "1B")
+
+# %%
+answer = None  # e.g. "1B"
+
+# %%
+check(answer, successors("3C")[0], LANG)

@@ -1,0 +1,99 @@
+# %% [markdown]
+# # 01 · Column 1 — input, Engram and mHC (steps 1A → 1B → 2A)
+# **EN**
+# - **1A**: text → token ids → embedding `[B, S, D]`, repeated into 4 residual lanes `[B, S, 4, D]`.
+# - **1B**: Engram hashes the 2-, 3- and 4-grams ending at each token into prime-sized tables and adds a gated value.
+# - **2A**: mHC mixes the 4 lanes with `pre`, `post` and a 4×4 `comb` made doubly stochastic by Sinkhorn.
+#
+# **VI**
+# - **1A**: văn bản → mã token → embedding `[B, S, D]`, lặp thành 4 làn residual `[B, S, 4, D]`.
+# - **1B**: Engram băm các n-gram 2, 3, 4 kết thúc tại mỗi token vào các bảng có kích thước nguyên tố rồi cộng một giá trị có cổng.
+# - **2A**: mHC trộn 4 làn bằng `pre`, `post` và ma trận `comb` 4×4 được Sinkhorn kéo về gần song ngẫu nhiên.
+
+# %%
+LANG = "en"  # "vi" for Vietnamese output / "vi" để xem kết quả bằng tiếng Việt
+SEED = 0
+PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
+
+import torch
+from rich import print as show
+
+from lab import plots
+from lab.exercises import check
+from lab.render import render_view
+from lab.walkthrough import run_walk
+
+torch.set_num_threads(1)
+walk = run_walk(PROMPT, seed=SEED, lang=LANG)
+cfg, tok = walk.cfg, walk.tokenizer
+print("tokens:", walk.tokens.shape[1], "· dim", cfg.dim, "· lanes", cfg.hc_mult)
+
+# %% [markdown]
+# ## 1A · Tokens, embedding, 4 lanes / Token, embedding, 4 làn
+# **EN** — Each id picks one row of the embedding table; the row is copied into 4 lanes, and the first pre-mix is
+# one-hot, so layer 0 reads lane 0 only.
+#
+# **VI** — Mỗi mã token lấy một hàng của bảng embedding; hàng đó được chép ra 4 làn, và pre-mix đầu tiên là one-hot
+# nên lớp 0 chỉ đọc làn 0.
+
+# %%
+show(render_view(walk.views["1A"]))
+streams = walk.trace.get("1A", "streams")  # [B, S, 4, D]
+assert streams.shape == (1, walk.tokens.shape[1], 4, cfg.dim)
+assert (streams - streams[:, :, :1]).abs().max() == 0  # probe: four identical lanes
+
+# %% [markdown]
+# **EN** — Four identical lanes: the blocks make them differ later. Look at the Engram ids: case and accents fold.
+#
+# **VI** — Bốn làn giống hệt nhau: các khối phía sau mới làm chúng khác đi. Nhìn cột mã Engram: chữ hoa và dấu được gộp.
+#
+# ## 1B · Engram
+# **EN** — "Xin" and "xin" are different tokens but share one compressed id, so they hash to the same table rows.
+#
+# **VI** — "Xin" và "xin" là hai token khác nhau nhưng chung một mã nén, nên được băm vào cùng các hàng của bảng.
+
+# %%
+a, b = tok.encode("Xin")[0], tok.encode("xin")[0]
+print("raw ids:", a, b, "· compressed ids:", tok.compress_map[a], tok.compress_map[b])
+assert a != b and tok.compress_map[a] == tok.compress_map[b]  # probe
+show(render_view(walk.views["1B"]))
+plots.engram_gates(walk, lang=LANG)
+
+# %% [markdown]
+# **EN** — The gate (0..1) differs per lane: each lane decides how much of the shared value to take.
+#
+# **VI** — Cổng (0..1) khác nhau theo làn: mỗi làn tự quyết lấy bao nhiêu từ giá trị chung.
+#
+# ## 2A · mHC and Sinkhorn / mHC và Sinkhorn
+
+# %%
+show(render_view(walk.views["2A"]))
+hist = walk.trace.get("2A", "attn_comb_history", 0)  # [20, B, S, 4, 4]
+final = hist[-1]
+assert (final.sum(-1) - 1).abs().max() < 1e-3 and (final.sum(-2) - 1).abs().max() < 1e-3  # probe
+plots.comb_heatmap(walk, layer=0, lang=LANG)
+
+# %%
+plots.sinkhorn_convergence(walk, layer=0, lang=LANG)
+
+# %% [markdown]
+# **EN** — Rows and columns reach 1 within a few iterations; 20 leave an error far below 10⁻³.
+#
+# **VI** — Tổng hàng và cột về 1 sau vài vòng; 20 vòng để lại sai số nhỏ hơn 10⁻³ rất nhiều.
+#
+# ## Summary / Tóm tắt
+# - **EN** — 1A embeds and copies into 4 lanes; 1B adds an n-gram memory by address; 2A mixes the lanes with
+#   coefficients predicted from the stream, `pre` collapsing the *next* sublayer's input (single pass).
+# - **VI** — 1A nhúng và chép ra 4 làn; 1B thêm bộ nhớ n-gram tra theo địa chỉ; 2A trộn các làn bằng hệ số dự đoán
+#   từ chính dòng dữ liệu, `pre` dùng để gộp đầu vào của lớp con *kế tiếp* (một lượt).
+#
+# ## Exercise / Bài tập
+# **EN** — How many mixing numbers does one sublayer's `hc_fn` produce per token when hc_mult = 4?
+#
+# **VI** — Với hc_mult = 4, `hc_fn` của một lớp con tạo ra bao nhiêu hệ số trộn cho mỗi token?
+
+# %%
+answer = None  # a whole number
+
+# %%
+check(answer, walk.model.layers[0].hc_attn.fn.shape[0], LANG)

@@ -1,0 +1,113 @@
+# %% [markdown]
+# # 05 · Step 6B — the LM head and DSpark: draft, then verify
+# **EN**
+# - The head collapses the 4 lanes (`hc_pre` with the last pre-mix), applies RMSNorm and projects to logits `[B, V]`.
+# - DSpark reads the taps (lab: layers 3 and 4 mixed 0.5/0.5), drafts a block `[anchor, noise×(k−1)]`, and its Markov
+#   head picks the draft tokens left to right; each carries a **draft probability** p_d(x) and a **confidence** c.
+# - Verify runs the real forward once over the block and keeps only what the target itself would have produced.
+#
+# **VI**
+# - Đầu ra gộp 4 làn (`hc_pre` với pre-mix cuối), chuẩn hóa RMSNorm rồi chiếu ra logits `[B, V]`.
+# - DSpark đọc các lớp đích (lab: lớp 3 và 4 trộn 0.5/0.5), vẽ một khối `[anchor, noise×(k−1)]`, và MarkovHead chọn các
+#   token nháp từ trái sang phải; mỗi token có **confidence** p_d(x) (xác suất theo phân phối draft) và **đầu tin cậy** c.
+# - Verify chạy forward thật một lượt trên cả khối và chỉ giữ những gì chính mô hình mục tiêu sẽ sinh ra.
+
+# %%
+LANG = "en"  # "vi" for Vietnamese output / "vi" để xem kết quả bằng tiếng Việt
+SEED = 0
+PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
+
+import torch
+from rich import print as show
+
+from dspark_mini.speculative import acceptance_stats, generate_speculative
+from lab import plots, widgets
+from lab.exercises import check
+from lab.render import render_view
+from lab.walkthrough import redraft, run_walk
+
+torch.set_num_threads(1)
+walk = run_walk(PROMPT, seed=SEED, lang=LANG)
+cfg = walk.cfg
+print("taps", cfg.dspark_target_layer_ids, "mixed", cfg.dspark_tap_mix, "· block", cfg.dspark_block_size,
+      "· Markov rank", cfg.dspark_markov_rank)
+
+# %% [markdown]
+# ## Logits and parity / Logits và parity
+# **EN** — Two forwards of the same input must give identical logits (max |Δ| = 0, threshold 1e-9).
+#
+# **VI** — Hai lượt forward cùng đầu vào phải cho logits giống hệt (max |Δ| = 0, ngưỡng 1e-9).
+
+# %%
+print("parity max |Δ| =", walk.parity)
+assert walk.parity <= 1e-9  # probe
+plots.logits_bar(walk, 10, lang=LANG)
+
+# %% [markdown]
+# ## Taps: layers 3 and 4, mixed 0.5/0.5 / Lớp đích: lớp 3 và 4, trộn 0.5/0.5
+
+# %%
+t3, t4 = walk.taps[3], walk.taps[4]  # [B, S, D] each: the mean over the 4 lanes of the attention input
+mix = 0.5 * t3 + 0.5 * t4
+print("max |mix − mean| =", float((mix - torch.stack([t3, t4]).mean(0)).abs().max()))
+assert torch.equal(mix, torch.stack([t3, t4]).mean(0))  # probe: exactly the mean, no drift from the order of sums
+
+# %% [markdown]
+# ## One round: draft → verify / Một vòng: vẽ nháp → verify
+
+# %%
+show(render_view(walk.views["6B"]))
+rd = walk.round
+assert len(rd.draft) == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe
+plots.draft_strip(rd, walk.tokenizer, lang=LANG)
+
+# %% [markdown]
+# **EN** — Draft probability and confidence are the drafter's own numbers; neither is acceptance. Untrained, p_d sits
+# near 1/V and c at σ(0) = 0.5: nothing is learned yet, so verify keeps almost nothing.
+#
+# **VI** — Confidence p_d(x) và đầu tin cậy c là con số của bộ vẽ; không con số nào là việc token được giữ. Chưa huấn
+# luyện thì p_d quanh 1/V và c bằng σ(0) = 0.5: chưa học gì, nên verify gần như không giữ token nào.
+#
+# ## Block size changes only the draft / Độ dài khối chỉ đổi phần nháp
+
+# %%
+for k in (1, 2, 3):
+    w = redraft(walk, k, 0.0)
+    assert w.trace is walk.trace and len(w.round.draft) == k  # probe: the prompt forward is reused
+    print(f"k = {k}: draft {[walk.tokenizer.token_text(t) for t in w.round.draft]} → kept {w.round.n_accepted}")
+widgets.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
+
+# %% [markdown]
+# ## Acceptance by position / Tỉ lệ giữ theo vị trí
+
+# %%
+prompts = torch.randint(4, cfg.vocab_size, (8, 12), generator=torch.Generator().manual_seed(SEED))
+spec = generate_speculative(walk.model, prompts, 24, seed=SEED)
+stats = acceptance_stats([r for rs in spec.rounds for r in rs])
+print("mean accepted length τ =", round(stats["mean_accepted_length"], 3), "· acceptance rate =",
+      round(stats["acceptance_rate"], 3))
+assert 1.0 <= stats["mean_accepted_length"] <= 1 + cfg.dspark_block_size  # probe
+plots.acceptance_by_position(stats, lang=LANG)
+
+# %% [markdown]
+# ## Summary / Tóm tắt
+# - **EN** — Logits come from `hc_pre → RMSNorm → head`. DSpark drafts from the taps with a parallel block and a
+#   sequential Markov head; p_d(x) and c describe the draft, verify decides, and τ = kept + 1 tokens per round.
+# - **VI** — Logits đi qua `hc_pre → RMSNorm → head`. DSpark vẽ nháp từ các lớp đích bằng một khối song song và
+#   MarkovHead tuần tự; p_d(x) và c mô tả bản nháp, verify quyết định, và mỗi vòng ghi τ = số token giữ + 1.
+#
+# ## Exercise / Bài tập
+# **EN** — A round drafts k = 3 tokens and verify keeps the first 2. How many tokens does the round commit (τ)?
+#
+# **VI** — Một vòng vẽ k = 3 token nháp và verify giữ 2 token đầu. Vòng đó ghi thêm bao nhiêu token (τ)?
+
+# %%
+answer = None  # a whole number
+
+# %%
+from dspark_mini.speculative import Round  # noqa: E402
+
+example = Round(position=0, anchor=5, draft=[6, 7, 8], draft_probs=[0.5] * 3, confidence=[0.5] * 3,
+                target_probs=[0.5] * 3, target_argmax=[6, 7, 9, 1], status=["accepted", "accepted", "rejected"],
+                n_accepted=2, next_token=9, next_kind="resampled", committed=[6, 7, 9])
+check(answer, example.tau, LANG)
