@@ -74,9 +74,13 @@ def model_steps(n: int) -> dict[str, dict[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=5, help="repetitions of each measurement")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for the in-process model timings "
+                    "(the CLI uses 1)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     import torch
+
+    torch.set_num_threads(a.threads)
 
     conditions = {"batch": 1, "threads": torch.get_num_threads(), "cpus": os.cpu_count(), "dtype": "float64 (lab)",
                   "device": "cpu", "torch": torch.__version__, "cpu_model": cpu_model(),
