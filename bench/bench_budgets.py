@@ -66,7 +66,7 @@ def model_steps(n: int) -> dict[str, dict[str, float]]:
             prefill.append(time.perf_counter() - t)
             for i in range(48, 64):
                 t = time.perf_counter()
-                model(ids[:, i:i + 1], cache=cache)
+                model(ids[:, i : i + 1], cache=cache)
                 decode.append(time.perf_counter() - t)
     return {"prefill_48_tokens_s": percentiles(prefill), "decode_step_s": percentiles(decode)}
 
@@ -74,17 +74,25 @@ def model_steps(n: int) -> dict[str, dict[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=5, help="repetitions of each measurement")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for the in-process model timings "
-                    "(the CLI uses 1)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch threads for the in-process model timings (the CLI uses 1)"
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     import torch
 
     torch.set_num_threads(a.threads)
 
-    conditions = {"batch": 1, "threads": torch.get_num_threads(), "cpus": os.cpu_count(), "dtype": "float64 (lab)",
-                  "device": "cpu", "torch": torch.__version__, "cpu_model": cpu_model(),
-                  "python": platform.python_version()}
+    conditions = {
+        "batch": 1,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "dtype": "float64 (lab)",
+        "device": "cpu",
+        "torch": torch.__version__,
+        "cpu_model": cpu_model(),
+        "python": platform.python_version(),
+    }
     walk = [run_cli(["walk"])[0] for _ in range(a.runs)]
     flash = [run_cli(["inspect", "--preset", "flash", "--json"]) for _ in range(max(1, a.runs // 2))]
     report = {
@@ -109,10 +117,12 @@ def main() -> None:
     t = Table(title="dspark-lab budgets (LAB_SPEC §7)")
     for c in ("measure", "p50", "p95", "p99", "n", "budget"):
         t.add_column(c)
-    rows = [("walk, all steps (s)", report["walk_all_steps_s"], "≤ 5"),
-            ("inspect --preset flash (s)", report["inspect_flash_s"], "≤ 10"),
-            ("lab prefill, 48 tokens (s)", report["prefill_48_tokens_s"], ""),
-            ("lab decode step (s)", report["decode_step_s"], "")]
+    rows = [
+        ("walk, all steps (s)", report["walk_all_steps_s"], "≤ 5"),
+        ("inspect --preset flash (s)", report["inspect_flash_s"], "≤ 10"),
+        ("lab prefill, 48 tokens (s)", report["prefill_48_tokens_s"], ""),
+        ("lab decode step (s)", report["decode_step_s"], ""),
+    ]
     for name, p, budget in rows:
         t.add_row(name, f"{p['p50']:.3f}", f"{p['p95']:.3f}", f"{p['p99']:.3f}", str(p["n"]), budget)
     Console().print(t)

@@ -7,5 +7,15 @@ from .config import ConfigError, ModelConfig
 from .model import ForwardOutput, Trace, Transformer, count_params
 from .presets import PRESETS, build_model, get_config, get_tokenizer
 
-__all__ = ["ConfigError", "ModelConfig", "ForwardOutput", "Trace", "Transformer", "count_params", "PRESETS",
-           "build_model", "get_config", "get_tokenizer"]
+__all__ = [
+    "ConfigError",
+    "ModelConfig",
+    "ForwardOutput",
+    "Trace",
+    "Transformer",
+    "count_params",
+    "PRESETS",
+    "build_model",
+    "get_config",
+    "get_tokenizer",
+]

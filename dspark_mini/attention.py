@@ -18,8 +18,8 @@ from torch import nn
 
 from .compressor import Compressor
 from .config import ModelConfig
-from .linear import Linear
 from .indexer import Indexer, visible_counts, window_mask
+from .linear import Linear
 from .norm import RMSNorm
 from .quant import fp4_qdq, fp8_qdq
 from .rope import apply_rope, rope_angles, rope_inv_freq
@@ -75,24 +75,45 @@ class Attention(nn.Module):
         self.wo_a = Linear(per_group, cfg.o_groups * cfg.o_lora_rank, bias=False, dtype=dt)  # [G·R, H·Dh/G]
         self.wo_b = Linear(cfg.o_groups * cfg.o_lora_rank, cfg.dim, bias=False, dtype=dt)  # [D, G·R]
         self.attn_sink = nn.Parameter(torch.zeros(cfg.n_heads, dtype=hp))  # [H]
-        self.compressor = (Compressor(cfg.dim, cfg.head_dim, self.ratio, cfg.norm_eps, dt, hp)
-                           if self.is_kv_source else None)
-        self.indexer = (Indexer(cfg.dim, cfg.q_lora_rank, cfg.head_dim, cfg.index_n_heads, cfg.index_head_dim,
-                                cfg.index_topk, self.is_kv_source, cfg.norm_eps, cfg.kv_quant, dt)
-                        if self.is_index_source else None)
+        self.compressor = (
+            Compressor(cfg.dim, cfg.head_dim, self.ratio, cfg.norm_eps, dt, hp) if self.is_kv_source else None
+        )
+        self.indexer = (
+            Indexer(
+                cfg.dim,
+                cfg.q_lora_rank,
+                cfg.head_dim,
+                cfg.index_n_heads,
+                cfg.index_head_dim,
+                cfg.index_topk,
+                self.is_kv_source,
+                cfg.norm_eps,
+                cfg.kv_quant,
+                dt,
+            )
+            if self.is_index_source
+            else None
+        )
         # ratio-0 layers: θ = 10000, no YaRN; ratio > 0: compress θ with YaRN for *all* their RoPE
         if self.ratio:
-            inv = rope_inv_freq(cfg.rope_head_dim, cfg.compress_rope_theta, True, cfg.rope_factor,
-                                cfg.original_seq_len, cfg.beta_fast, cfg.beta_slow)
+            inv = rope_inv_freq(
+                cfg.rope_head_dim,
+                cfg.compress_rope_theta,
+                True,
+                cfg.rope_factor,
+                cfg.original_seq_len,
+                cfg.beta_fast,
+                cfg.beta_slow,
+            )
         else:
             inv = rope_inv_freq(cfg.rope_head_dim, cfg.rope_theta, False)
         self.register_buffer("inv_freq", inv, persistent=False)  # [r/2]
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, shared: SharedAttention, cache, pending,
-                rec=None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor, shared: SharedAttention, cache, pending, rec=None
+    ) -> torch.Tensor:
         """x [B, S, D] (normed attention input), positions [S] absolute → [B, S, D]."""
         B, S, _ = x.shape
-        cfg = self.cfg
         angles = rope_angles(positions, self.inv_freq)  # [S, r/2]
         qr = self.q_norm(self.wq_a(x))  # [B, S, Rq]
         q = apply_rope(self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim)), angles)  # [B, S, H, Dh]
@@ -125,7 +146,7 @@ class Attention(nn.Module):
             keys = torch.cat([keys, comp], dim=1)
             mask = torch.cat([mask, comp_mask[..., :-1]], dim=-1)
 
-        o, probs, sink_share = sparse_attention(q, keys, mask, self.attn_sink, self.head_dim ** -0.5)
+        o, probs, sink_share = sparse_attention(q, keys, mask, self.attn_sink, self.head_dim**-0.5)
         o = apply_rope(o, angles, inverse=True)
         og = o.reshape(B, S, self.groups, -1)  # [B, S, G, H·Dh/G]
         wo_a = self.wo_a.weight.view(self.groups, self.o_rank, -1)  # [G, R, H·Dh/G]
@@ -160,8 +181,8 @@ class Attention(nn.Module):
         new_kv = fp4_qdq(rot, 16, "e4m3") if cfg.kv_quant else rot
         if cache is not None:
             store = cache.sources[self.layer_id]
-            comp = torch.cat([store.kv[:, :store.count], new_kv], dim=1)
-            ik = torch.cat([store.index_k[:, :store.count], new_ik], dim=1)
+            comp = torch.cat([store.kv[:, : store.count], new_kv], dim=1)
+            ik = torch.cat([store.index_k[:, : store.count], new_ik], dim=1)
         else:
             comp, ik = new_kv, new_ik
         shared.compress_kv, shared.index_k = comp, ik

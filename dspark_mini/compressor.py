@@ -14,13 +14,11 @@ import torch
 from torch import nn
 
 from .linear import Linear
-
 from .norm import RMSNorm
 
 
 class Compressor(nn.Module):
-    def __init__(self, dim: int, head_dim: int, ratio: int, norm_eps: float, dtype: torch.dtype,
-                 hp_dtype: torch.dtype):
+    def __init__(self, dim: int, head_dim: int, ratio: int, norm_eps: float, dtype: torch.dtype, hp_dtype: torch.dtype):
         super().__init__()
         if ratio not in (1, 2):
             raise ValueError(f"compress ratio = {ratio} is invalid: allowed 1 or 2")
@@ -48,7 +46,7 @@ class Compressor(nn.Module):
         else:
             kv_all, sc_all = kv, score
         n_new = kv_all.size(1) // self.ratio
-        groups_kv = kv_all[:, :n_new * self.ratio].unflatten(1, (n_new, self.ratio))  # [B, n, r, Dh]
-        gate = sc_all[:, :n_new * self.ratio].unflatten(1, (n_new, self.ratio)).softmax(dim=2)  # [B, n, r, Dh]
+        groups_kv = kv_all[:, : n_new * self.ratio].unflatten(1, (n_new, self.ratio))  # [B, n, r, Dh]
+        gate = sc_all[:, : n_new * self.ratio].unflatten(1, (n_new, self.ratio)).softmax(dim=2)  # [B, n, r, Dh]
         latent = (groups_kv * gate).sum(dim=2)  # [B, n, Dh]
         return self.norm(latent.to(x.dtype)), kv, score, gate

@@ -47,7 +47,18 @@ class ModelConfig:
     window_size: int = 8  # sliding-window ring slots in every layer | 128
     # ---- CED schedule and CSA2 (3A-3C) ----------------------------------------------------------
     # (0 = window only, 2 = ratio-2 pooled KV, 1 = ratio-1 projected KV; backbone then draft layers)
-    compress_ratios: tuple[int, ...] = (0, 2, 2, 2, 1, 1, 1, 1, 0, 0)  # cache each layer reads | [0,0]+[2]*18+[1]*20+[0]*3
+    compress_ratios: tuple[int, ...] = (
+        0,
+        2,
+        2,
+        2,
+        1,
+        1,
+        1,
+        1,
+        0,
+        0,
+    )  # cache each layer reads | [0,0]+[2]*18+[1]*20+[0]*3
     kv_source_layers: tuple[int, ...] = (1, 3, 4)  # layers that own a compressor | (2, 8, 14, 20)
     index_source_layers: tuple[int, ...] = (1, 3, 4, 6)  # layers that run an indexer | (2, 8, ..., 36)
     candidate_source_layer: int = 4  # publishes candidate blocks; must be a KV source | 20
@@ -125,12 +136,12 @@ class ModelConfig:
         """Table ids per token per Engram layer: (max_ngram - 1) orders × heads."""
         return (self.engram_max_ngram_size - 1) * self.engram_n_heads
 
-    def replace(self, **changes: Any) -> "ModelConfig":
+    def replace(self, **changes: Any) -> ModelConfig:
         """A copy with some fields changed, validated."""
         return dataclasses.replace(self, **changes).validate()
 
     # ---- validation -----------------------------------------------------------------------------
-    def validate(self) -> "ModelConfig":  # noqa: C901 - one check per field, flat on purpose
+    def validate(self) -> ModelConfig:  # noqa: C901 - one check per field, flat on purpose
         def is_int(v: Any) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
 
@@ -143,34 +154,75 @@ class ModelConfig:
             need(is_int(v) and v > 0, name, "an integer ≥ 1")
 
         for name in (
-            "vocab_size", "dim", "n_layers", "n_heads", "head_dim", "rope_head_dim", "q_lora_rank",
-            "o_groups", "o_lora_rank", "window_size", "candidate_topk_blocks", "candidate_block_size",
-            "index_n_heads", "index_head_dim", "index_topk", "original_seq_len", "max_seq_len",
-            "n_routed_experts", "n_activated_experts", "moe_inter_dim", "hc_mult", "hc_sinkhorn_iters",
-            "engram_vocab_size", "engram_n_heads", "engram_head_dim", "engram_compressed_vocab_size",
-            "dspark_block_size", "dspark_markov_rank", "dspark_n_routed_experts",
-            "dspark_n_activated_experts", "beta_fast", "beta_slow", "engram_max_ngram_size",
+            "vocab_size",
+            "dim",
+            "n_layers",
+            "n_heads",
+            "head_dim",
+            "rope_head_dim",
+            "q_lora_rank",
+            "o_groups",
+            "o_lora_rank",
+            "window_size",
+            "candidate_topk_blocks",
+            "candidate_block_size",
+            "index_n_heads",
+            "index_head_dim",
+            "index_topk",
+            "original_seq_len",
+            "max_seq_len",
+            "n_routed_experts",
+            "n_activated_experts",
+            "moe_inter_dim",
+            "hc_mult",
+            "hc_sinkhorn_iters",
+            "engram_vocab_size",
+            "engram_n_heads",
+            "engram_head_dim",
+            "engram_compressed_vocab_size",
+            "dspark_block_size",
+            "dspark_markov_rank",
+            "dspark_n_routed_experts",
+            "dspark_n_activated_experts",
+            "beta_fast",
+            "beta_slow",
+            "engram_max_ngram_size",
         ):
             positive_int(name)
         for name in ("n_mtp_layers", "n_shared_experts"):
             v = getattr(self, name)
             need(is_int(v) and v >= 0, name, "an integer ≥ 0")
-        for name in ("rope_theta", "compress_rope_theta", "rope_factor", "route_scale", "gate_temp",
-                     "swiglu_limit", "hc_eps", "norm_eps"):
+        for name in (
+            "rope_theta",
+            "compress_rope_theta",
+            "rope_factor",
+            "route_scale",
+            "gate_temp",
+            "swiglu_limit",
+            "hc_eps",
+            "norm_eps",
+        ):
             v = getattr(self, name)
             need(isinstance(v, (int, float)) and v > 0, name, "a number > 0")
         need(self.n_layers >= 2, "n_layers", "an integer ≥ 2 (an encoder and a decoder)")
-        need(self.rope_head_dim % 2 == 0 and self.rope_head_dim < self.head_dim, "rope_head_dim",
-             f"an even number < head_dim ({self.head_dim})")
-        need(self.index_head_dim > self.rope_head_dim, "index_head_dim",
-             f"> rope_head_dim ({self.rope_head_dim})")
-        need(self.n_heads % self.o_groups == 0, "o_groups",
-             f"a divisor of n_heads ({self.n_heads})")
+        need(
+            self.rope_head_dim % 2 == 0 and self.rope_head_dim < self.head_dim,
+            "rope_head_dim",
+            f"an even number < head_dim ({self.head_dim})",
+        )
+        need(self.index_head_dim > self.rope_head_dim, "index_head_dim", f"> rope_head_dim ({self.rope_head_dim})")
+        need(self.n_heads % self.o_groups == 0, "o_groups", f"a divisor of n_heads ({self.n_heads})")
         need(self.beta_fast > self.beta_slow, "beta_fast", f"> beta_slow ({self.beta_slow})")
-        need(self.n_activated_experts <= self.n_routed_experts, "n_activated_experts",
-             f"1..n_routed_experts ({self.n_routed_experts})")
-        need(self.dspark_n_activated_experts <= self.dspark_n_routed_experts,
-             "dspark_n_activated_experts", f"1..dspark_n_routed_experts ({self.dspark_n_routed_experts})")
+        need(
+            self.n_activated_experts <= self.n_routed_experts,
+            "n_activated_experts",
+            f"1..n_routed_experts ({self.n_routed_experts})",
+        )
+        need(
+            self.dspark_n_activated_experts <= self.dspark_n_routed_experts,
+            "dspark_n_activated_experts",
+            f"1..dspark_n_routed_experts ({self.dspark_n_routed_experts})",
+        )
         need(self.score_func == "sqrtsoftplus", "score_func", "'sqrtsoftplus'")
         need(self.dtype in DTYPES, "dtype", f"one of {sorted(DTYPES)}")
         need(self.max_seq_len >= self.window_size, "max_seq_len", f"≥ window_size ({self.window_size})")
@@ -183,22 +235,26 @@ class ModelConfig:
             need(self.dim % 32 == 0, "dim", "a multiple of 32 when expert_quant is on")
             need(self.moe_inter_dim % 32 == 0, "moe_inter_dim", "a multiple of 32 when expert_quant is on")
         if self.engram_table_quant:
-            need(self.engram_head_dim % 32 == 0, "engram_head_dim",
-                 "a multiple of 32 when engram_table_quant is on")
+            need(self.engram_head_dim % 32 == 0, "engram_head_dim", "a multiple of 32 when engram_table_quant is on")
 
         # the CED / CSA2 schedule (3A)
         L, total = self.n_layers, self.n_layers + self.n_mtp_layers
         r = self.compress_ratios
-        need(isinstance(r, tuple) and len(r) == total, "compress_ratios",
-             f"a tuple of n_layers + n_mtp_layers = {total} entries")
+        need(
+            isinstance(r, tuple) and len(r) == total,
+            "compress_ratios",
+            f"a tuple of n_layers + n_mtp_layers = {total} entries",
+        )
         need(all(x in (0, 1, 2) for x in r), "compress_ratios", "entries in {0, 1, 2}")
-        need(all(x == 0 for x in r[L:]), "compress_ratios",
-             "0 for every draft layer (entries after n_layers): draft layers read the window only")
+        need(
+            all(x == 0 for x in r[L:]),
+            "compress_ratios",
+            "0 for every draft layer (entries after n_layers): draft layers read the window only",
+        )
 
         def layer_ids(name: str, hi: int) -> tuple[int, ...]:
             ids = getattr(self, name)
-            need(isinstance(ids, tuple) and all(isinstance(i, int) for i in ids), name,
-                 "a tuple of layer ids")
+            need(isinstance(ids, tuple) and all(isinstance(i, int) for i in ids), name, "a tuple of layer ids")
             need(all(0 <= i < hi for i in ids), name, f"layer ids in 0..{hi - 1}")
             need(list(ids) == sorted(set(ids)), name, "strictly increasing layer ids")
             return ids
@@ -206,45 +262,69 @@ class ModelConfig:
         kv = layer_ids("kv_source_layers", L)
         idx = layer_ids("index_source_layers", L)
         need(len(kv) >= 1, "kv_source_layers", "at least one KV source")
-        need(all(r[i] > 0 for i in kv), "kv_source_layers",
-             "layers whose compress ratio is > 0 (a source owns the cache it is read through)")
+        need(
+            all(r[i] > 0 for i in kv),
+            "kv_source_layers",
+            "layers whose compress ratio is > 0 (a source owns the cache it is read through)",
+        )
         need(all(r[i] > 0 for i in idx), "index_source_layers", "layers whose compress ratio is > 0")
-        need(set(kv) <= set(idx), "index_source_layers",
-             f"a superset of kv_source_layers {kv}: every KV source owns the index keys")
+        need(
+            set(kv) <= set(idx),
+            "index_source_layers",
+            f"a superset of kv_source_layers {kv}: every KV source owns the index keys",
+        )
         for i in range(L):
             if r[i] > 0:
                 src = [s for s in kv if s <= i]
-                need(bool(src), "compress_ratios",
-                     f"0 at layer {i}: no KV source at or before it (sources {kv})")
-                need(r[src[-1]] == r[i], "compress_ratios",
-                     f"at layer {i} equal to its KV source layer {src[-1]}'s ratio {r[src[-1]]}")
+                need(bool(src), "compress_ratios", f"0 at layer {i}: no KV source at or before it (sources {kv})")
+                need(
+                    r[src[-1]] == r[i],
+                    "compress_ratios",
+                    f"at layer {i} equal to its KV source layer {src[-1]}'s ratio {r[src[-1]]}",
+                )
         ratio1 = [i for i in kv if r[i] == 1]
         need(len(ratio1) <= 1, "kv_source_layers", "at most one ratio-1 source (the CED boundary)")
-        need(not ratio1 or ratio1[0] == kv[-1], "kv_source_layers",
-             "the ratio-1 source as the last KV source (the decoder reads only its projection)")
-        need(is_int(self.candidate_source_layer) and self.candidate_source_layer in kv, "candidate_source_layer",
-             f"one of kv_source_layers {kv}")
-        need(self.index_topk <= self.candidate_topk_blocks * self.candidate_block_size,
-             "index_topk", f"≤ candidate pool {self.candidate_topk_blocks * self.candidate_block_size}")
+        need(
+            not ratio1 or ratio1[0] == kv[-1],
+            "kv_source_layers",
+            "the ratio-1 source as the last KV source (the decoder reads only its projection)",
+        )
+        need(
+            is_int(self.candidate_source_layer) and self.candidate_source_layer in kv,
+            "candidate_source_layer",
+            f"one of kv_source_layers {kv}",
+        )
+        need(
+            self.index_topk <= self.candidate_topk_blocks * self.candidate_block_size,
+            "index_topk",
+            f"≤ candidate pool {self.candidate_topk_blocks * self.candidate_block_size}",
+        )
 
         # Engram (1B)
         eng = layer_ids("engram_layer_ids", L)
         need(len(eng) >= 1, "engram_layer_ids", "at least one layer")
-        need(eng[-1] <= kv[-1], "engram_layer_ids",
-             f"layers at or before the last KV source ({kv[-1]}), as decoder replay requires")
+        need(
+            eng[-1] <= kv[-1],
+            "engram_layer_ids",
+            f"layers at or before the last KV source ({kv[-1]}), as decoder replay requires",
+        )
         need(self.engram_max_ngram_size >= 2, "engram_max_ngram_size", "an integer ≥ 2")
-        need(is_int(self.engram_pad_id) and 0 <= self.engram_pad_id < self.vocab_size, "engram_pad_id",
-             f"a token id in 0..{self.vocab_size - 1}")
+        need(
+            is_int(self.engram_pad_id) and 0 <= self.engram_pad_id < self.vocab_size,
+            "engram_pad_id",
+            f"a token id in 0..{self.vocab_size - 1}",
+        )
 
         # DSpark (6B)
         taps = layer_ids("dspark_target_layer_ids", L)
         need(len(taps) >= 1, "dspark_target_layer_ids", "at least one tap layer")
         need(self.dspark_tap_mix in TAP_MIXES, "dspark_tap_mix", f"one of {TAP_MIXES}")
-        need(is_int(self.dspark_noise_token_id) and 0 <= self.dspark_noise_token_id < self.vocab_size,
-             "dspark_noise_token_id",
-             f"a token id in 0..{self.vocab_size - 1}")
-        need(self.dspark_block_size <= self.window_size, "dspark_block_size",
-             f"1..window_size ({self.window_size})")
+        need(
+            is_int(self.dspark_noise_token_id) and 0 <= self.dspark_noise_token_id < self.vocab_size,
+            "dspark_noise_token_id",
+            f"a token id in 0..{self.vocab_size - 1}",
+        )
+        need(self.dspark_block_size <= self.window_size, "dspark_block_size", f"1..window_size ({self.window_size})")
         return self
 
 

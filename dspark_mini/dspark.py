@@ -77,8 +77,11 @@ class DSparkDraft(nn.Module):
         self.cfg = cfg
         dt, hp = cfg.torch_dtype, hp_dtype(cfg)
         n_taps = len(cfg.dspark_target_layer_ids)
-        self.main_proj = (Linear(n_taps * cfg.dim, cfg.dim, bias=False, dtype=dt)  # [D, n·D]
-                          if cfg.dspark_tap_mix == "concat_proj" else None)
+        self.main_proj = (
+            Linear(n_taps * cfg.dim, cfg.dim, bias=False, dtype=dt)  # [D, n·D]
+            if cfg.dspark_tap_mix == "concat_proj"
+            else None
+        )
         self.main_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
         self.layers = nn.ModuleList(Block(cfg, cfg.n_layers + i) for i in range(cfg.n_mtp_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
@@ -98,13 +101,27 @@ class DSparkDraft(nn.Module):
         """What each draft layer's window ring stores for these target positions.  → {layer: [B, S, Dh]}"""
         return {blk.layer_id: blk.attn.latent(main_x, positions)[1] for blk in self.layers}
 
-    def forward(self, anchor: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache, block_size: int,
-                temperature: float = 0.0, generator: torch.Generator | None = None, trace=None) -> DraftOutput:
+    def forward(
+        self,
+        anchor: torch.Tensor,
+        embed: nn.Embedding,
+        head: nn.Module,
+        cache,
+        block_size: int,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+        trace=None,
+    ) -> DraftOutput:
         """One draft pass for anchors [B] at position cache.length (the anchor is not in the target cache yet)."""
         cfg = self.cfg
-        if not isinstance(block_size, int) or isinstance(block_size, bool) or not 1 <= block_size <= cfg.dspark_block_size:
-            raise ValueError(f"block size = {block_size!r} is invalid: allowed 1..{cfg.dspark_block_size} "
-                             "(the trained draft block)")
+        if (
+            not isinstance(block_size, int)
+            or isinstance(block_size, bool)
+            or not 1 <= block_size <= cfg.dspark_block_size
+        ):
+            raise ValueError(
+                f"block size = {block_size!r} is invalid: allowed 1..{cfg.dspark_block_size} (the trained draft block)"
+            )
         B = anchor.size(0)
         p = cache.length
         if p == 0:
@@ -137,9 +154,15 @@ class DSparkDraft(nn.Module):
             prev = xi
         tokens_t, probs_t = torch.stack(tokens, 1), torch.stack(probs, 1)  # [B, k], [B, k, V]
         shown = probs_t if temperature > 0 else torch.softmax(torch.stack(logits, 1), dim=-1)
-        out = DraftOutput(tokens=tokens_t, draft_probs=shown.gather(-1, tokens_t[..., None]).squeeze(-1),
-                          confidence=torch.stack(conf, 1), logits=torch.stack(logits, 1), probs=probs_t, hidden=h,
-                          positions=positions)
+        out = DraftOutput(
+            tokens=tokens_t,
+            draft_probs=shown.gather(-1, tokens_t[..., None]).squeeze(-1),
+            confidence=torch.stack(conf, 1),
+            logits=torch.stack(logits, 1),
+            probs=probs_t,
+            hidden=h,
+            positions=positions,
+        )
         if trace is not None:
             for name in ("tokens", "draft_probs", "confidence", "logits", "hidden"):
                 trace.add("6B", -1, "draft_" + name if not name.startswith("draft") else name, getattr(out, name))

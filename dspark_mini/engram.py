@@ -114,7 +114,7 @@ def advance_history(history: torch.Tensor, compressed_new: torch.Tensor) -> torc
     """History after appending `compressed_new` [B, S]: the last max_ngram − 1 ids, oldest first."""
     k = history.shape[1]
     joined = torch.cat([history, compressed_new.to(history.dtype)], dim=1)  # [B, k + S]
-    return joined[:, joined.shape[1] - k:].clone()
+    return joined[:, joined.shape[1] - k :].clone()
 
 
 def hash_ngram_ids(
@@ -133,8 +133,7 @@ def hash_ngram_ids(
         raise ValueError(f"{len(primes)} primes do not split into {k} orders (max_ngram = {max_ngram})")
     if compressed.dim() != 2 or history.dim() != 2 or history.shape != (compressed.shape[0], k):
         raise ValueError(
-            f"compressed must be [B, S] and history [B, {k}]; got {tuple(compressed.shape)} and "
-            f"{tuple(history.shape)}"
+            f"compressed must be [B, S] and history [B, {k}]; got {tuple(compressed.shape)} and {tuple(history.shape)}"
         )
     n_heads = len(primes) // k
     dev = compressed.device
@@ -145,10 +144,10 @@ def hash_ngram_ids(
     offsets = offsets.view(k, n_heads)  # [orders, heads]
 
     ext = torch.cat([history.to(dev, torch.int64), compressed.to(torch.int64)], dim=1)  # [B, k + S]
-    r = ext[:, k:k + S] * m[0]  # r_1, [B, S]
+    r = ext[:, k : k + S] * m[0]  # r_1, [B, S]
     cols: list[torch.Tensor] = []
     for n in range(2, max_ngram + 1):
-        tok = ext[:, k - (n - 1):k - (n - 1) + S]  # id at t − (n−1), [B, S]
+        tok = ext[:, k - (n - 1) : k - (n - 1) + S]  # id at t − (n−1), [B, S]
         r = torch.bitwise_xor(r, tok * m[n - 1])  # r_n
         cols.append(torch.remainder(r[..., None], p[n - 2]) + offsets[n - 2])  # [B, S, heads]
     return torch.cat(cols, dim=-1)  # [B, S, (max_ngram − 1) · heads]
@@ -190,7 +189,7 @@ class Engram(nn.Module):
         e = rows.to(x.dtype).flatten(2)  # [B, S, n_hash_cols · head_dim]
         kv = F.linear(e, self.wkv.weight.to(x.dtype))  # [B, S, (hc + 1) · D]
         key = kv[..., : hc * D].view(B, S, hc, D)  # [B, S, hc, D]
-        value = kv[..., hc * D:]  # [B, S, D]
+        value = kv[..., hc * D :]  # [B, S, D]
         w = (self.q_weight * self.k_weight).to(x.dtype)  # [hc, D]
         eps = cfg.norm_eps
         x_n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # [B, S, hc, D]
@@ -208,5 +207,7 @@ class Engram(nn.Module):
         return out, info
 
     def extra_repr(self) -> str:
-        return (f"layer_id={self.layer_id}, rows={self.num_embeddings}, n_hash_cols={self.n_hash_cols}, "
-                f"primes={self.primes[0]}..{self.primes[-1]}")
+        return (
+            f"layer_id={self.layer_id}, rows={self.num_embeddings}, n_hash_cols={self.n_hash_cols}, "
+            f"primes={self.primes[0]}..{self.primes[-1]}"
+        )

@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .linear import Linear
-
 from .norm import RMSNorm
 from .quant import fp4_qdq
 from .rope import apply_rope
@@ -41,8 +40,9 @@ def window_mask(query_pos: torch.Tensor, key_pos: torch.Tensor, window: int) -> 
     return (k >= 0) & (k <= q) & (k > q - window)
 
 
-def select_candidate_blocks(scores: torch.Tensor, visible: torch.Tensor, topk_blocks: int,
-                            block_size: int) -> torch.Tensor:
+def select_candidate_blocks(
+    scores: torch.Tensor, visible: torch.Tensor, topk_blocks: int, block_size: int
+) -> torch.Tensor:
     """Level one: a bool mask [B, S, T] of the kept blocks' positions.
 
     scores: [B, S, T] with invisible entries at −inf; visible: [S] entries each query can see.
@@ -60,8 +60,19 @@ def select_candidate_blocks(scores: torch.Tensor, visible: torch.Tensor, topk_bl
 
 
 class Indexer(nn.Module):
-    def __init__(self, dim: int, q_lora_rank: int, head_dim: int, n_heads: int, index_head_dim: int,
-                 topk: int, owns_k: bool, norm_eps: float, kv_quant: bool, dtype: torch.dtype):
+    def __init__(
+        self,
+        dim: int,
+        q_lora_rank: int,
+        head_dim: int,
+        n_heads: int,
+        index_head_dim: int,
+        topk: int,
+        owns_k: bool,
+        norm_eps: float,
+        kv_quant: bool,
+        dtype: torch.dtype,
+    ):
         super().__init__()
         self.n_heads, self.head_dim, self.topk, self.kv_quant = n_heads, index_head_dim, topk, kv_quant
         self.wq_b = Linear(q_lora_rank, n_heads * index_head_dim, bias=False, dtype=dtype)  # [Hi·Di, Rq]
@@ -79,9 +90,16 @@ class Indexer(nn.Module):
         k = apply_rope(self.k_norm(self.wk(latent)), angles)
         return self._qdq(k)
 
-    def forward(self, x: torch.Tensor, qr: torch.Tensor, angles: torch.Tensor, visible: torch.Tensor,
-                index_k: torch.Tensor, candidates: torch.Tensor | None = None,
-                candidate_filter: tuple[int, int] | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        qr: torch.Tensor,
+        angles: torch.Tensor,
+        visible: torch.Tensor,
+        index_k: torch.Tensor,
+        candidates: torch.Tensor | None = None,
+        candidate_filter: tuple[int, int] | None = None,
+    ):
         """Pick compressed positions for each query.
 
         x [B, S, D]; qr [B, S, Rq]; angles [S, r/2]; visible [S]; index_k [B, T, Di];
@@ -97,7 +115,7 @@ class Indexer(nn.Module):
             return empty.long(), empty.to(x.dtype), cand
         q = self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim))  # [B, S, Hi, Di]
         q = self._qdq(apply_rope(q, angles))
-        w = self.weights_proj(x) * (self.head_dim ** -0.5 * self.n_heads ** -0.5)  # [B, S, Hi]
+        w = self.weights_proj(x) * (self.head_dim**-0.5 * self.n_heads**-0.5)  # [B, S, Hi]
         scores = torch.einsum("bshd,btd->bsht", q, index_k).relu()  # [B, S, Hi, T]
         scores = (scores * w.unsqueeze(-1)).sum(dim=2)  # [B, S, T]
         seen = torch.arange(T, device=x.device)[None, :] < visible[:, None]  # [S, T]

@@ -66,14 +66,22 @@ class PendingWrites:
 class KVCache:
     """Every piece of state a forward leaves for the next one, for one batch of sequences."""
 
-    def __init__(self, cfg: ModelConfig, batch: int, device=None, dtype: torch.dtype | None = None,
-                 engram_history: torch.Tensor | None = None):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        batch: int,
+        device=None,
+        dtype: torch.dtype | None = None,
+        engram_history: torch.Tensor | None = None,
+    ):
         dtype = dtype or cfg.torch_dtype
         self.cfg, self.batch, self.length = cfg, batch, 0
         W, Dh, Di = cfg.window_size, cfg.head_dim, cfg.index_head_dim
         self.windows = {
-            i: WindowRing(torch.zeros(batch, W, Dh, dtype=dtype, device=device),
-                          torch.full((W,), -1, dtype=torch.long, device=device))
+            i: WindowRing(
+                torch.zeros(batch, W, Dh, dtype=dtype, device=device),
+                torch.full((W,), -1, dtype=torch.long, device=device),
+            )
             for i in range(cfg.n_layers + cfg.n_mtp_layers)  # backbone rings, then the draft rings
         }
         self.sources = {}
@@ -81,8 +89,10 @@ class KVCache:
             r = cfg.compress_ratios[s]
             cap = cfg.max_seq_len // r
             self.sources[s] = SourceStore(
-                r, torch.zeros(batch, cap, Dh, dtype=dtype, device=device),
-                torch.zeros(batch, cap, Di, dtype=dtype, device=device))
+                r,
+                torch.zeros(batch, cap, Dh, dtype=dtype, device=device),
+                torch.zeros(batch, cap, Di, dtype=dtype, device=device),
+            )
         self.engram_history = engram_history  # [B, max_ngram − 1] compressed ids, oldest first
 
     def commit(self, pending: PendingWrites, n: int | None = None) -> None:
@@ -103,18 +113,21 @@ class KVCache:
             r = store.ratio
             n_new = end // r - start // r
             if n_new:
-                store.kv[:, store.count:store.count + n_new] = pending.latents[s][:, :n_new]
-                store.index_k[:, store.count:store.count + n_new] = pending.index_k[s][:, :n_new]
+                store.kv[:, store.count : store.count + n_new] = pending.latents[s][:, :n_new]
+                store.index_k[:, store.count : store.count + n_new] = pending.index_k[s][:, :n_new]
                 store.count += n_new
             if r > 1:
                 kv_tok, sc_tok = pending.tokens[s]
                 open_kv = torch.cat([self._carry(store, "kv", kv_tok), kv_tok[:, :n]], dim=1)
                 open_sc = torch.cat([self._carry(store, "score", sc_tok), sc_tok[:, :n]], dim=1)
                 keep = end % r
-                store.carry_kv, store.carry_score = open_kv[:, open_kv.size(1) - keep:], open_sc[:, open_sc.size(1) - keep:]
+                store.carry_kv, store.carry_score = (
+                    open_kv[:, open_kv.size(1) - keep :],
+                    open_sc[:, open_sc.size(1) - keep :],
+                )
         if pending.compressed_ids is not None and self.engram_history is not None:
             hist = torch.cat([self.engram_history, pending.compressed_ids[:, :n]], dim=1)
-            self.engram_history = hist[:, hist.size(1) - self.engram_history.size(1):]
+            self.engram_history = hist[:, hist.size(1) - self.engram_history.size(1) :]
         self.length = end
 
     @staticmethod
@@ -133,13 +146,13 @@ class KVCache:
             out[f"window.{i}.pos"] = ring.pos.clone()
             out[f"window.{i}.kv"] = ring.kv[:, ring.pos >= 0].clone()
         for s, st in self.sources.items():
-            out[f"source.{s}.kv"] = st.kv[:, :st.count].clone()
-            out[f"source.{s}.index_k"] = st.index_k[:, :st.count].clone()
+            out[f"source.{s}.kv"] = st.kv[:, : st.count].clone()
+            out[f"source.{s}.index_k"] = st.index_k[:, : st.count].clone()
             if st.ratio > 1:
-                out[f"source.{s}.carry_kv"] = (st.carry_kv if st.carry_kv is not None
-                                               else st.kv[:, :0]).clone()
-                out[f"source.{s}.carry_score"] = (st.carry_score if st.carry_score is not None
-                                                  else st.kv[:, :0]).clone()
+                out[f"source.{s}.carry_kv"] = (st.carry_kv if st.carry_kv is not None else st.kv[:, :0]).clone()
+                out[f"source.{s}.carry_score"] = (
+                    st.carry_score if st.carry_score is not None else st.kv[:, :0]
+                ).clone()
         if self.engram_history is not None:
             out["engram.history"] = self.engram_history.clone()
         return out

@@ -35,8 +35,15 @@ def sinkhorn_comb(logits: torch.Tensor, iters: int, eps: float, history: list | 
 class HyperConnection(nn.Module):
     """The coefficient predictor of one sublayer (`hc_fn`, `hc_base`, `hc_scale` as in the checkpoint)."""
 
-    def __init__(self, dim: int, hc_mult: int, sinkhorn_iters: int, hc_eps: float, norm_eps: float,
-                 dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        dim: int,
+        hc_mult: int,
+        sinkhorn_iters: int,
+        hc_eps: float,
+        norm_eps: float,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         self.hc_mult, self.iters, self.hc_eps, self.norm_eps = hc_mult, sinkhorn_iters, hc_eps, norm_eps
         n_mix = (2 + hc_mult) * hc_mult
@@ -52,8 +59,8 @@ class HyperConnection(nn.Module):
         mixes = (flat @ self.fn.T) * rms  # [B, S, 24]
         s, b = self.scale, self.base
         pre = torch.sigmoid(mixes[..., :hc] * s[0] + b[:hc]) + self.hc_eps  # [B, S, hc]
-        post = 2 * torch.sigmoid(mixes[..., hc:2 * hc] * s[1] + b[hc:2 * hc])  # [B, S, hc]
-        comb_logits = (mixes[..., 2 * hc:] * s[2] + b[2 * hc:]).unflatten(-1, (hc, hc))  # [B, S, hc, hc]
+        post = 2 * torch.sigmoid(mixes[..., hc : 2 * hc] * s[1] + b[hc : 2 * hc])  # [B, S, hc]
+        comb_logits = (mixes[..., 2 * hc :] * s[2] + b[2 * hc :]).unflatten(-1, (hc, hc))  # [B, S, hc, hc]
         comb = sinkhorn_comb(comb_logits, self.iters, self.hc_eps, history)
         return pre, post, comb
 

@@ -23,9 +23,9 @@ from torch import nn
 from .attention import Attention, SharedAttention, hp_dtype
 from .config import ModelConfig
 from .dspark import DraftOutput, DSparkDraft
-from .linear import Linear
 from .engram import Engram, engram_multipliers, engram_primes, hash_ngram_ids, new_history
 from .kv_cache import KVCache, PendingWrites
+from .linear import Linear
 from .mhc import HyperConnection, hc_post, hc_pre, identity_pre_mix
 from .moe import MoE
 from .norm import RMSNorm
@@ -41,7 +41,7 @@ class Trace:
     def add(self, step: str, layer: int, name: str, value: torch.Tensor) -> None:
         self.data.setdefault(step, {}).setdefault(layer, {})[name] = value.detach().clone()
 
-    def recorder(self, layer: int) -> "Recorder":
+    def recorder(self, layer: int) -> Recorder:
         return Recorder(self, layer)
 
     def get(self, step: str, name: str, layer: int = -1) -> torch.Tensor:
@@ -86,8 +86,19 @@ class Block(nn.Module):
         n_exp = cfg.n_routed_experts if backbone else cfg.dspark_n_routed_experts
         top = cfg.n_activated_experts if backbone else cfg.dspark_n_activated_experts
         self.attn = Attention(cfg, layer_id)
-        self.ffn = MoE(cfg.dim, cfg.moe_inter_dim, n_exp, top, cfg.n_shared_experts, cfg.route_scale,
-                       cfg.gate_temp, cfg.swiglu_limit, cfg.expert_quant, dt, hp)
+        self.ffn = MoE(
+            cfg.dim,
+            cfg.moe_inter_dim,
+            n_exp,
+            top,
+            cfg.n_shared_experts,
+            cfg.route_scale,
+            cfg.gate_temp,
+            cfg.swiglu_limit,
+            cfg.expert_quant,
+            dt,
+            hp,
+        )
         self.attn_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
         hc_args = (cfg.dim, cfg.hc_mult, cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, hp)
@@ -101,16 +112,22 @@ class Block(nn.Module):
         hist_a = [] if keep_hist else None
         a_pre, a_post, a_comb = self.hc_attn(x, hist_a)
         u = self.attn_norm(hc_pre(x, pre_in))  # [B, S, D] attention input
-        x_attn = hc_post(self.attn(u, positions, shared, cache, pending, rec),
-                         x, a_post, a_comb)
+        x_attn = hc_post(self.attn(u, positions, shared, cache, pending, rec), x, a_post, a_comb)
         hist_f = [] if keep_hist else None
         f_pre, f_post, f_comb = self.hc_ffn(x_attn, hist_f)
         v = self.ffn_norm(hc_pre(x_attn, a_pre))  # [B, S, D] FFN input, collapsed with attention's pre
         y, moe_info = self.ffn(v)
         out = hc_post(y, x_attn, f_post, f_comb)
         if rec is not None:
-            for name, t in (("pre_in", pre_in), ("attn_pre", a_pre), ("attn_post", a_post), ("attn_comb", a_comb),
-                            ("ffn_pre", f_pre), ("ffn_post", f_post), ("ffn_comb", f_comb)):
+            for name, t in (
+                ("pre_in", pre_in),
+                ("attn_pre", a_pre),
+                ("attn_post", a_post),
+                ("attn_comb", a_comb),
+                ("ffn_pre", f_pre),
+                ("ffn_post", f_post),
+                ("ffn_comb", f_comb),
+            ):
                 rec("2A", name, t)
             if keep_hist:
                 rec("2A", "attn_comb_history", torch.stack(hist_a))  # [iters, B, S, hc, hc]
@@ -139,11 +156,12 @@ class Transformer(nn.Module):
         if compress_map.shape != (cfg.vocab_size,):
             raise ValueError(f"compress_map has shape {tuple(compress_map.shape)}: expected ({cfg.vocab_size},)")
         if int(compress_map.cpu().max()) >= cfg.engram_compressed_vocab_size:
-            raise ValueError("compress_map holds ids ≥ engram_compressed_vocab_size "
-                             f"({cfg.engram_compressed_vocab_size})")
+            raise ValueError(
+                f"compress_map holds ids ≥ engram_compressed_vocab_size ({cfg.engram_compressed_vocab_size})"
+            )
         self.register_buffer("compress_map", compress_map.long(), persistent=False)  # [V]
         primes = engram_primes(cfg)
-        self.engram_primes = {l: p for l, p in zip(cfg.engram_layer_ids, primes)}
+        self.engram_primes = {l: p for l, p in zip(cfg.engram_layer_ids, primes, strict=True)}
         for l in cfg.engram_layer_ids:
             self.register_buffer(f"engram_mult_{l}", engram_multipliers(cfg, l), persistent=False)  # [max_ngram]
 
@@ -160,7 +178,7 @@ class Transformer(nn.Module):
         return KVCache(self.cfg, batch, device=self.device, engram_history=hist)
 
     @torch.no_grad()
-    def init_weights(self, seed: int = 0) -> "Transformer":
+    def init_weights(self, seed: int = 0) -> Transformer:
         """Deterministic random init (the untrained lab model): same seed → same numbers."""
         g = torch.Generator().manual_seed(seed)
 
@@ -192,11 +210,14 @@ class Transformer(nn.Module):
     # ---- forward ------------------------------------------------------------------------------
     def check_tokens(self, tokens: torch.Tensor, cache: KVCache | None) -> None:
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
-            raise ValueError("tokens must be an int64 tensor of shape [B, S]"
-                             f" (got {getattr(tokens, 'dtype', type(tokens))} {tuple(getattr(tokens, 'shape', ()))})")
+            raise ValueError(
+                "tokens must be an int64 tensor of shape [B, S]"
+                f" (got {getattr(tokens, 'dtype', type(tokens))} {tuple(getattr(tokens, 'shape', ()))})"
+            )
         if tokens.numel() == 0:
-            raise ValueError(f"tokens is empty (shape {tuple(tokens.shape)}): give at least one sequence of "
-                             "at least one token id")
+            raise ValueError(
+                f"tokens is empty (shape {tuple(tokens.shape)}): give at least one sequence of at least one token id"
+            )
         V = self.cfg.vocab_size
         lo, hi = int(tokens.min()), int(tokens.max())
         if lo < 0 or hi >= V:
@@ -210,11 +231,19 @@ class Transformer(nn.Module):
 
     def engram_row_ids(self, compressed: torch.Tensor, history: torch.Tensor) -> dict[int, torch.Tensor]:
         """Row ids per Engram layer from compressed ids [B, S] and the history [B, n−1].  → [B, S, cols]"""
-        return {l: hash_ngram_ids(compressed, history, getattr(self, f"engram_mult_{l}"), self.engram_primes[l])
-                for l in self.cfg.engram_layer_ids}
+        return {
+            l: hash_ngram_ids(compressed, history, getattr(self, f"engram_mult_{l}"), self.engram_primes[l])
+            for l in self.cfg.engram_layer_ids
+        }
 
-    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, trace: Trace | None = None,
-                commit: bool = True, last_only: bool = False) -> ForwardOutput:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        cache: KVCache | None = None,
+        trace: Trace | None = None,
+        commit: bool = True,
+        last_only: bool = False,
+    ) -> ForwardOutput:
         """tokens [B, S] at positions cache.length … (0 without a cache)."""
         self.check_tokens(tokens, cache)
         cfg = self.cfg
@@ -225,8 +254,11 @@ class Transformer(nn.Module):
         top = trace.recorder(-1) if trace is not None else None
 
         compressed = self.compress_map[tokens]  # [B, S] Engram compressed ids
-        history = (cache.engram_history if cache is not None
-                   else new_history(B, cfg, self.pad_compressed_id()).to(tokens.device))
+        history = (
+            cache.engram_history
+            if cache is not None
+            else new_history(B, cfg, self.pad_compressed_id()).to(tokens.device)
+        )
         pending.compressed_ids = compressed
         row_ids = self.engram_row_ids(compressed, history)
 
@@ -278,8 +310,15 @@ class Transformer(nn.Module):
         return ForwardOutput(logits=logits, hidden=hidden, taps=taps, pending=pending)
 
 
-def draft(model: "Transformer", anchor: torch.Tensor, cache: KVCache, block_size: int | None = None,
-          temperature: float = 0.0, generator: torch.Generator | None = None, trace: Trace | None = None) -> DraftOutput:
+def draft(
+    model: Transformer,
+    anchor: torch.Tensor,
+    cache: KVCache,
+    block_size: int | None = None,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+    trace: Trace | None = None,
+) -> DraftOutput:
     """One DSpark draft pass from anchors [B] at position cache.length (see `dspark.py`)."""
     if model.mtp is None:
         raise ValueError("this config has no draft layers (n_mtp_layers = 0)")
@@ -287,8 +326,10 @@ def draft(model: "Transformer", anchor: torch.Tensor, cache: KVCache, block_size
         raise ValueError(f"anchor must be an int64 tensor [B] (got {anchor.dtype} {tuple(anchor.shape)})")
     V = model.cfg.vocab_size
     if int(anchor.min()) < 0 or int(anchor.max()) >= V:
-        raise ValueError(f"anchor token id {int(anchor.max()) if int(anchor.max()) >= V else int(anchor.min())} "
-                         f"is out of range: allowed 0..{V - 1}")
+        raise ValueError(
+            f"anchor token id {int(anchor.max()) if int(anchor.max()) >= V else int(anchor.min())} "
+            f"is out of range: allowed 0..{V - 1}"
+        )
     k = model.cfg.dspark_block_size if block_size is None else block_size
     return model.mtp(anchor, model.embed, model.head, cache, k, temperature, generator, trace)
 

@@ -16,15 +16,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from .linear import Linear
-
 from .quant import fp4_qdq, qdq_ste
 
 
 class Gate(nn.Module):
     """`weight` [E, D] and the selection-only correction `bias` [E] (noaux_tc)."""
 
-    def __init__(self, dim: int, n_experts: int, topk: int, route_scale: float, gate_temp: float,
-                 dtype: torch.dtype, hp_dtype: torch.dtype):
+    def __init__(
+        self,
+        dim: int,
+        n_experts: int,
+        topk: int,
+        route_scale: float,
+        gate_temp: float,
+        dtype: torch.dtype,
+        hp_dtype: torch.dtype,
+    ):
         super().__init__()
         self.topk, self.route_scale, self.gate_temp = topk, route_scale, gate_temp
         self.weight = nn.Parameter(torch.empty(n_experts, dim, dtype=dtype))  # [E, D]
@@ -74,14 +81,25 @@ class Expert(nn.Module):
 
 
 class MoE(nn.Module):
-    def __init__(self, dim: int, inter_dim: int, n_experts: int, topk: int, n_shared: int, route_scale: float,
-                 gate_temp: float, swiglu_limit: float, fp4: bool, dtype: torch.dtype, hp_dtype: torch.dtype):
+    def __init__(
+        self,
+        dim: int,
+        inter_dim: int,
+        n_experts: int,
+        topk: int,
+        n_shared: int,
+        route_scale: float,
+        gate_temp: float,
+        swiglu_limit: float,
+        fp4: bool,
+        dtype: torch.dtype,
+        hp_dtype: torch.dtype,
+    ):
         super().__init__()
         self.n_experts = n_experts
         self.gate = Gate(dim, n_experts, topk, route_scale, gate_temp, dtype, hp_dtype)
         self.experts = nn.ModuleList(Expert(dim, inter_dim, swiglu_limit, fp4, dtype) for _ in range(n_experts))
-        self.shared_experts = (Expert(dim, inter_dim * n_shared, swiglu_limit, False, dtype)
-                               if n_shared else None)
+        self.shared_experts = Expert(dim, inter_dim * n_shared, swiglu_limit, False, dtype) if n_shared else None
 
     def forward(self, x: torch.Tensor):
         """x: [B, S, D] → y [B, S, D], info (router scores, chosen experts, weights, load)."""
@@ -95,6 +113,10 @@ class MoE(nn.Module):
         if self.shared_experts is not None:
             y = y + self.shared_experts(flat)
         load = torch.bincount(indices.flatten(), minlength=self.n_experts)  # [E]
-        info = {"scores": scores.view(*shape[:-1], -1), "indices": indices.view(*shape[:-1], -1),
-                "weights": weights.view(*shape[:-1], -1), "load": load}
+        info = {
+            "scores": scores.view(*shape[:-1], -1),
+            "indices": indices.view(*shape[:-1], -1),
+            "weights": weights.view(*shape[:-1], -1),
+            "load": load,
+        }
         return y.view(shape), info

@@ -15,11 +15,19 @@ import math
 import torch
 
 
-def rope_inv_freq(rope_dim: int, theta: float, yarn: bool, factor: float = 1.0, original_seq_len: int = 0,
-                  beta_fast: int = 32, beta_slow: int = 1) -> torch.Tensor:
+def rope_inv_freq(
+    rope_dim: int,
+    theta: float,
+    yarn: bool,
+    factor: float = 1.0,
+    original_seq_len: int = 0,
+    beta_fast: int = 32,
+    beta_slow: int = 1,
+) -> torch.Tensor:
     """Inverse frequencies f_j for j = 0..rope_dim/2 − 1, in float64.  # [rope_dim / 2]"""
     freqs = 1.0 / theta ** (torch.arange(0, rope_dim, 2, dtype=torch.float64) / rope_dim)
     if yarn:
+
         def corrected_dim(rotations: float) -> float:
             return rope_dim * math.log(original_seq_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
 

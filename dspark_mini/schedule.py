@@ -62,16 +62,24 @@ def layer_roles(cfg: ModelConfig) -> tuple[LayerRole, ...]:
             mode = "Reindex"
         else:
             mode = "Reuse"
-        roles.append(LayerRole(
-            layer=i, ratio=ratio, mode=mode,
-            part="draft" if draft else ("encoder" if i < enc else "decoder"),
-            is_kv_source=kv_src, owns_index_k=kv_src, is_index_source=idx_src, is_candidate_source=cand_src,
-            uses_candidates=idx_src and 0 <= cfg.candidate_source_layer < i,
-            reads_kv_of=kv_of, reads_topk_of=topk_of,
-            rope="θ=%g + YaRN" % cfg.compress_rope_theta if ratio else "θ=%g" % cfg.rope_theta,
-            has_engram=not draft and i in cfg.engram_layer_ids,
-            is_tap=not draft and i in cfg.dspark_target_layer_ids,
-        ))
+        roles.append(
+            LayerRole(
+                layer=i,
+                ratio=ratio,
+                mode=mode,
+                part="draft" if draft else ("encoder" if i < enc else "decoder"),
+                is_kv_source=kv_src,
+                owns_index_k=kv_src,
+                is_index_source=idx_src,
+                is_candidate_source=cand_src,
+                uses_candidates=idx_src and 0 <= cfg.candidate_source_layer < i,
+                reads_kv_of=kv_of,
+                reads_topk_of=topk_of,
+                rope=f"θ={cfg.compress_rope_theta:g} + YaRN" if ratio else f"θ={cfg.rope_theta:g}",
+                has_engram=not draft and i in cfg.engram_layer_ids,
+                is_tap=not draft and i in cfg.dspark_target_layer_ids,
+            )
+        )
     return tuple(roles)
 
 

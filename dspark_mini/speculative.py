@@ -33,8 +33,13 @@ class Verdict:
     ratios: list[float]  # min(1, p_t/p_d) per verified position
 
 
-def verify_block(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
-                 generator: torch.Generator | None = None, residual: bool = True) -> Verdict:
+def verify_block(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    residual: bool = True,
+) -> Verdict:
     """Rejection sampling over one block.
 
     draft_tokens [k]; draft_probs [k, V] (p_d rows the tokens were drawn from); target_probs [k + 1, V].
@@ -114,16 +119,19 @@ def check_prompt(model: Transformer, prompt: torch.Tensor, max_new_tokens: int) 
         raise ValueError(f"max_new_tokens = {max_new_tokens!r} is invalid: allowed ≥ 1")
     room = model.cfg.max_seq_len - prompt.size(1)
     if max_new_tokens > room:
-        raise ValueError(f"max_new_tokens = {max_new_tokens} is invalid: allowed 1..{room} "
-                         f"(max_seq_len {model.cfg.max_seq_len} − prompt {prompt.size(1)})")
+        raise ValueError(
+            f"max_new_tokens = {max_new_tokens} is invalid: allowed 1..{room} "
+            f"(max_seq_len {model.cfg.max_seq_len} − prompt {prompt.size(1)})"
+        )
     model.check_tokens(prompt, None)
 
 
 def check_block(model: Transformer, block_size: int | None) -> int:
     k = model.cfg.dspark_block_size if block_size is None else block_size
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= model.cfg.dspark_block_size:
-        raise ValueError(f"block size = {k!r} is invalid: allowed 1..{model.cfg.dspark_block_size} "
-                         "(the trained draft block)")
+        raise ValueError(
+            f"block size = {k!r} is invalid: allowed 1..{model.cfg.dspark_block_size} (the trained draft block)"
+        )
     return k
 
 
@@ -135,8 +143,9 @@ def prefill(model: Transformer, prompt: torch.Tensor, temperature: float, gen: t
 
 
 @torch.no_grad()
-def generate_plain(model: Transformer, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 0.0,
-                   seed: int = 0) -> GenerateResult:
+def generate_plain(
+    model: Transformer, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+) -> GenerateResult:
     """One target forward per new token (prompts [B, S] of equal length)."""
     check_prompt(model, prompt, max_new_tokens)
     token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
@@ -152,8 +161,16 @@ def generate_plain(model: Transformer, prompt: torch.Tensor, max_new_tokens: int
 
 
 @torch.no_grad()
-def speculative_round(model: Transformer, cache, anchors: torch.Tensor, block_size: int, temperature: float,
-                      gen: torch.Generator | None, residual: bool = True, trace=None) -> list[Round]:
+def speculative_round(
+    model: Transformer,
+    cache,
+    anchors: torch.Tensor,
+    block_size: int,
+    temperature: float,
+    gen: torch.Generator | None,
+    residual: bool = True,
+    trace=None,
+) -> list[Round]:
     """Draft k tokens after each anchor [B], verify them in one forward, commit the kept prefix (+ anchor).
 
     In a batch every sequence commits the same number of rows: the shortest verdict n_min. A sequence that
@@ -178,16 +195,35 @@ def speculative_round(model: Transformer, cache, anchors: torch.Tensor, block_si
         status += ["not verified"] * (k - len(status))
         drafts = d.tokens[b].tolist()
         last = drafts[n_min] if v.n_accepted > n_min else v.next_token
-        result.append(Round(position=p, anchor=int(anchors[b]), draft=drafts, draft_probs=d.draft_probs[b].tolist(),
-                            confidence=d.confidence[b].tolist(), target_probs=tp[b].tolist(),
-                            target_argmax=argmax[b].tolist(), status=status, n_accepted=v.n_accepted,
-                            next_token=v.next_token, next_kind=v.kind, committed=drafts[:n_min] + [last]))
+        result.append(
+            Round(
+                position=p,
+                anchor=int(anchors[b]),
+                draft=drafts,
+                draft_probs=d.draft_probs[b].tolist(),
+                confidence=d.confidence[b].tolist(),
+                target_probs=tp[b].tolist(),
+                target_argmax=argmax[b].tolist(),
+                status=status,
+                n_accepted=v.n_accepted,
+                next_token=v.next_token,
+                next_kind=v.kind,
+                committed=drafts[:n_min] + [last],
+            )
+        )
     return result
 
 
 @torch.no_grad()
-def generate_speculative(model: Transformer, prompt: torch.Tensor, max_new_tokens: int, block_size: int | None = None,
-                         temperature: float = 0.0, seed: int = 0, residual: bool = True) -> GenerateResult:
+def generate_speculative(
+    model: Transformer,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    block_size: int | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
+    residual: bool = True,
+) -> GenerateResult:
     """DSpark speculative decoding: one draft pass + one verify forward per round (prompts [B, S])."""
     check_prompt(model, prompt, max_new_tokens)
     k_max = check_block(model, block_size)
@@ -202,7 +238,7 @@ def generate_speculative(model: Transformer, prompt: torch.Tensor, max_new_token
         anchors = torch.tensor([t[-1] for t in tokens], device=model.device)
         rs = speculative_round(model, cache, anchors, k, temperature, gen, residual)
         rounds.append(rs)
-        for t, r in zip(tokens, rs):
+        for t, r in zip(tokens, rs, strict=True):
             t += r.committed
     return GenerateResult([t[:max_new_tokens] for t in tokens], time.perf_counter() - t0, rounds, forwards=len(rounds))
 
@@ -217,14 +253,16 @@ def acceptance_stats(rounds: list[Round]) -> dict:
         full = [r for r in rounds if r.block > i]
         reached = [r for r in full if r.n_accepted >= i]
         kept = [r for r in reached if r.n_accepted > i]
-        per.append({
-            "position": i + 1,
-            "reached": len(reached),
-            "cond_accept": len(kept) / len(reached) if reached else None,
-            "cum_accept": len(kept) / len(full) if full else None,
-            "mean_confidence": sum(r.confidence[i] for r in full) / len(full) if full else None,
-            "mean_draft_prob": sum(r.draft_probs[i] for r in full) / len(full) if full else None,
-        })
+        per.append(
+            {
+                "position": i + 1,
+                "reached": len(reached),
+                "cond_accept": len(kept) / len(reached) if reached else None,
+                "cum_accept": len(kept) / len(full) if full else None,
+                "mean_confidence": sum(r.confidence[i] for r in full) / len(full) if full else None,
+                "mean_draft_prob": sum(r.draft_probs[i] for r in full) / len(full) if full else None,
+            }
+        )
     return {
         "rounds": len(rounds),
         "mean_accepted_length": sum(r.tau for r in rounds) / len(rounds),

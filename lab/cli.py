@@ -1,10 +1,10 @@
 """`dspark-lab`: walk the ten steps of DeepSeek-V4.1-Flash in the terminal, or inspect a preset.
 
-  dspark-lab walk                      all steps on the tiny `lab` model (English; --lang vi for Vietnamese)
-  dspark-lab walk --step 2A --lang vi  one step, in Vietnamese
-  dspark-lab inspect --preset flash    the real-size model built on `meta`: parameters and KV budget
-  dspark-lab generate                  plain vs speculative decoding, with the accept/reject strip
-  dspark-lab profile                   parity, tap mix, acceptance by position, verify cost (p50/p95/p99)
+dspark-lab walk                      all steps on the tiny `lab` model (English; --lang vi for Vietnamese)
+dspark-lab walk --step 2A --lang vi  one step, in Vietnamese
+dspark-lab inspect --preset flash    the real-size model built on `meta`: parameters and KV budget
+dspark-lab generate                  plain vs speculative decoding, with the accept/reject strip
+dspark-lab profile                   parity, tap mix, acceptance by position, verify cost (p50/p95/p99)
 """
 
 from __future__ import annotations
@@ -33,16 +33,23 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dspark-lab",
         description="A classroom lab for DeepSeek-V4.1-Flash, block by block (1A → 6B). "
-                    "Everything runs offline on a CPU.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "Everything runs offline on a CPU.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile}")
 
-    w = sub.add_parser("walk", help="run a prompt through the tiny model and explain every step",
-                       description="Run one prompt through the `lab` model and show, step by step, what goes in, "
-                                   "the equation, the shapes, small statistics and what to look at.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    w.add_argument("--step", action="append", metavar="ID",
-                   help="show only this step (repeatable): 1A 1B 2A 3A 3B 3C 4A 6A 5A 6B")
+    w = sub.add_parser(
+        "walk",
+        help="run a prompt through the tiny model and explain every step",
+        description="Run one prompt through the `lab` model and show, step by step, what goes in, "
+        "the equation, the shapes, small statistics and what to look at.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    w.add_argument(
+        "--step", action="append", metavar="ID", help="show only this step (repeatable): 1A 1B 2A 3A 3B 3C 4A 6A 5A 6B"
+    )
     w.add_argument("--lang", default="en", help="language of the lesson: vi or en (default en)")
     w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
     w.add_argument("--prompt", default=None, help="text to run (newline, ASCII and Vietnamese letters)")
@@ -51,22 +58,30 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
 
-    i = sub.add_parser("inspect", help="config tables, parameter counts and KV budgets of a preset",
-                       description="Build a preset (flash on the meta device: no memory, no weights) and report "
-                                   "parameter counts by group, KV bytes per token per cache kind and the layer roles.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    i = sub.add_parser(
+        "inspect",
+        help="config tables, parameter counts and KV budgets of a preset",
+        description="Build a preset (flash on the meta device: no memory, no weights) and report "
+        "parameter counts by group, KV bytes per token per cache kind and the layer roles.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     i.add_argument("--preset", default="lab", help="lab (default) or flash")
     i.add_argument("--lang", default="en", help="vi or en")
     i.add_argument("--seed", type=int, default=0, help="init seed (lab only)")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    g = sub.add_parser("generate", help="plain vs speculative decoding of a prompt, with an accept/reject strip",
-                       description="Decode the same prompt twice: one target forward per token (plain), then DSpark "
-                                   "(draft a block, verify it with one real forward, keep what the target keeps). "
-                                   "Greedy outputs are identical token for token; sampled outputs follow the same "
-                                   "distribution. Each round is drawn as a strip: accepted, rejected, "
-                                   "resampled or bonus.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = sub.add_parser(
+        "generate",
+        help="plain vs speculative decoding of a prompt, with an accept/reject strip",
+        description="Decode the same prompt twice: one target forward per token (plain), then DSpark "
+        "(draft a block, verify it with one real forward, keep what the target keeps). "
+        "Greedy outputs are identical token for token; sampled outputs follow the same "
+        "distribution. Each round is drawn as a strip: accepted, rejected, "
+        "resampled or bonus.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     g.add_argument("--prompt", default=None, help="text to continue")
     g.add_argument("--max-new-tokens", type=int, default=32, help="new tokens to produce (default 32)")
     g.add_argument("--block", type=int, default=None, help="draft block size k (1..trained block, default 3)")
@@ -76,12 +91,16 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--preset", default="lab", help="model preset (lab)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    f = sub.add_parser("profile", help="step 6B profiling: parity, tap mix, acceptance, verify cost",
-                       description="Measure what step 6B claims: logit parity of two forwards (threshold 1e-9), the "
-                                   "0.5/0.5 tap mix, acceptance per draft position with the confidence beside it, "
-                                   "and the time of one verify over k tokens vs k single decode steps on the same "
-                                   "cache. Timings are p50/p95/p99 with the run conditions.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    f = sub.add_parser(
+        "profile",
+        help="step 6B profiling: parity, tap mix, acceptance, verify cost",
+        description="Measure what step 6B claims: logit parity of two forwards (threshold 1e-9), the "
+        "0.5/0.5 tap mix, acceptance per draft position with the confidence beside it, "
+        "and the time of one verify over k tokens vs k single decode steps on the same "
+        "cache. Timings are p50/p95/p99 with the run conditions.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     f.add_argument("--preset", default="lab", help="model preset (lab)")
     f.add_argument("--seed", type=int, default=0, help="seed of the weights and prompts")
     f.add_argument("--reps", type=int, default=15, help="repetitions per timing (default 15)")
@@ -106,14 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser().print_help()
         return 0
+    import torch
     from rich.console import Console
 
     from dspark_mini.config import ConfigError
     from dspark_mini.tokenizer import TokenizerError
 
     from .steps import check_lang
-
-    import torch
 
     torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
     console = Console()
@@ -125,12 +143,24 @@ def main(argv: list[str] | None = None) -> int:
             from .walkthrough import DEFAULT_PROMPT, run_walk
 
             prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
-            walk = run_walk(prompt, args.preset, args.seed, lang, tuple(args.step) if args.step else None,
-                            args.block, args.temperature)
+            walk = run_walk(
+                prompt,
+                args.preset,
+                args.seed,
+                lang,
+                tuple(args.step) if args.step else None,
+                args.block,
+                args.temperature,
+            )
             if args.json:
-                out = {"preset": args.preset, "prompt": prompt, "seed": args.seed, "lang": lang,
-                       "tokens": walk.tokens[0].tolist(),
-                       "steps": {k: v.to_json() for k, v in walk.views.items()}}
+                out = {
+                    "preset": args.preset,
+                    "prompt": prompt,
+                    "seed": args.seed,
+                    "lang": lang,
+                    "tokens": walk.tokens[0].tolist(),
+                    "steps": {k: v.to_json() for k, v in walk.views.items()},
+                }
                 print(json.dumps(to_jsonable(out), ensure_ascii=False, indent=1))
             else:
                 render_walk(console, walk, lang)

@@ -194,7 +194,7 @@ def column_id(column: int) -> str:
 
 
 def flow_string(lang: str = "en") -> str:
-    """"1A → 1B → 2A → 3A → 3B → 3C → 4A ↔ 6A → 5A → 6B": the steps in flow order, ↔ where FLOW is two-way."""
+    """ "1A → 1B → 2A → 3A → 3B → 3C → 4A ↔ 6A → 5A → 6B": the steps in flow order, ↔ where FLOW is two-way."""
     check_lang(lang)
     two_way = {frozenset((e.src, e.dst)) for e in FLOW if e.bidirectional}
     parts = [STEPS[0].id]
@@ -209,27 +209,43 @@ def _edge_link(edge: Edge, nodes: dict[str, Node], columns: dict[int, Node]) -> 
     if src.column == dst.column:
         return Link(nodes[src.id], nodes[dst.id], head_left=head_left)
     arrow = "↔" if edge.bidirectional else "→"
-    return Link(columns[src.column], columns[dst.column], head_left=head_left,
-                message=f"{src.id} {arrow} {dst.id}")
+    return Link(columns[src.column], columns[dst.column], head_left=head_left, message=f"{src.id} {arrow} {dst.id}")
 
 
 def architecture_map(lang: str = "en") -> str:
     """Mermaid source of the 4-column / 10-block map: one subgraph per column (bottom to top), columns left to
     right, every FLOW edge (4A ↔ 6A two-way; edges between columns drawn between the column subgraphs)."""
     lang = check_lang(lang)
-    styles = {c.id: Style(f"c{c.id}", fill="#ffffff", stroke=_COLUMN_COLOURS[c.id][1], color=_COLUMN_COLOURS[c.id][2],
-                          stroke_width="2px") for c in COLUMNS}
-    nodes = {s.id: Node(node_id(s.id), _label("<br/>".join(_wrap(s.label(lang), 32))),
-                        styles=[styles[s.column]]) for s in STEPS}
-    columns = {c.id: Node(column_id(c.id), _label(c.label(lang)), sub_nodes=[nodes[i] for i in c.step_ids],
-                          direction="BT") for c in COLUMNS}
+    styles = {
+        c.id: Style(
+            f"c{c.id}",
+            fill="#ffffff",
+            stroke=_COLUMN_COLOURS[c.id][1],
+            color=_COLUMN_COLOURS[c.id][2],
+            stroke_width="2px",
+        )
+        for c in COLUMNS
+    }
+    nodes = {
+        s.id: Node(node_id(s.id), _label("<br/>".join(_wrap(s.label(lang), 32))), styles=[styles[s.column]])
+        for s in STEPS
+    }
+    columns = {
+        c.id: Node(column_id(c.id), _label(c.label(lang)), sub_nodes=[nodes[i] for i in c.step_ids], direction="BT")
+        for c in COLUMNS
+    }
     links = [_edge_link(e, nodes, columns) for e in FLOW]
     linked = {(get_step(e.src).column, get_step(e.dst).column) for e in FLOW}
     for a, b in zip(COLUMNS, COLUMNS[1:], strict=False):  # keep the columns in order even where no FLOW edge joins them
         if (a.id, b.id) not in linked:
             links.append(Link(columns[a.id], columns[b.id], shape="hidden", head_right="none"))
-    chart = _FlowChart(_t("map_title", lang), list(columns.values()), links, "LR",
-                       f"{_t('map_title', lang)} · {flow_string(lang)} · {_t('generated', lang)}")
+    chart = _FlowChart(
+        _t("map_title", lang),
+        list(columns.values()),
+        links,
+        "LR",
+        f"{_t('map_title', lang)} · {flow_string(lang)} · {_t('generated', lang)}",
+    )
     return chart.script
 
 
@@ -250,8 +266,13 @@ def _dspark_facts() -> dict[str, _DSpark]:
     facts = {}
     for preset in ("lab", "flash"):
         cfg = get_config(preset)
-        facts[preset] = _DSpark(tuple(cfg.dspark_target_layer_ids), cfg.dspark_tap_mix, cfg.dspark_block_size,
-                                cfg.dspark_markov_rank, cfg.n_mtp_layers)
+        facts[preset] = _DSpark(
+            tuple(cfg.dspark_target_layer_ids),
+            cfg.dspark_tap_mix,
+            cfg.dspark_block_size,
+            cfg.dspark_markov_rank,
+            cfg.n_mtp_layers,
+        )
     return facts
 
 
@@ -269,7 +290,7 @@ def _preset_name(preset: str, lang: str) -> str:
 
 
 def _taps(preset: str, lang: str) -> str:
-    """"lab: layers 3 and 4, mixed 0.5/0.5" / "real: L37..39, concatenated, then projected (main_proj)"."""
+    """ "lab: layers 3 and 4, mixed 0.5/0.5" / "real: L37..39, concatenated, then projected (main_proj)"."""
     f = _dspark_facts()[preset]
     if f.mix == "mean":
         how = _t("taps_mean", lang, w="/".join(f"{1 / len(f.taps):.3g}" for _ in f.taps))
@@ -279,7 +300,7 @@ def _taps(preset: str, lang: str) -> str:
 
 
 def _block(preset: str, lang: str) -> str:
-    """"lab: k = 3 = [anchor, noise×2]"."""
+    """ "lab: k = 3 = [anchor, noise×2]"."""
     k = _dspark_facts()[preset].k
     return f"{_preset_name(preset, lang)}: k = {k} = [anchor, noise×{k - 1}]"
 
@@ -299,8 +320,11 @@ def flow_6b(lang: str = "en") -> str:
         return Node(id_, _label(text), shape=shape, styles=[style] if style else None)
 
     lanes = node("lanes", _t("lanes", lang))
-    taps = node("taps", f"{ui('tap_layers', lang)} (DSPARK_TARGET_LAYERS)<br/>{_taps('lab', lang)}<br/>"
-                        f"{_taps('flash', lang)}", style=key)
+    taps = node(
+        "taps",
+        f"{ui('tap_layers', lang)} (DSPARK_TARGET_LAYERS)<br/>{_taps('lab', lang)}<br/>{_taps('flash', lang)}",
+        style=key,
+    )
     head = node("head", _t("head", lang))
     anchor = node("anchor", _t("anchor", lang), shape="stadium-shape")
     block = node("block", f"{_t('block', lang)}<br/>{_block('lab', lang)}<br/>{_block('flash', lang)}", style=key)
@@ -309,8 +333,12 @@ def flow_6b(lang: str = "en") -> str:
     drafts = node("drafts", _t("drafts", lang, p=ui("draft_probability", lang), c=ui("confidence", lang)))
     verify = node("verify", _t("verify", lang), shape="subroutine-shape", style=key)
     acc = node("accepted", _t("accepted", lang, accepted=ui("accepted", lang)), shape="stadium-shape", style=ok)
-    rej = node("rejected", _t("rejected", lang, rejected=ui("rejected", lang), resampled=ui("resampled", lang)),
-               shape="stadium-shape", style=bad)
+    rej = node(
+        "rejected",
+        _t("rejected", lang, rejected=ui("rejected", lang), resampled=ui("resampled", lang)),
+        shape="stadium-shape",
+        style=bad,
+    )
     bonus = node("bonus", _t("bonus", lang, bonus=ui("bonus", lang)), shape="stadium-shape", style=plus)
     commit = node("commit", _t("commit", lang))
 
@@ -320,16 +348,25 @@ def flow_6b(lang: str = "en") -> str:
         Node("check", _label(_t("sg_verify", lang)), sub_nodes=[verify, acc, rej, bonus, commit], direction="TB"),
     ]
     links = [
-        Link(lanes, taps), Link(lanes, head), Link(head, anchor),
-        Link(anchor, block), Link(taps, dlayers, message="main_x"), Link(block, dlayers),
-        Link(dlayers, markov), Link(markov, drafts), Link(drafts, verify),
+        Link(lanes, taps),
+        Link(lanes, head),
+        Link(head, anchor),
+        Link(anchor, block),
+        Link(taps, dlayers, message="main_x"),
+        Link(block, dlayers),
+        Link(dlayers, markov),
+        Link(markov, drafts),
+        Link(drafts, verify),
         Link(verify, acc, message=_t("e_match", lang)),
         Link(verify, rej, message=_t("e_mismatch", lang)),
         Link(verify, bonus, message=_t("e_all_kept", lang)),
-        Link(acc, commit), Link(rej, commit), Link(bonus, commit),
+        Link(acc, commit),
+        Link(rej, commit),
+        Link(bonus, commit),
     ]
-    chart = _FlowChart(_t("flow_6b_title", lang), groups, links, "TB",
-                       f"{_t('flow_6b_title', lang)} · {_t('generated', lang)}")
+    chart = _FlowChart(
+        _t("flow_6b_title", lang), groups, links, "TB", f"{_t('flow_6b_title', lang)} · {_t('generated', lang)}"
+    )
     return chart.script
 
 
@@ -350,8 +387,11 @@ class MermaidDiagram:
     source: str
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        return {"text/vnd.mermaid": self.source, "text/markdown": mermaid_markdown(self.source),
-                "text/plain": self.source}
+        return {
+            "text/vnd.mermaid": self.source,
+            "text/markdown": mermaid_markdown(self.source),
+            "text/plain": self.source,
+        }
 
     def show(self) -> None:
         """Display now (for use inside a loop or function; a cell's last expression displays by itself)."""
@@ -375,8 +415,9 @@ _TITLE_SIZE, _ID_SIZE, _LINE = 13, 16, 17
 def _text_width(text: str, size: float) -> float:
     """A conservative estimate of the rendered width of `text` in a sans-serif font (no font metrics offline)."""
     narrow, wide = set("iljtfr.,:;'|!() "), set("mwMWÆŒ@%")
-    em = sum(0.34 if ch in narrow else 0.9 if ch in wide else 0.72 if ch.isupper() or ch.isdigit() else 0.6
-             for ch in text)
+    em = sum(
+        0.34 if ch in narrow else 0.9 if ch in wide else 0.72 if ch.isupper() or ch.isdigit() else 0.6 for ch in text
+    )
     return em * size
 
 
@@ -413,8 +454,9 @@ def map_svg(lang: str = "en") -> str:
     box_w = _COL_W - 2 * _BOX_INSET
     text_w = box_w - 2 * _BOX_PAD
     titles = {s.id: _wrap_px(s.t("title", lang), _TITLE_SIZE, text_w) for s in STEPS}
-    max_lines = max(len(lines) for lang_ in LANGS for lines in
-                    (_wrap_px(s.t("title", lang_), _TITLE_SIZE, text_w) for s in STEPS))
+    max_lines = max(
+        len(lines) for lang_ in LANGS for lines in (_wrap_px(s.t("title", lang_), _TITLE_SIZE, text_w) for s in STEPS)
+    )
     box_h = _BOX_PAD + _ID_SIZE + 6 + max_lines * _LINE + _BOX_PAD
     slots = max(len(c.step_ids) for c in COLUMNS)
     headers = {c.id: _wrap_px(c.label(lang), 14, _COL_W - 24) for c in COLUMNS}
@@ -454,24 +496,33 @@ def map_svg(lang: str = "en") -> str:
         fill, stroke, ink = _COLUMN_COLOURS[col.id]
         x = _MARGIN + i * (_COL_W + _COL_GAP)
         out.append(f'<g id="column-{col.id}">')
-        out.append(f'<rect x="{x}" y="{top}" width="{_COL_W}" height="{panel_h}" rx="12" fill="{fill}" '
-                   f'stroke="{stroke}" stroke-width="1.5"/>')
+        out.append(
+            f'<rect x="{x}" y="{top}" width="{_COL_W}" height="{panel_h}" rx="12" fill="{fill}" '
+            f'stroke="{stroke}" stroke-width="1.5"/>'
+        )
         for j, line in enumerate(headers[col.id]):
-            out.append(f'<text x="{x + _COL_W / 2}" y="{top + 24 + 18 * j}" font-size="14" font-weight="bold" '
-                       f'text-anchor="middle" fill="{ink}">{escape(line)}</text>')
+            out.append(
+                f'<text x="{x + _COL_W / 2}" y="{top + 24 + 18 * j}" font-size="14" font-weight="bold" '
+                f'text-anchor="middle" fill="{ink}">{escape(line)}</text>'
+            )
         out.append("</g>")
     for step in STEPS:
         b, (_, stroke, ink) = boxes[step.id], _COLUMN_COLOURS[step.column]
         out.append(f'<g id="step-{step.id}">')
         out.append(f"<title>{escape(step.label(lang))} — {escape(step.t('short', lang))}</title>")
-        out.append(f'<rect x="{b.x}" y="{b.y}" width="{b.w}" height="{b.h}" rx="8" fill="#ffffff" '
-                   f'stroke="{stroke}" stroke-width="2"/>')
-        out.append(f'<text x="{b.x + _BOX_PAD}" y="{b.y + _BOX_PAD + _ID_SIZE - 2}" font-size="{_ID_SIZE}" '
-                   f'font-weight="bold" fill="{stroke}">{step.id}</text>')
+        out.append(
+            f'<rect x="{b.x}" y="{b.y}" width="{b.w}" height="{b.h}" rx="8" fill="#ffffff" '
+            f'stroke="{stroke}" stroke-width="2"/>'
+        )
+        out.append(
+            f'<text x="{b.x + _BOX_PAD}" y="{b.y + _BOX_PAD + _ID_SIZE - 2}" font-size="{_ID_SIZE}" '
+            f'font-weight="bold" fill="{stroke}">{step.id}</text>'
+        )
         for j, line in enumerate(titles[step.id]):
             y = b.y + _BOX_PAD + _ID_SIZE + 6 + _LINE * (j + 1) - 4
-            out.append(f'<text x="{b.x + _BOX_PAD}" y="{y}" font-size="{_TITLE_SIZE}" fill="{ink}">'
-                       f"{escape(line)}</text>")
+            out.append(
+                f'<text x="{b.x + _BOX_PAD}" y="{y}" font-size="{_TITLE_SIZE}" fill="{ink}">{escape(line)}</text>'
+            )
         out.append("</g>")
     out.append('<g id="flow" fill="none" stroke="#444" stroke-width="2">')
     for edge in FLOW:
@@ -487,8 +538,9 @@ def map_svg(lang: str = "en") -> str:
         tail = ' marker-start="url(#tail)"' if edge.bidirectional else ""
         out.append(f'<path d="{d}" marker-end="url(#head)"{tail}/>')
     out.append("</g>")
-    out.append(f'<text x="{_MARGIN}" y="{height - 16}" font-size="11" fill="#777">'
-               f"{escape(_t('generated', lang))}</text>")
+    out.append(
+        f'<text x="{_MARGIN}" y="{height - 16}" font-size="11" fill="#777">{escape(_t("generated", lang))}</text>'
+    )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -529,8 +581,9 @@ def check_all(root: str | Path = REPO_ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.diagrams",
-                                     description="Generate the mermaid diagrams and the map SVG from lab/steps.py.")
+    parser = argparse.ArgumentParser(
+        prog="python -m lab.diagrams", description="Generate the mermaid diagrams and the map SVG from lab/steps.py."
+    )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="(re)write every generated file")
     mode.add_argument("--check", action="store_true", help="exit 1 if a committed file is out of date")

@@ -8,10 +8,14 @@ from .steps import check_lang
 
 MESSAGES = {
     "ok": {"en": "✓ correct", "vi": "✓ đúng rồi"},
-    "no": {"en": "✗ not yet (your answer: {got}) — look again at the cells above and retry",
-           "vi": "✗ chưa đúng (bạn trả lời: {got}) — xem lại các ô phía trên rồi thử lại"},
-    "missing": {"en": "… write your answer in the cell above, then run this cell again",
-                "vi": "… hãy viết câu trả lời ở ô phía trên rồi chạy lại ô này"},
+    "no": {
+        "en": "✗ not yet (your answer: {got}) — look again at the cells above and retry",
+        "vi": "✗ chưa đúng (bạn trả lời: {got}) — xem lại các ô phía trên rồi thử lại",
+    },
+    "missing": {
+        "en": "… write your answer in the cell above, then run this cell again",
+        "vi": "… hãy viết câu trả lời ở ô phía trên rồi chạy lại ô này",
+    },
 }
 
 

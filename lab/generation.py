@@ -32,27 +32,54 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         stats = acceptance_stats(self.spec.rows(0))
         return {
-            "prompt": self.prompt, "prompt_ids": self.prompt_ids, "block": self.block,
-            "temperature": self.temperature, "seed": self.seed,
-            "plain": {"tokens": self.plain.tokens[0], "text": self.decode(self.plain.tokens[0]),
-                      "tokens_per_s": self.plain.tokens_per_s, "seconds": self.plain.seconds,
-                      "target_forwards": self.plain.forwards},
-            "speculative": {"tokens": self.spec.tokens[0], "text": self.decode(self.spec.tokens[0]),
-                            "tokens_per_s": self.spec.tokens_per_s, "seconds": self.spec.seconds,
-                            "rounds": len(self.spec.rounds), "target_forwards": self.spec.forwards,
-                            "mean_accepted_length": stats["mean_accepted_length"],
-                            "acceptance_rate": stats["acceptance_rate"], "per_position": stats["per_position"],
-                            "strip": [{"anchor": r.anchor, "draft": r.draft, "status": r.status,
-                                       "next_token": r.next_token, "next_kind": r.next_kind,
-                                       "draft_probs": r.draft_probs, "confidence": r.confidence}
-                                      for r in self.spec.rows(0)]},
+            "prompt": self.prompt,
+            "prompt_ids": self.prompt_ids,
+            "block": self.block,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "plain": {
+                "tokens": self.plain.tokens[0],
+                "text": self.decode(self.plain.tokens[0]),
+                "tokens_per_s": self.plain.tokens_per_s,
+                "seconds": self.plain.seconds,
+                "target_forwards": self.plain.forwards,
+            },
+            "speculative": {
+                "tokens": self.spec.tokens[0],
+                "text": self.decode(self.spec.tokens[0]),
+                "tokens_per_s": self.spec.tokens_per_s,
+                "seconds": self.spec.seconds,
+                "rounds": len(self.spec.rounds),
+                "target_forwards": self.spec.forwards,
+                "mean_accepted_length": stats["mean_accepted_length"],
+                "acceptance_rate": stats["acceptance_rate"],
+                "per_position": stats["per_position"],
+                "strip": [
+                    {
+                        "anchor": r.anchor,
+                        "draft": r.draft,
+                        "status": r.status,
+                        "next_token": r.next_token,
+                        "next_kind": r.next_kind,
+                        "draft_probs": r.draft_probs,
+                        "confidence": r.confidence,
+                    }
+                    for r in self.spec.rows(0)
+                ],
+            },
             "identical_tokens": self.identical,
             "speedup": self.spec.tokens_per_s / self.plain.tokens_per_s,
         }
 
 
-def compare(prompt: str | None = None, preset: str = "lab", max_new_tokens: int = 32, block: int | None = None,
-            temperature: float = 0.0, seed: int = 0) -> Comparison:
+def compare(
+    prompt: str | None = None,
+    preset: str = "lab",
+    max_new_tokens: int = 32,
+    block: int | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> Comparison:
     if preset != "lab":
         raise ValueError(f"generate preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
     prompt = DEFAULT_PROMPT if prompt is None else prompt

@@ -50,16 +50,20 @@ def write_all(folder: Path = NOTEBOOKS) -> list[Path]:
 
 def check_all(folder: Path = NOTEBOOKS) -> list[Path]:
     """Notebooks whose .ipynb is missing or differs from what its source generates."""
-    stale = [src.with_suffix(".ipynb") for src in sources(folder)
-             if not src.with_suffix(".ipynb").exists()
-             or src.with_suffix(".ipynb").read_text(encoding="utf-8") != render(src)]
+    stale = [
+        src.with_suffix(".ipynb")
+        for src in sources(folder)
+        if not src.with_suffix(".ipynb").exists()
+        or src.with_suffix(".ipynb").read_text(encoding="utf-8") != render(src)
+    ]
     orphans = [nb for nb in folder.glob("*.ipynb") if not nb.with_suffix(".py").exists()]
     return stale + orphans
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.nbsync", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m lab.nbsync", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true", help="regenerate the .ipynb files")
     g.add_argument("--check", action="store_true", help="fail if a .ipynb drifted from its source")
@@ -70,9 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stale = check_all()
     if stale:
-        print("notebooks out of sync with their py:percent sources: "
-              + ", ".join(str(p.relative_to(ROOT)) for p in stale)
-              + "\nfix: python -m lab.nbsync --write", file=sys.stderr)
+        print(
+            "notebooks out of sync with their py:percent sources: "
+            + ", ".join(str(p.relative_to(ROOT)) for p in stale)
+            + "\nfix: python -m lab.nbsync --write",
+            file=sys.stderr,
+        )
         return 1
     print(f"{len(sources())} notebooks in sync")
     return 0

@@ -40,89 +40,136 @@ LOG_FLOOR = 1e-18  # an exact 0 cannot sit on a log axis: drawn at this floor in
 
 # Colours of the draft strip, light enough for black token text inside the cells.
 STRIP_KINDS: tuple[str, ...] = (ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS)
-STRIP_COLOURS: Mapping[str, str] = MappingProxyType({
-    ACCEPTED: "#8fd19e", REJECTED: "#f4a3a3", NOT_VERIFIED: "#e0e0e0", RESAMPLED: "#ffe066", BONUS: "#9cc3f0",
-})
-ROLE_COLOURS: Mapping[str, str] = MappingProxyType({
-    "SWA-only": "#bdbdbd", "Full": "#1f4e99", "Reindex": "#ff7f0e", "Reuse": "#7fb3e6", "Draft (SWA)": "#9467bd",
-})
+STRIP_COLOURS: Mapping[str, str] = MappingProxyType(
+    {
+        ACCEPTED: "#8fd19e",
+        REJECTED: "#f4a3a3",
+        NOT_VERIFIED: "#e0e0e0",
+        RESAMPLED: "#ffe066",
+        BONUS: "#9cc3f0",
+    }
+)
+ROLE_COLOURS: Mapping[str, str] = MappingProxyType(
+    {
+        "SWA-only": "#bdbdbd",
+        "Full": "#1f4e99",
+        "Reindex": "#ff7f0e",
+        "Reuse": "#7fb3e6",
+        "Draft (SWA)": "#9467bd",
+    }
+)
 
 # Figure texts that the shared UI table (`steps.UI`) does not hold.
-TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType({
-    "sinkhorn": {"vi": "Hội tụ Sinkhorn của comb — lớp {layer}, {sub}, vị trí {pos}",
-                 "en": "Sinkhorn convergence of comb — layer {layer}, {sub}, position {pos}"},
-    "max_err": {"vi": "sai lệch lớn nhất so với 1", "en": "max deviation from 1"},
-    "comb": {"vi": "comb 4×4 (từ làn i → làn j) — lớp {layer}, {sub}, vị trí {pos}",
-             "en": "comb 4×4 (from lane i → to lane j) — layer {layer}, {sub}, position {pos}"},
-    "from_lane": {"vi": "từ làn i", "en": "from lane i"},
-    "to_lane": {"vi": "đến làn j", "en": "to lane j"},
-    "lanes": {"vi": "4 làn giống hệt nhau: {dims} chiều đầu của mỗi làn · pre₀ = {pre}",
-              "en": "4 identical lanes: first {dims} dims of each lane · pre₀ = {pre}"},
-    "dim": {"vi": "chiều", "en": "dim"},
-    "engram": {"vi": "Cổng Engram của từng làn — lớp {layer}", "en": "Engram gate per lane — layer {layer}"},
-    "roles": {"vi": "Vai trò các lớp (E = Engram · T = lớp đích DSpark · ★ = nguồn ứng viên)",
-              "en": "Layer roles (E = Engram · T = DSpark tap · ★ = candidate source)"},
-    "compressor": {"vi": "Nén — lớp {layer} (tỉ lệ {ratio}): token gốc → mục nén, được đọc bởi lớp {readers}",
-                   "en": "Compression — layer {layer} (ratio {ratio}): raw tokens → compressed entries, "
-                         "read by layers {readers}"},
-    "carry": {"vi": "chờ (carry): vị trí {pos}", "en": "carry (waiting): positions {pos}"},
-    "entry": {"vi": "mục nén", "en": "compressed entry"},
-    "indexer": {"vi": "Điểm indexer — lớp {layer} ({role}); ô trống = không nhìn thấy",
-                "en": "Indexer scores — layer {layer} ({role}); blank = not visible"},
-    "query": {"vi": "truy vấn (vị trí)", "en": "query (position)"},
-    "pick": {"vi": "được chọn (top-k)", "en": "picked (top-k)"},
-    "candidate": {"vi": "nhóm ứng viên", "en": "candidate pool"},
-    "shares": {"vi": "Attention của token cuối theo đầu — lớp {layer}",
-               "en": "Last token's attention by head — layer {layer}"},
-    "probs": {"vi": "xác suất theo key (w = cửa sổ, c = nén)",
-              "en": "probability per key (w = window, c = compressed)"},
-    "share": {"vi": "tỉ phần", "en": "share"},
-    "window": {"vi": "cửa sổ", "en": "window"},
-    "compressed": {"vi": "KV nén", "en": "compressed"},
-    "sink": {"vi": "sink", "en": "sink"},
-    "head": {"vi": "đầu", "en": "head"},
-    "key": {"vi": "key", "en": "key"},
-    "kv": {"vi": "Byte KV theo độ dài ngữ cảnh (KV toàn cục thật: {real:g} B/token)",
-           "en": "KV bytes vs context length (real global KV: {real:g} B/token)"},
-    "context": {"vi": "độ dài ngữ cảnh (token)", "en": "context length (tokens)"},
-    "bytes": {"vi": "byte mỗi chuỗi", "en": "bytes per sequence"},
-    "global_kv": {"vi": "KV toàn cục (nén + index)", "en": "global KV (compressed + index)"},
-    "window_kv": {"vi": "cửa sổ FP8 (cố định)", "en": "FP8 window (constant)"},
-    "router": {"vi": "Điểm router (√softplus) — lớp {layer}; ◆ = expert được chọn",
-               "en": "Router scores (√softplus) — layer {layer}; ◆ = chosen experts"},
-    "load": {"vi": "Tải expert trên prompt — lớp {layer}", "en": "Expert load over the prompt — layer {layer}"},
-    "tokens_routed": {"vi": "số token", "en": "tokens routed"},
-    "topk": {"vi": "Top-{k} token ở vị trí cuối (logits [B, V] → softmax)",
-             "en": "Top-{k} tokens at the last position (logits [B, V] → softmax)"},
-    "uniform": {"vi": "đều 1/V", "en": "uniform 1/V"},
-    "strip": {"vi": "Token nháp d1..dk và kết quả verify; ô cuối: token của forward thật",
-              "en": "Draft tokens d1..dk and what verify did; last cell: the target's own token"},
-    "round": {"vi": "vòng {i} · vị trí {pos}<br>anchor '{anchor}'", "en": "round {i} · pos {pos}<br>anchor '{anchor}'"},
-    "target_col": {"vi": "forward thật", "en": "target"},
-    "not_verified": {"vi": "không xét", "en": "not verified"},
-    "replaces": {"vi": "thay token nháp d{i}", "en": "replaces draft d{i}"},
-    "after": {"vi": "sau d{k}", "en": "after d{k}"},
-    "argmax": {"vi": "argmax của forward thật", "en": "target argmax"},
-    "acceptance": {"vi": "Tỉ lệ giữ theo vị trí ({n} vòng, τ trung bình = {tau:.2f})",
-                   "en": "Acceptance by position ({n} rounds, mean τ = {tau:.2f})"},
-    "cond": {"vi": "có điều kiện (đã tới vị trí)", "en": "conditional (position reached)"},
-    "cum": {"vi": "tích lũy (trên mọi vòng)", "en": "cumulative (over all rounds)"},
-    "mean_c": {"vi": "đầu tin cậy c trung bình", "en": "mean confidence c"},
-    "mean_pd": {"vi": "p_d(x) trung bình", "en": "mean draft probability p_d(x)"},
-    "draft_pos": {"vi": "vị trí nháp", "en": "draft position"},
-    "rate": {"vi": "tỉ lệ", "en": "rate"},
-    "verify": {"vi": "Chi phí verify: một lượt qua k + 1 hàng vs k bước giải mã<br><sup>{cond}</sup>",
-               "en": "Verify cost: one pass over k + 1 rows vs k decode steps<br><sup>{cond}</sup>"},
-    "one_verify": {"vi": "1 lượt verify (p50, thanh lỗi tới p95)", "en": "one verify (p50, error bar to p95)"},
-    "k_decodes": {"vi": "k bước giải mã (p50, thanh lỗi tới p95)", "en": "k decode steps (p50, error bar to p95)"},
-    "ms": {"vi": "thời gian (ms)", "en": "time (ms)"},
-    "block_k": {"vi": "số token nháp k", "en": "draft tokens k"},
-    "reliability": {"vi": "Biểu đồ tin cậy: {src} dự đoán vs tỉ lệ giữ thật (ECE = {ece:.3f}, {n} điểm)",
-                    "en": "Reliability: predicted {src} vs observed acceptance (ECE = {ece:.3f}, {n} points)"},
-    "predicted": {"vi": "giá trị dự đoán (trung bình mỗi ngăn)", "en": "predicted (bin mean)"},
-    "observed": {"vi": "tỉ lệ giữ thật", "en": "observed acceptance"},
-    "ideal": {"vi": "hiệu chuẩn hoàn hảo", "en": "perfect calibration"},
-})
+TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "sinkhorn": {
+            "vi": "Hội tụ Sinkhorn của comb — lớp {layer}, {sub}, vị trí {pos}",
+            "en": "Sinkhorn convergence of comb — layer {layer}, {sub}, position {pos}",
+        },
+        "max_err": {"vi": "sai lệch lớn nhất so với 1", "en": "max deviation from 1"},
+        "comb": {
+            "vi": "comb 4×4 (từ làn i → làn j) — lớp {layer}, {sub}, vị trí {pos}",
+            "en": "comb 4×4 (from lane i → to lane j) — layer {layer}, {sub}, position {pos}",
+        },
+        "from_lane": {"vi": "từ làn i", "en": "from lane i"},
+        "to_lane": {"vi": "đến làn j", "en": "to lane j"},
+        "lanes": {
+            "vi": "4 làn giống hệt nhau: {dims} chiều đầu của mỗi làn · pre₀ = {pre}",
+            "en": "4 identical lanes: first {dims} dims of each lane · pre₀ = {pre}",
+        },
+        "dim": {"vi": "chiều", "en": "dim"},
+        "engram": {"vi": "Cổng Engram của từng làn — lớp {layer}", "en": "Engram gate per lane — layer {layer}"},
+        "roles": {
+            "vi": "Vai trò các lớp (E = Engram · T = lớp đích DSpark · ★ = nguồn ứng viên)",
+            "en": "Layer roles (E = Engram · T = DSpark tap · ★ = candidate source)",
+        },
+        "compressor": {
+            "vi": "Nén — lớp {layer} (tỉ lệ {ratio}): token gốc → mục nén, được đọc bởi lớp {readers}",
+            "en": "Compression — layer {layer} (ratio {ratio}): raw tokens → compressed entries, "
+            "read by layers {readers}",
+        },
+        "carry": {"vi": "chờ (carry): vị trí {pos}", "en": "carry (waiting): positions {pos}"},
+        "entry": {"vi": "mục nén", "en": "compressed entry"},
+        "indexer": {
+            "vi": "Điểm indexer — lớp {layer} ({role}); ô trống = không nhìn thấy",
+            "en": "Indexer scores — layer {layer} ({role}); blank = not visible",
+        },
+        "query": {"vi": "truy vấn (vị trí)", "en": "query (position)"},
+        "pick": {"vi": "được chọn (top-k)", "en": "picked (top-k)"},
+        "candidate": {"vi": "nhóm ứng viên", "en": "candidate pool"},
+        "shares": {
+            "vi": "Attention của token cuối theo đầu — lớp {layer}",
+            "en": "Last token's attention by head — layer {layer}",
+        },
+        "probs": {
+            "vi": "xác suất theo key (w = cửa sổ, c = nén)",
+            "en": "probability per key (w = window, c = compressed)",
+        },
+        "share": {"vi": "tỉ phần", "en": "share"},
+        "window": {"vi": "cửa sổ", "en": "window"},
+        "compressed": {"vi": "KV nén", "en": "compressed"},
+        "sink": {"vi": "sink", "en": "sink"},
+        "head": {"vi": "đầu", "en": "head"},
+        "key": {"vi": "key", "en": "key"},
+        "kv": {
+            "vi": "Byte KV theo độ dài ngữ cảnh (KV toàn cục thật: {real:g} B/token)",
+            "en": "KV bytes vs context length (real global KV: {real:g} B/token)",
+        },
+        "context": {"vi": "độ dài ngữ cảnh (token)", "en": "context length (tokens)"},
+        "bytes": {"vi": "byte mỗi chuỗi", "en": "bytes per sequence"},
+        "global_kv": {"vi": "KV toàn cục (nén + index)", "en": "global KV (compressed + index)"},
+        "window_kv": {"vi": "cửa sổ FP8 (cố định)", "en": "FP8 window (constant)"},
+        "router": {
+            "vi": "Điểm router (√softplus) — lớp {layer}; ◆ = expert được chọn",
+            "en": "Router scores (√softplus) — layer {layer}; ◆ = chosen experts",
+        },
+        "load": {"vi": "Tải expert trên prompt — lớp {layer}", "en": "Expert load over the prompt — layer {layer}"},
+        "tokens_routed": {"vi": "số token", "en": "tokens routed"},
+        "topk": {
+            "vi": "Top-{k} token ở vị trí cuối (logits [B, V] → softmax)",
+            "en": "Top-{k} tokens at the last position (logits [B, V] → softmax)",
+        },
+        "uniform": {"vi": "đều 1/V", "en": "uniform 1/V"},
+        "strip": {
+            "vi": "Token nháp d1..dk và kết quả verify; ô cuối: token của forward thật",
+            "en": "Draft tokens d1..dk and what verify did; last cell: the target's own token",
+        },
+        "round": {
+            "vi": "vòng {i} · vị trí {pos}<br>anchor '{anchor}'",
+            "en": "round {i} · pos {pos}<br>anchor '{anchor}'",
+        },
+        "target_col": {"vi": "forward thật", "en": "target"},
+        "not_verified": {"vi": "không xét", "en": "not verified"},
+        "replaces": {"vi": "thay token nháp d{i}", "en": "replaces draft d{i}"},
+        "after": {"vi": "sau d{k}", "en": "after d{k}"},
+        "argmax": {"vi": "argmax của forward thật", "en": "target argmax"},
+        "acceptance": {
+            "vi": "Tỉ lệ giữ theo vị trí ({n} vòng, τ trung bình = {tau:.2f})",
+            "en": "Acceptance by position ({n} rounds, mean τ = {tau:.2f})",
+        },
+        "cond": {"vi": "có điều kiện (đã tới vị trí)", "en": "conditional (position reached)"},
+        "cum": {"vi": "tích lũy (trên mọi vòng)", "en": "cumulative (over all rounds)"},
+        "mean_c": {"vi": "đầu tin cậy c trung bình", "en": "mean confidence c"},
+        "mean_pd": {"vi": "p_d(x) trung bình", "en": "mean draft probability p_d(x)"},
+        "draft_pos": {"vi": "vị trí nháp", "en": "draft position"},
+        "rate": {"vi": "tỉ lệ", "en": "rate"},
+        "verify": {
+            "vi": "Chi phí verify: một lượt qua k + 1 hàng vs k bước giải mã<br><sup>{cond}</sup>",
+            "en": "Verify cost: one pass over k + 1 rows vs k decode steps<br><sup>{cond}</sup>",
+        },
+        "one_verify": {"vi": "1 lượt verify (p50, thanh lỗi tới p95)", "en": "one verify (p50, error bar to p95)"},
+        "k_decodes": {"vi": "k bước giải mã (p50, thanh lỗi tới p95)", "en": "k decode steps (p50, error bar to p95)"},
+        "ms": {"vi": "thời gian (ms)", "en": "time (ms)"},
+        "block_k": {"vi": "số token nháp k", "en": "draft tokens k"},
+        "reliability": {
+            "vi": "Biểu đồ tin cậy: {src} dự đoán vs tỉ lệ giữ thật (ECE = {ece:.3f}, {n} điểm)",
+            "en": "Reliability: predicted {src} vs observed acceptance (ECE = {ece:.3f}, {n} points)",
+        },
+        "predicted": {"vi": "giá trị dự đoán (trung bình mỗi ngăn)", "en": "predicted (bin mean)"},
+        "observed": {"vi": "tỉ lệ giữ thật", "en": "observed acceptance"},
+        "ideal": {"vi": "hiệu chuẩn hoàn hảo", "en": "perfect calibration"},
+    }
+)
 
 
 def tr(key: str, lang: str, **fmt: Any) -> str:
@@ -137,15 +184,16 @@ def token_text(tokenizer: LabTokenizer, token_id: int) -> str:
 
 
 def position_labels(walk: Walk) -> list[str]:
-    """"p·token" for every prompt position: unique, so a categorical axis never merges two tokens."""
+    """ "p·token" for every prompt position: unique, so a categorical axis never merges two tokens."""
     return [f"{p}·{token_text(walk.tokenizer, t)}" for p, t in enumerate(walk.tokens[0].tolist())]
 
 
 def finish(fig: go.Figure, title: str, height: int | None = None, **layout: Any) -> go.Figure:
     """The common look: white template, a left-aligned title, tight margins."""
     layout.setdefault("margin", {"l": 70, "r": 30, "t": 70, "b": 50})
-    fig.update_layout(template=TEMPLATE, title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
-                      **layout)
+    fig.update_layout(
+        template=TEMPLATE, title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}}, **layout
+    )
     if height is not None:
         fig.update_layout(height=height)
     return fig
@@ -183,7 +231,8 @@ def check_sublayer(sublayer: str) -> str:
 
 # ---- which layers each step can show -----------------------------------------------------------------
 LAYER_SOURCES: Mapping[str, str] = MappingProxyType(
-    {"1B": "1B", "2A": "2A", "3B": "3B", "3C": "3C", "4A": "4A", "5A": "5A"})
+    {"1B": "1B", "2A": "2A", "3B": "3B", "3C": "3C", "4A": "4A", "5A": "5A"}
+)
 
 
 def step_layers(walk: Walk, step_id: str) -> tuple[int, ...]:
@@ -231,13 +280,30 @@ def embedding_lanes(walk: Walk, lang: str = "en", dims: int = 16) -> go.Figure:
         raise ValueError(f"dims = {dims!r} is invalid: allowed 1..{D}")
     ys = position_labels(walk)
     lim = float(streams[..., :dims].abs().max())
-    fig = make_subplots(rows=1, cols=hc, shared_yaxes=True, horizontal_spacing=0.02,
-                        subplot_titles=[f"{ui('lane', lang)} {j}" for j in range(hc)])
+    fig = make_subplots(
+        rows=1,
+        cols=hc,
+        shared_yaxes=True,
+        horizontal_spacing=0.02,
+        subplot_titles=[f"{ui('lane', lang)} {j}" for j in range(hc)],
+    )
     for j in range(hc):
-        fig.add_trace(go.Heatmap(z=streams[:, j, :dims].tolist(), x=list(range(dims)), y=ys, colorscale="RdBu",
-                                 zmid=0, zmin=-lim, zmax=lim, showscale=j == hc - 1,
-                                 hovertemplate=f"{ui('lane', lang)} {j}<br>%{{y}}<br>{tr('dim', lang)} %{{x}}: "
-                                               "%{z:.3f}<extra></extra>"), row=1, col=j + 1)
+        fig.add_trace(
+            go.Heatmap(
+                z=streams[:, j, :dims].tolist(),
+                x=list(range(dims)),
+                y=ys,
+                colorscale="RdBu",
+                zmid=0,
+                zmin=-lim,
+                zmax=lim,
+                showscale=j == hc - 1,
+                hovertemplate=f"{ui('lane', lang)} {j}<br>%{{y}}<br>{tr('dim', lang)} %{{x}}: "
+                "%{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=j + 1,
+        )
         fig.update_xaxes(title_text=tr("dim", lang), row=1, col=j + 1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     pre_txt = "[" + ", ".join(f"{x:g}" for x in pre) + "]"
@@ -251,17 +317,28 @@ def engram_gates(walk: Walk, layer: int | None = None, lang: str = "en") -> go.F
     gate = walk.trace.get("1B", "gate", layer)[0]  # [S, hc]
     ys = position_labels(walk)
     xs = [f"{ui('lane', lang)} {j}" for j in range(gate.size(1))]
-    fig = go.Figure(go.Heatmap(z=gate.tolist(), x=xs, y=ys, colorscale="Viridis", zmin=0, zmax=1,
-                               text=[[f"{g:.2f}" for g in row] for row in gate.tolist()], texttemplate="%{text}",
-                               colorbar={"title": ui("gate", lang)},
-                               hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=gate.tolist(),
+            x=xs,
+            y=ys,
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            text=[[f"{g:.2f}" for g in row] for row in gate.tolist()],
+            texttemplate="%{text}",
+            colorbar={"title": ui("gate", lang)},
+            hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title_text=ui("position", lang))
     return finish(fig, tr("engram", lang, layer=layer), rows_height(len(ys)))
 
 
 # ---- 2A · mHC --------------------------------------------------------------------------------------
-def sinkhorn_convergence(walk: Walk, layer: int = 0, sublayer: str = "attn", lang: str = "en",
-                         position: int = -1) -> go.Figure:
+def sinkhorn_convergence(
+    walk: Walk, layer: int = 0, sublayer: str = "attn", lang: str = "en", position: int = -1
+) -> go.Figure:
     """Step 2A: max |row sum − 1| and max |column sum − 1| of comb after each Sinkhorn iteration (log y)."""
     layer = resolve_layer(walk, "2A", layer)
     sub = check_sublayer(sublayer)
@@ -272,29 +349,51 @@ def sinkhorn_convergence(walk: Walk, layer: int = 0, sublayer: str = "attn", lan
     fig = go.Figure()
     for idx, key, dash in ((1, "row_sum", "solid"), (2, "col_sum", "dash")):
         vals = [e[idx] for e in errs]
-        fig.add_trace(go.Scatter(x=its, y=[max(v, LOG_FLOOR) for v in vals], mode="lines+markers",
-                                 name=f"max |{ui(key, lang)} − 1|", line={"dash": dash}, customdata=vals,
-                                 hovertemplate=f"{ui('iteration', lang)} %{{x}}: %{{customdata:.2e}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=its,
+                y=[max(v, LOG_FLOOR) for v in vals],
+                mode="lines+markers",
+                name=f"max |{ui(key, lang)} − 1|",
+                line={"dash": dash},
+                customdata=vals,
+                hovertemplate=f"{ui('iteration', lang)} %{{x}}: %{{customdata:.2e}}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text=ui("iteration", lang), dtick=2)
     fig.update_yaxes(type="log", title_text=tr("max_err", lang), exponentformat="power")
     return finish(fig, tr("sinkhorn", lang, layer=layer, sub=sub, pos=pos), 380)
 
 
-def comb_heatmap(walk: Walk, layer: int = 0, sublayer: str = "attn", position: int = -1,
-                 lang: str = "en") -> go.Figure:
+def comb_heatmap(walk: Walk, layer: int = 0, sublayer: str = "attn", position: int = -1, lang: str = "en") -> go.Figure:
     """Step 2A: the 4×4 comb matrix (from lane i → to lane j) at one position, values written in the cells."""
     layer = resolve_layer(walk, "2A", layer)
     sub = check_sublayer(sublayer)
     pos = check_position(walk, position)
     c = walk.trace.get("2A", f"{sub}_comb", layer)[0, pos].tolist()  # [hc, hc]
     n = len(c)
-    fig = go.Figure(go.Heatmap(z=c, x=[f"→ {j}" for j in range(n)], y=[f"{i} →" for i in range(n)],
-                               colorscale="Blues", zmin=0, zmax=1, text=[[f"{x:.3f}" for x in row] for row in c],
-                               texttemplate="%{text}", hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=c,
+            x=[f"→ {j}" for j in range(n)],
+            y=[f"{i} →" for i in range(n)],
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+            text=[[f"{x:.3f}" for x in row] for row in c],
+            texttemplate="%{text}",
+            hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title_text=tr("from_lane", lang))
     fig.update_xaxes(title_text=tr("to_lane", lang), side="top")
-    return finish(fig, tr("comb", lang, layer=layer, sub=sub, pos=pos), 440, width=620,
-                  margin={"l": 70, "r": 30, "t": 110, "b": 30})
+    return finish(
+        fig,
+        tr("comb", lang, layer=layer, sub=sub, pos=pos),
+        440,
+        width=620,
+        margin={"l": 70, "r": 30, "t": 110, "b": 30},
+    )
 
 
 # ---- 3A · layer roles ------------------------------------------------------------------------------
@@ -310,24 +409,46 @@ def layer_roles_chart(cfg: ModelConfig | None = None, lang: str = "en") -> go.Fi
             sel = [r for r in roles if r.mode == mode]
             if not sel:
                 continue
-            marks = [("E" if r.has_engram else "") + ("T" if r.is_tap else "") + ("★" if r.is_candidate_source else "")
-                     for r in sel]
-            hover = [f"{ui('layer', lang)} {r.layer} · {r.part} · {ui('ratio', lang)} {r.ratio}<br>"
-                     f"{ui('reads_kv_of', lang)}: {r.reads_kv_of} · {ui('reads_topk_of', lang)}: {r.reads_topk_of}"
-                     f"<br>RoPE {r.rope}" for r in sel]
+            marks = [
+                ("E" if r.has_engram else "") + ("T" if r.is_tap else "") + ("★" if r.is_candidate_source else "")
+                for r in sel
+            ]
+            hover = [
+                f"{ui('layer', lang)} {r.layer} · {r.part} · {ui('ratio', lang)} {r.ratio}<br>"
+                f"{ui('reads_kv_of', lang)}: {r.reads_kv_of} · {ui('reads_topk_of', lang)}: {r.reads_topk_of}"
+                f"<br>RoPE {r.rope}"
+                for r in sel
+            ]
             label = ui(names[mode], lang) if mode in names else mode
-            fig.add_trace(go.Scatter(x=[r.layer for r in sel], y=[r.part for r in sel], mode="markers+text",
-                                     marker={"symbol": "square", "size": 22 if row == 1 else 13, "color": colour,
-                                             "line": {"width": 1, "color": "#444"}},
-                                     text=marks, textposition="top center", textfont={"size": 10}, name=label,
-                                     legendgroup=mode,
-                                     showlegend=mode not in shown, hovertext=hover,
-                                     hovertemplate="%{hovertext}<extra>" + label + "</extra>"), row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=[r.layer for r in sel],
+                    y=[r.part for r in sel],
+                    mode="markers+text",
+                    marker={
+                        "symbol": "square",
+                        "size": 22 if row == 1 else 13,
+                        "color": colour,
+                        "line": {"width": 1, "color": "#444"},
+                    },
+                    text=marks,
+                    textposition="top center",
+                    textfont={"size": 10},
+                    name=label,
+                    legendgroup=mode,
+                    showlegend=mode not in shown,
+                    hovertext=hover,
+                    hovertemplate="%{hovertext}<extra>" + label + "</extra>",
+                ),
+                row=row,
+                col=1,
+            )
             shown.add(mode)
         fig.add_vline(x=c.n_encoder_layers - 0.5, line={"dash": "dot", "color": "#666"}, row=row, col=1)
         fig.update_xaxes(title_text=ui("layer", lang), dtick=1 if row == 1 else 2, row=row, col=1)
-        fig.update_yaxes(categoryorder="array", categoryarray=["draft", "decoder", "encoder"], range=[-0.6, 2.8],
-                         row=row, col=1)
+        fig.update_yaxes(
+            categoryorder="array", categoryarray=["draft", "decoder", "encoder"], range=[-0.6, 2.8], row=row, col=1
+        )
     return finish(fig, tr("roles", lang), 520, legend={"orientation": "h", "y": -0.18})
 
 
@@ -355,10 +476,20 @@ def compression_map(walk: Walk, layer: int | None = None, lang: str = "en") -> g
     xs = position_labels(walk)
     ys = [f"c{j}" for j in range(n)]
     readers = [r.layer for r in layer_roles(cfg) if r.reads_kv_of == layer]
-    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, colorscale="Oranges", zmin=0, zmax=1,
-                               text=[["" if v is None else f"{v:.2f}" for v in row] for row in z],
-                               texttemplate="%{text}", colorbar={"title": ui("gate", lang)},
-                               hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=xs,
+            y=ys,
+            colorscale="Oranges",
+            zmin=0,
+            zmax=1,
+            text=[["" if v is None else f"{v:.2f}" for v in row] for row in z],
+            texttemplate="%{text}",
+            colorbar={"title": ui("gate", lang)},
+            hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
     carry = list(range(n * max(ratio, 1), S)) if ratio > 1 else []
     title = tr("compressor", lang, layer=layer, ratio=ratio, readers=", ".join(map(str, readers)) or "—")
     if carry:
@@ -383,25 +514,49 @@ def indexer_scores(walk: Walk, layer: int | None = None, lang: str = "en") -> go
     xs = list(range(T))
     z = none_if(scores.tolist(), lambda x: not math.isfinite(x))
     hover = [[f"{ys[q]} → c{t} (raw {t * ratio}..{t * ratio + ratio - 1})" for t in xs] for q in range(S)]
-    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, colorscale="RdBu", zmid=0, hovertext=hover, name=ui("score", lang),
-                               colorbar={"title": ui("score", lang)},
-                               hovertemplate="%{hovertext}: %{z:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=xs,
+            y=ys,
+            colorscale="RdBu",
+            zmid=0,
+            hovertext=hover,
+            name=ui("score", lang),
+            colorbar={"title": ui("score", lang)},
+            hovertemplate="%{hovertext}: %{z:.3f}<extra></extra>",
+        )
+    )
     cand = data.get("candidates", data.get("candidates_used"))
     if cand is not None:
         qs, ts = torch.nonzero(cand[0], as_tuple=True)
-        fig.add_trace(go.Scatter(x=ts.tolist(), y=[ys[q] for q in qs.tolist()], mode="markers",
-                                 name=tr("candidate", lang), hoverinfo="skip",
-                                 marker={"symbol": "square-open", "size": 16, "color": "#2ca02c",
-                                         "line": {"width": 1.5}}))
+        fig.add_trace(
+            go.Scatter(
+                x=ts.tolist(),
+                y=[ys[q] for q in qs.tolist()],
+                mode="markers",
+                name=tr("candidate", lang),
+                hoverinfo="skip",
+                marker={"symbol": "square-open", "size": 16, "color": "#2ca02c", "line": {"width": 1.5}},
+            )
+        )
     pq = [(q, int(t)) for q in range(S) for t in idxs[q].tolist() if t >= 0]
-    fig.add_trace(go.Scatter(x=[t for _, t in pq], y=[ys[q] for q, _ in pq], mode="markers", name=tr("pick", lang),
-                             marker={"symbol": "x-thin", "size": 9, "color": "#111", "line": {"width": 2}},
-                             hovertemplate="%{y} → c%{x}<extra>top-k</extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=[t for _, t in pq],
+            y=[ys[q] for q, _ in pq],
+            mode="markers",
+            name=tr("pick", lang),
+            marker={"symbol": "x-thin", "size": 9, "color": "#111", "line": {"width": 2}},
+            hovertemplate="%{y} → c%{x}<extra>top-k</extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title_text=tr("query", lang))
     fig.update_xaxes(title_text=ui("compressed_position", lang), dtick=1)
     role = role_name(role_of(cfg, layer), lang)
-    return finish(fig, tr("indexer", lang, layer=layer, role=role), rows_height(S),
-                  legend={"orientation": "h", "y": -0.12})
+    return finish(
+        fig, tr("indexer", lang, layer=layer, role=role), rows_height(S), legend={"orientation": "h", "y": -0.12}
+    )
 
 
 # ---- 4A · attention --------------------------------------------------------------------------------
@@ -412,16 +567,37 @@ def attention_shares(walk: Walk, layer: int | None = None, lang: str = "en", sho
     d = walk.trace.data["4A"][layer]
     H = d["probs"].size(2)
     heads = [f"{tr('head', lang)} {h}" for h in range(H)]
-    parts = [("window", "window_share", "#4c78a8"), ("compressed", "compressed_share", "#f58518"),
-             ("sink", "sink_share", "#9d9d9d")]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.32, 0.68], horizontal_spacing=0.1,
-                        subplot_titles=[tr("share", lang), tr("probs", lang)]) if show_probs else go.Figure()
+    parts = [
+        ("window", "window_share", "#4c78a8"),
+        ("compressed", "compressed_share", "#f58518"),
+        ("sink", "sink_share", "#9d9d9d"),
+    ]
+    fig = (
+        make_subplots(
+            rows=1,
+            cols=2,
+            column_widths=[0.32, 0.68],
+            horizontal_spacing=0.1,
+            subplot_titles=[tr("share", lang), tr("probs", lang)],
+        )
+        if show_probs
+        else go.Figure()
+    )
     where = {"row": 1, "col": 1} if show_probs else {}
     for key, name, colour in parts:
         vals = d[name][0, -1].tolist()
-        fig.add_trace(go.Bar(x=heads, y=vals, name=tr(key, lang), marker_color=colour,
-                             text=[f"{v:.2f}" for v in vals], textposition="inside",
-                             hovertemplate="%{x}: %{y:.3f}<extra>" + tr(key, lang) + "</extra>"), **where)
+        fig.add_trace(
+            go.Bar(
+                x=heads,
+                y=vals,
+                name=tr(key, lang),
+                marker_color=colour,
+                text=[f"{v:.2f}" for v in vals],
+                textposition="inside",
+                hovertemplate="%{x}: %{y:.3f}<extra>" + tr(key, lang) + "</extra>",
+            ),
+            **where,
+        )
     fig.update_layout(barmode="stack")
     fig.update_yaxes(range=[0, 1], title_text=tr("share", lang), **where)
     if show_probs:
@@ -429,16 +605,33 @@ def attention_shares(walk: Walk, layer: int | None = None, lang: str = "en", sho
         n_window = int(d["n_window_keys"])
         kpos = d["window_key_pos"].tolist()
         keep = [t for t in range(probs.size(1)) if float(probs[:, t].abs().max()) > 0]
-        labels = [f"w{kpos[t]}·{token_text(walk.tokenizer, walk.tokens[0, kpos[t]])}" if t < n_window and kpos[t] >= 0
-                  else f"w{t}" if t < n_window else f"c{t - n_window}" for t in keep]
+        labels = [
+            f"w{kpos[t]}·{token_text(walk.tokenizer, walk.tokens[0, kpos[t]])}"
+            if t < n_window and kpos[t] >= 0
+            else f"w{t}"
+            if t < n_window
+            else f"c{t - n_window}"
+            for t in keep
+        ]
         z = none_if(probs[:, keep].tolist(), lambda x: x == 0)
-        fig.add_trace(go.Heatmap(z=z, x=labels, y=heads, colorscale="Purples", zmin=0,
-                                 colorbar={"thickness": 10, "len": 0.8},
-                                 hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>"), row=1, col=2)
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=labels,
+                y=heads,
+                colorscale="Purples",
+                zmin=0,
+                colorbar={"thickness": 10, "len": 0.8},
+                hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
         fig.update_yaxes(autorange="reversed", row=1, col=2)
         fig.update_xaxes(tickangle=-45, title_text=tr("key", lang), row=1, col=2)
-    return finish(fig, tr("shares", lang, layer=layer), 420,
-                  legend={"orientation": "h", "y": -0.3, "traceorder": "normal"})
+    return finish(
+        fig, tr("shares", lang, layer=layer), 420, legend={"orientation": "h", "y": -0.3, "traceorder": "normal"}
+    )
 
 
 # ---- 6A · KV bytes ---------------------------------------------------------------------------------
@@ -460,19 +653,36 @@ def kv_bytes_vs_context(lang: str = "en", max_tokens: int = 1_048_576) -> go.Fig
     lang = check_lang(lang)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
         raise ValueError(f"max_tokens = {max_tokens!r} is invalid: allowed an integer ≥ 2")
-    lengths = sorted({2 ** i for i in range(max_tokens.bit_length()) if 2 ** i <= max_tokens} | {max_tokens})
+    lengths = sorted({2**i for i in range(max_tokens.bit_length()) if 2**i <= max_tokens} | {max_tokens})
     presets = [(ui("toy", lang), get_config("lab")), (ui("real", lang), get_config("flash"))]
     fig = make_subplots(rows=1, cols=2, subplot_titles=[name for name, _ in presets], horizontal_spacing=0.12)
     for col, (_, cfg) in enumerate(presets, start=1):
         glob, window = kv_curve(cfg, lengths)
         for vals, key, colour in ((glob, "global_kv", "#d62728"), (window, "window_kv", "#1f77b4")):
-            fig.add_trace(go.Scatter(x=lengths, y=[max(v, 1.0) for v in vals], mode="lines+markers", name=tr(key, lang),
-                                     line={"color": colour}, legendgroup=key, showlegend=col == 1,
-                                     customdata=vals, hovertemplate="L = %{x:,}: %{customdata:,.0f} B<extra></extra>"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=lengths,
+                    y=[max(v, 1.0) for v in vals],
+                    mode="lines+markers",
+                    name=tr(key, lang),
+                    line={"color": colour},
+                    legendgroup=key,
+                    showlegend=col == 1,
+                    customdata=vals,
+                    hovertemplate="L = %{x:,}: %{customdata:,.0f} B<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(type="log", title_text=tr("context", lang), row=1, col=col)
-        fig.update_yaxes(type="log", exponentformat="SI", ticksuffix="B",
-                         title_text=tr("bytes", lang) if col == 1 else None, row=1, col=col)
+        fig.update_yaxes(
+            type="log",
+            exponentformat="SI",
+            ticksuffix="B",
+            title_text=tr("bytes", lang) if col == 1 else None,
+            row=1,
+            col=col,
+        )
     real = kv_bytes(get_config("flash"))["global_per_token"]
     return finish(fig, tr("kv", lang, real=round(real, 2)), 420, legend={"orientation": "h", "y": -0.25})
 
@@ -485,15 +695,28 @@ def router(walk: Walk, layer: int = 0, lang: str = "en") -> go.Figure:
     scores, idx = d["scores"][0], d["indices"][0]  # [S, E], [S, k]
     ys = position_labels(walk)
     xs = list(range(scores.size(1)))
-    fig = go.Figure(go.Heatmap(z=scores.tolist(), x=xs, y=ys, colorscale="YlGnBu",
-                               colorbar={"title": ui("score", lang)},
-                               hovertemplate="%{y} · expert %{x}: %{z:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=scores.tolist(),
+            x=xs,
+            y=ys,
+            colorscale="YlGnBu",
+            colorbar={"title": ui("score", lang)},
+            hovertemplate="%{y} · expert %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
     chosen = [(q, int(e)) for q in range(idx.size(0)) for e in idx[q].tolist()]
-    fig.add_trace(go.Scatter(x=[e for _, e in chosen], y=[ys[q] for q, _ in chosen], mode="markers",
-                             name=ui("expert", lang), showlegend=False,
-                             marker={"symbol": "diamond", "size": 10, "color": "#d62728",
-                                     "line": {"width": 1, "color": "white"}},
-                             hovertemplate="%{y} → expert %{x}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=[e for _, e in chosen],
+            y=[ys[q] for q, _ in chosen],
+            mode="markers",
+            name=ui("expert", lang),
+            showlegend=False,
+            marker={"symbol": "diamond", "size": 10, "color": "#d62728", "line": {"width": 1, "color": "white"}},
+            hovertemplate="%{y} → expert %{x}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title_text=ui("position", lang))
     fig.update_xaxes(title_text=ui("expert", lang), dtick=1)
     return finish(fig, tr("router", lang, layer=layer), rows_height(len(ys)))
@@ -503,8 +726,16 @@ def expert_load(walk: Walk, layer: int = 0, lang: str = "en") -> go.Figure:
     """Step 5A: how many prompt tokens each expert received at `layer`."""
     layer = resolve_layer(walk, "5A", layer)
     load = walk.trace.get("5A", "load", layer).tolist()
-    fig = go.Figure(go.Bar(x=list(range(len(load))), y=load, marker_color="#4c78a8", text=load, textposition="outside",
-                           hovertemplate="expert %{x}: %{y}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(load))),
+            y=load,
+            marker_color="#4c78a8",
+            text=load,
+            textposition="outside",
+            hovertemplate="expert %{x}: %{y}<extra></extra>",
+        )
+    )
     fig.update_xaxes(title_text=ui("expert", lang), dtick=1)
     fig.update_yaxes(title_text=tr("tokens_routed", lang), rangemode="tozero")
     return finish(fig, tr("load", lang, layer=layer), 340)
@@ -521,13 +752,24 @@ def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
     top = torch.topk(logits, k)
     ids = top.indices.tolist()
     texts = [token_text(walk.tokenizer, t) for t in ids]
-    fig = go.Figure(go.Bar(x=list(range(k)), y=[float(probs[t]) for t in ids], marker_color="#4c78a8",
-                           customdata=[[t, float(lv)] for t, lv in zip(ids, top.values.tolist(), strict=True)],
-                           text=[f"{float(probs[t]):.3f}" for t in ids], textposition="outside",
-                           hovertext=texts, hovertemplate="%{hovertext} (id %{customdata[0]}): p = %{y:.4f}, "
-                                                          "logit %{customdata[1]:.3f}<extra></extra>"))
-    fig.add_hline(y=1.0 / V, line={"dash": "dot", "color": "#888"}, annotation_text=tr("uniform", lang),
-                  annotation_position="top right")
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(k)),
+            y=[float(probs[t]) for t in ids],
+            marker_color="#4c78a8",
+            customdata=[[t, float(lv)] for t, lv in zip(ids, top.values.tolist(), strict=True)],
+            text=[f"{float(probs[t]):.3f}" for t in ids],
+            textposition="outside",
+            hovertext=texts,
+            hovertemplate="%{hovertext} (id %{customdata[0]}): p = %{y:.4f}, logit %{customdata[1]:.3f}<extra></extra>",
+        )
+    )
+    fig.add_hline(
+        y=1.0 / V,
+        line={"dash": "dot", "color": "#888"},
+        annotation_text=tr("uniform", lang),
+        annotation_position="top right",
+    )
     fig.update_xaxes(tickvals=list(range(k)), ticktext=texts, title_text=ui("token", lang))
     fig.update_yaxes(title_text=ui("probability", lang), rangemode="tozero")
     return finish(fig, tr("topk", lang, k=k), 380)
@@ -546,10 +788,16 @@ def draft_strip(round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenize
     k = max(r.block for r in rounds)
     code = {kind: i for i, kind in enumerate(STRIP_KINDS)}
     xs = [f"d{i + 1}" for i in range(k)] + [tr("target_col", lang)]
-    ys = [tr("round", lang, i=n + 1, pos=r.position, anchor=token_text(tokenizer, r.anchor))
-          for n, r in enumerate(rounds)]
-    status_text = {ACCEPTED: ui("accepted", lang), REJECTED: ui("rejected", lang),
-                   NOT_VERIFIED: tr("not_verified", lang), RESAMPLED: ui("resampled", lang), BONUS: ui("bonus", lang)}
+    ys = [
+        tr("round", lang, i=n + 1, pos=r.position, anchor=token_text(tokenizer, r.anchor)) for n, r in enumerate(rounds)
+    ]
+    status_text = {
+        ACCEPTED: ui("accepted", lang),
+        REJECTED: ui("rejected", lang),
+        NOT_VERIFIED: tr("not_verified", lang),
+        RESAMPLED: ui("resampled", lang),
+        BONUS: ui("bonus", lang),
+    }
     z, text, hover = [], [], []
     for r in rounds:
         zr: list[int | None] = [None] * (k + 1)
@@ -557,8 +805,10 @@ def draft_strip(round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenize
         cells = zip(r.draft, r.draft_probs, r.confidence, r.target_probs, r.status, strict=True)
         for i, (t, pd, c, pt, st) in enumerate(cells):
             zr[i], tx[i] = code[st], token_text(tokenizer, t)
-            hv[i] = (f"d{i + 1} = '{tx[i]}' · {status_text[st]}<br>p_d(x) = {pd:.4f} · c = {c:.3f} · "
-                     f"p_t(x) = {pt:.4f}<br>{tr('argmax', lang)}: '{token_text(tokenizer, r.target_argmax[i])}'")
+            hv[i] = (
+                f"d{i + 1} = '{tx[i]}' · {status_text[st]}<br>p_d(x) = {pd:.4f} · c = {c:.3f} · "
+                f"p_t(x) = {pt:.4f}<br>{tr('argmax', lang)}: '{token_text(tokenizer, r.target_argmax[i])}'"
+            )
         where = tr("replaces", lang, i=r.n_accepted + 1) if r.next_kind == RESAMPLED else tr("after", lang, k=r.block)
         zr[k], tx[k] = code[r.next_kind], token_text(tokenizer, r.next_token)
         hv[k] = f"'{tx[k]}' · {status_text[r.next_kind]} ({where}) · τ = {r.tau}"
@@ -567,17 +817,44 @@ def draft_strip(round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenize
         hover.append(hv)
     n = len(STRIP_KINDS)
     scale = [[edge, STRIP_COLOURS[kind]] for i, kind in enumerate(STRIP_KINDS) for edge in (i / n, (i + 1) / n)]
-    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, text=text, hovertext=hover, texttemplate="%{text}",
-                               textfont={"size": 14}, colorscale=scale, zmin=-0.5, zmax=n - 0.5, showscale=False,
-                               xgap=3, ygap=3, hovertemplate="%{hovertext}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=xs,
+            y=ys,
+            text=text,
+            hovertext=hover,
+            texttemplate="%{text}",
+            textfont={"size": 14},
+            colorscale=scale,
+            zmin=-0.5,
+            zmax=n - 0.5,
+            showscale=False,
+            xgap=3,
+            ygap=3,
+            hovertemplate="%{hovertext}<extra></extra>",
+        )
+    )
     for kind in STRIP_KINDS:  # legend entries for the colours
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=status_text[kind],
-                                 marker={"symbol": "square", "size": 12, "color": STRIP_COLOURS[kind]}))
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=status_text[kind],
+                marker={"symbol": "square", "size": 12, "color": STRIP_COLOURS[kind]},
+            )
+        )
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(side="top", title_text=tr("draft_pos", lang))
     fig.update_layout(meta={"draft_positions": k, "rounds": len(rounds)})
-    return finish(fig, tr("strip", lang), rows_height(len(rounds), 56, 220, 280),
-                  legend={"orientation": "h", "y": -0.08}, margin={"l": 130, "r": 30, "t": 110, "b": 40})
+    return finish(
+        fig,
+        tr("strip", lang),
+        rows_height(len(rounds), 56, 220, 280),
+        legend={"orientation": "h", "y": -0.08},
+        margin={"l": 130, "r": 30, "t": 110, "b": 40},
+    )
 
 
 def acceptance_by_position(stats: Mapping[str, Any], lang: str = "en") -> go.Figure:
@@ -591,11 +868,26 @@ def acceptance_by_position(stats: Mapping[str, Any], lang: str = "en") -> go.Fig
     fig = go.Figure()
     for key, name, colour in (("cond_accept", "cond", "#54a24b"), ("cum_accept", "cum", "#4c78a8")):
         vals = [p[key] for p in per]
-        fig.add_trace(go.Bar(x=xs, y=vals, name=tr(name, lang), marker_color=colour,
-                             text=["—" if v is None else f"{v:.2f}" for v in vals], textposition="outside"))
+        fig.add_trace(
+            go.Bar(
+                x=xs,
+                y=vals,
+                name=tr(name, lang),
+                marker_color=colour,
+                text=["—" if v is None else f"{v:.2f}" for v in vals],
+                textposition="outside",
+            )
+        )
     for key, name, dash in (("mean_confidence", "mean_c", "solid"), ("mean_draft_prob", "mean_pd", "dot")):
-        fig.add_trace(go.Scatter(x=xs, y=[p.get(key) for p in per], mode="lines+markers", name=tr(name, lang),
-                                 line={"color": "#e45756", "dash": dash}))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[p.get(key) for p in per],
+                mode="lines+markers",
+                name=tr(name, lang),
+                line={"color": "#e45756", "dash": dash},
+            )
+        )
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text=tr("draft_pos", lang), dtick=1)
     fig.update_yaxes(title_text=tr("rate", lang), range=[0, 1.1])
@@ -603,19 +895,28 @@ def acceptance_by_position(stats: Mapping[str, Any], lang: str = "en") -> go.Fig
     return finish(fig, title, 380, legend={"orientation": "h", "y": -0.25})
 
 
-def reliability_diagram(rounds: Sequence[Round], lang: str = "en", n_bins: int = 5,
-                        source: str = "confidence") -> go.Figure:
+def reliability_diagram(
+    rounds: Sequence[Round], lang: str = "en", n_bins: int = 5, source: str = "confidence"
+) -> go.Figure:
     """Step 6B: does the confidence head predict survival? Observed acceptance per bin of predicted c
     (marker size = points in the bin) against the diagonal of perfect calibration; ECE in the title."""
     lang = check_lang(lang)
     rel = reliability(rounds, n_bins, source)
     bins = rel["bins"]
-    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=tr("ideal", lang),
-                               line={"dash": "dot", "color": "#888"}))
-    fig.add_trace(go.Scatter(x=[b["predicted"] for b in bins], y=[b["observed"] for b in bins], mode="lines+markers",
-                             name=tr("observed", lang), customdata=[b["n"] for b in bins],
-                             marker={"size": [8 + 4 * math.sqrt(b["n"]) for b in bins], "color": "#e45756"},
-                             hovertemplate="%{x:.3f} → %{y:.3f} (n = %{customdata})<extra></extra>"))
+    fig = go.Figure(
+        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=tr("ideal", lang), line={"dash": "dot", "color": "#888"})
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[b["predicted"] for b in bins],
+            y=[b["observed"] for b in bins],
+            mode="lines+markers",
+            name=tr("observed", lang),
+            customdata=[b["n"] for b in bins],
+            marker={"size": [8 + 4 * math.sqrt(b["n"]) for b in bins], "color": "#e45756"},
+            hovertemplate="%{x:.3f} → %{y:.3f} (n = %{customdata})<extra></extra>",
+        )
+    )
     fig.update_xaxes(range=[0, 1], title_text=tr("predicted", lang))
     fig.update_yaxes(range=[0, 1.05], title_text=tr("observed", lang))
     src = "c" if source == "confidence" else "p_d(x)"
@@ -627,21 +928,32 @@ def verify_cost_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
     reach p95. `report` is `profiling.profile()` (or its "verify_cost" part)."""
     lang = check_lang(lang)
     cost = report.get("verify_cost", report) if isinstance(report, Mapping) else None
-    if not isinstance(cost, Mapping) or not cost or not all(
-            isinstance(v, Mapping) and "verify_s" in v and "k_decodes_s" in v for v in cost.values()):
-        raise ValueError("report must be lab.profiling.profile()'s dict (or its 'verify_cost' part: "
-                         "{k: {'verify_s': {...}, 'k_decodes_s': {...}}})")
+    if (
+        not isinstance(cost, Mapping)
+        or not cost
+        or not all(isinstance(v, Mapping) and "verify_s" in v and "k_decodes_s" in v for v in cost.values())
+    ):
+        raise ValueError(
+            "report must be lab.profiling.profile()'s dict (or its 'verify_cost' part: "
+            "{k: {'verify_s': {...}, 'k_decodes_s': {...}}})"
+        )
     ks = sorted(cost, key=int)
     fig = go.Figure()
     for key, name, colour in (("verify_s", "one_verify", "#54a24b"), ("k_decodes_s", "k_decodes", "#e45756")):
         p50 = [cost[k][key]["p50"] * 1e3 for k in ks]
         p95 = [cost[k][key]["p95"] * 1e3 for k in ks]
         up = [b - a for a, b in zip(p50, p95, strict=True)]
-        fig.add_trace(go.Scatter(x=[int(k) for k in ks], y=p50, mode="lines+markers", name=tr(name, lang),
-                                 line={"color": colour},
-                                 error_y={"type": "data", "symmetric": False, "array": up,
-                                          "arrayminus": [0.0] * len(ks)},
-                                 hovertemplate="k = %{x}: p50 %{y:.3f} ms<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[int(k) for k in ks],
+                y=p50,
+                mode="lines+markers",
+                name=tr(name, lang),
+                line={"color": colour},
+                error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": [0.0] * len(ks)},
+                hovertemplate="k = %{x}: p50 %{y:.3f} ms<extra></extra>",
+            )
+        )
     c = report.get("conditions", {}) if isinstance(report, Mapping) else {}
     cond = ", ".join(f"{k} {c[k]}" for k in ("device", "dtype", "threads", "cache_length", "torch") if k in c) or "—"
     fig.update_xaxes(title_text=tr("block_k", lang), dtick=1)
@@ -688,9 +1000,29 @@ def figure_for_step(walk: Walk, step_id: str, lang: str = "en", layer: int | Non
 
 
 __all__ = [
-    "acceptance_by_position", "attention_shares", "comb_heatmap", "compression_map", "default_layer", "draft_strip",
-    "embedding_lanes", "engram_gates", "expert_load", "figure_for_step", "indexer_scores", "kv_bytes_vs_context",
-    "kv_curve", "layer_roles_chart", "logits_bar", "position_labels", "reliability", "reliability_diagram",
-    "resolve_layer", "router", "sinkhorn_convergence", "step_figures", "step_layers", "token_text",
+    "acceptance_by_position",
+    "attention_shares",
+    "comb_heatmap",
+    "compression_map",
+    "default_layer",
+    "draft_strip",
+    "embedding_lanes",
+    "engram_gates",
+    "expert_load",
+    "figure_for_step",
+    "indexer_scores",
+    "kv_bytes_vs_context",
+    "kv_curve",
+    "layer_roles_chart",
+    "logits_bar",
+    "position_labels",
+    "reliability",
+    "reliability_diagram",
+    "resolve_layer",
+    "router",
+    "sinkhorn_convergence",
+    "step_figures",
+    "step_layers",
+    "token_text",
     "verify_cost_curve",
 ]

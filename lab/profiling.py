@@ -45,10 +45,17 @@ def cpu_model() -> str:
 
 def run_conditions(model, batch: int, cache_len: int) -> dict[str, Any]:
     dev = next(model.parameters()).device
-    return {"batch": batch, "cache_length": cache_len, "threads": torch.get_num_threads(),
-            "dtype": model.cfg.dtype, "device": str(dev), "torch": torch.__version__,
-            "cpu": cpu_model(), "cpus": os.cpu_count(),
-            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None}
+    return {
+        "batch": batch,
+        "cache_length": cache_len,
+        "threads": torch.get_num_threads(),
+        "dtype": model.cfg.dtype,
+        "device": str(dev),
+        "torch": torch.__version__,
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+    }
 
 
 @torch.no_grad()
@@ -91,15 +98,22 @@ def verify_cost(model, prefix: torch.Tensor, ks: list[int], reps: int) -> dict[i
             c = copy.deepcopy(base)
             t = time.perf_counter()
             for i in range(k):
-                model(rows[:, i:i + 1], cache=c)
+                model(rows[:, i : i + 1], cache=c)
             single.append(time.perf_counter() - t)
         v, d = percentiles(one), percentiles(single)
         out[k] = {"verify_s": v, "k_decodes_s": d, "ratio_p50": v["p50"] / d["p50"]}
     return out
 
 
-def profile(preset: str = "lab", seed: int = 0, prompts: int = 6, new_tokens: int = 24, reps: int = 15,
-            cache_len: int = 48, temperature: float = 0.0) -> dict[str, Any]:
+def profile(
+    preset: str = "lab",
+    seed: int = 0,
+    prompts: int = 6,
+    new_tokens: int = 24,
+    reps: int = 15,
+    cache_len: int = 48,
+    temperature: float = 0.0,
+) -> dict[str, Any]:
     """Everything `dspark-lab profile` reports, as data."""
     cfg = get_config(preset)
     model = build_model(cfg, seed=seed)
@@ -115,17 +129,24 @@ def profile(preset: str = "lab", seed: int = 0, prompts: int = 6, new_tokens: in
         "parity": {"max_abs_diff": parity(model, tokens), "threshold": 1e-9},
         "tap_mix": {"max_abs_diff": tap_mix_error(model, tokens), "threshold": 0.0},
         "acceptance": stats,
-        "calibration": {"confidence": reliability(rounds, 5, "confidence"),
-                        "draft_probability": reliability(rounds, 5, "draft_probs")},
-        "acceptance_conditions": {"prompts": prompts, "new_tokens": new_tokens, "temperature": temperature,
-                                  "block": cfg.dspark_block_size},
+        "calibration": {
+            "confidence": reliability(rounds, 5, "confidence"),
+            "draft_probability": reliability(rounds, 5, "draft_probs"),
+        },
+        "acceptance_conditions": {
+            "prompts": prompts,
+            "new_tokens": new_tokens,
+            "temperature": temperature,
+            "block": cfg.dspark_block_size,
+        },
         "verify_cost": {str(k): v for k, v in verify_cost(model, tokens, ks, reps).items()},
         "conditions": run_conditions(model, 1, cache_len),
     }
 
 
-def chi_square_test(samples: torch.Tensor, probs: torch.Tensor, alpha: float = 0.001,
-                    min_expected: float = 5.0) -> dict[str, float | bool | int]:
+def chi_square_test(
+    samples: torch.Tensor, probs: torch.Tensor, alpha: float = 0.001, min_expected: float = 5.0
+) -> dict[str, float | bool | int]:
     """Pearson's χ² of sampled token ids against exact probabilities [V].
 
     Bins with an expected count below `min_expected` are merged into one "rest" bin. The critical value
@@ -154,14 +175,22 @@ def reliability(rounds: Sequence[Round], n_bins: int = 5, source: str = "confide
         raise ValueError(f"source = {source!r} is invalid: allowed 'confidence', 'draft_probs'")
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins = {n_bins!r} is invalid: allowed an integer ≥ 1")
-    points = [(getattr(r, source)[i], float(r.n_accepted > i)) for r in rounds for i in range(r.block)
-              if r.n_accepted >= i]
+    points = [
+        (getattr(r, source)[i], float(r.n_accepted > i)) for r in rounds for i in range(r.block) if r.n_accepted >= i
+    ]
     bins = []
     for b in range(n_bins):
         lo, hi = b / n_bins, (b + 1) / n_bins
         inside = [(p, o) for p, o in points if lo <= p < hi or (b == n_bins - 1 and p == 1.0)]
         if inside:
-            bins.append({"lo": lo, "hi": hi, "n": len(inside), "predicted": sum(p for p, _ in inside) / len(inside),
-                         "observed": sum(o for _, o in inside) / len(inside)})
+            bins.append(
+                {
+                    "lo": lo,
+                    "hi": hi,
+                    "n": len(inside),
+                    "predicted": sum(p for p, _ in inside) / len(inside),
+                    "observed": sum(o for _, o in inside) / len(inside),
+                }
+            )
     ece = sum(b["n"] * abs(b["predicted"] - b["observed"]) for b in bins) / len(points) if points else 0.0
     return {"bins": bins, "ece": ece, "points": len(points), "source": source}

@@ -62,9 +62,12 @@ def render_view(view: StepView) -> Panel:
 
 
 def render_walk(console: Console, walk, lang: str) -> None:
-    head = Text(f"dspark-lab · {ui('preset', lang)}: {walk.cfg.name} · {ui('seed', lang)}: {walk.seed} · "
-                f"{ui('weights', lang)}: {ui('untrained', lang)}\n{ui('prompt', lang)}: {walk.prompt!r} "
-                f"({walk.tokens.size(1)} tokens)", style="bold")
+    head = Text(
+        f"dspark-lab · {ui('preset', lang)}: {walk.cfg.name} · {ui('seed', lang)}: {walk.seed} · "
+        f"{ui('weights', lang)}: {ui('untrained', lang)}\n{ui('prompt', lang)}: {walk.prompt!r} "
+        f"({walk.tokens.size(1)} tokens)",
+        style="bold",
+    )
     console.print(head)
     for view in walk.views.values():
         console.print(render_view(view))
@@ -72,8 +75,11 @@ def render_walk(console: Console, walk, lang: str) -> None:
 
 def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
     p = report["params"]
-    t = Table(title=f"{ui('params', lang)} · {report['preset']} ({report['device']})", box=box.SIMPLE_HEAVY,
-              title_justify="left")
+    t = Table(
+        title=f"{ui('params', lang)} · {report['preset']} ({report['device']})",
+        box=box.SIMPLE_HEAVY,
+        title_justify="left",
+    )
     t.add_column("group")
     t.add_column(ui("params", lang), justify="right")
     t.add_column("exact", justify="right")
@@ -85,8 +91,9 @@ def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
     kb.add_column("B / entry", justify="right")
     kb.add_column("B / token", justify="right")
     e, pt = report["kv_bytes_per_entry"], report["kv_bytes_per_token"]
-    kb.add_row(ui("cache_window", lang), str(e["window"]),
-               f"ring: {report['window_bytes_per_sequence']:,} B / sequence")
+    kb.add_row(
+        ui("cache_window", lang), str(e["window"]), f"ring: {report['window_bytes_per_sequence']:,} B / sequence"
+    )
     kb.add_row(ui("cache_compressed", lang), str(e["compressed_kv"]), f"{pt['compressed_kv']:g}")
     kb.add_row(ui("cache_index", lang), str(e["index_k"]), f"{pt['index_k']:g}")
     kb.add_row("global KV", "", f"[bold]{pt['global']:g}[/bold]")
@@ -95,16 +102,36 @@ def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
     for c in ("layer", "part", "ratio", "mode", "reads KV of", "reads top-k of", "RoPE", "extra"):
         roles.add_column(c)
     for r in report["roles"]:
-        extra = " ".join(x for x, on in (("candidate-source", r["is_candidate_source"]), ("Engram", r["has_engram"]),
-                                         ("tap", r["is_tap"])) if on)
-        roles.add_row(str(r["layer"]), r["part"], str(r["ratio"]), r["mode"],
-                      "—" if r["reads_kv_of"] is None else str(r["reads_kv_of"]),
-                      "—" if r["reads_topk_of"] is None else str(r["reads_topk_of"]), r["rope"], extra)
+        extra = " ".join(
+            x
+            for x, on in (
+                ("candidate-source", r["is_candidate_source"]),
+                ("Engram", r["has_engram"]),
+                ("tap", r["is_tap"]),
+            )
+            if on
+        )
+        roles.add_row(
+            str(r["layer"]),
+            r["part"],
+            str(r["ratio"]),
+            r["mode"],
+            "—" if r["reads_kv_of"] is None else str(r["reads_kv_of"]),
+            "—" if r["reads_topk_of"] is None else str(r["reads_topk_of"]),
+            r["rope"],
+            extra,
+        )
     console.print(roles)
 
 
-STRIP_STYLE = {"accepted": "bold black on green", "rejected": "strike white on red", "not verified": "dim",
-               "resampled": "bold black on yellow", "bonus": "bold white on blue", "anchor": "bold"}
+STRIP_STYLE = {
+    "accepted": "bold black on green",
+    "rejected": "strike white on red",
+    "not verified": "dim",
+    "resampled": "bold black on yellow",
+    "bonus": "bold white on blue",
+    "anchor": "bold",
+}
 
 
 def render_generate(console: Console, report, lang: str) -> None:
@@ -115,21 +142,29 @@ def render_generate(console: Console, report, lang: str) -> None:
     def show(i: int) -> str:
         return tok[i].replace("▁", " ")
 
-    console.print(Text(f"{ui('prompt', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {report.block}  ·  "
-                       f"{ui('temperature', lang)}: {report.temperature}  ·  {ui('seed', lang)}: {report.seed}",
-                       style="bold"))
+    console.print(
+        Text(
+            f"{ui('prompt', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {report.block}  ·  "
+            f"{ui('temperature', lang)}: {report.temperature}  ·  {ui('seed', lang)}: {report.seed}",
+            style="bold",
+        )
+    )
     strip = Text()
     strip.append(show(report.spec.tokens[0][0]), style=STRIP_STYLE["anchor"])  # from the prompt's forward
     for r in report.spec.rows(0):
         strip.append("│", style="dim")
-        for t, st in zip(r.draft, r.status):
+        for t, st in zip(r.draft, r.status, strict=True):
             strip.append(show(t), style=STRIP_STYLE[st])
         strip.append(show(r.next_token), style=STRIP_STYLE[r.next_kind])
     strip.append("│", style="dim")
-    legend = Text("  ").join(Text(ui(k, lang) if k in ("accepted", "rejected", "resampled", "bonus") else k,
-                                  style=v) for k, v in STRIP_STYLE.items() if k != "anchor")
-    console.print(Panel(Group(strip, legend), title="DSpark: draft → verify, one strip segment per round",
-                        title_align="left"))
+    legend = Text("  ").join(
+        Text(ui(k, lang) if k in ("accepted", "rejected", "resampled", "bonus") else k, style=v)
+        for k, v in STRIP_STYLE.items()
+        if k != "anchor"
+    )
+    console.print(
+        Panel(Group(strip, legend), title="DSpark: draft → verify, one strip segment per round", title_align="left")
+    )
     t = Table(box=box.SIMPLE_HEAVY)
     for c in ("", "text", "tokens", "target forwards", "tokens/s"):
         t.add_column(c)
@@ -139,9 +174,11 @@ def render_generate(console: Console, report, lang: str) -> None:
     console.print(t)
     s = j["speculative"]
     same = "identical" if j["identical_tokens"] else "different (sampling: same distribution, other draws)"
-    console.print(f"{ui('accepted_length', lang)}: {s['mean_accepted_length']:.3f}  ·  "
-                  f"{ui('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  rounds: {s['rounds']}  ·  "
-                  f"tokens: {same}  ·  speed-up: {j['speedup']:.2f}×")
+    console.print(
+        f"{ui('accepted_length', lang)}: {s['mean_accepted_length']:.3f}  ·  "
+        f"{ui('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  rounds: {s['rounds']}  ·  "
+        f"tokens: {same}  ·  speed-up: {j['speedup']:.2f}×"
+    )
     console.print(Text(ui("warning_untrained", lang), style="yellow"))
 
 
@@ -149,23 +186,38 @@ def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
     p, m = report["parity"], report["tap_mix"]
     for name, d in ((ui("parity", lang), p), ("tap mix 0.5/0.5 vs mean", m)):
         ok = d["max_abs_diff"] <= d["threshold"]
-        console.print(Text(f"{'✓' if ok else '✗'} {name}: max |Δ| = {d['max_abs_diff']:.3g} (≤ {d['threshold']:g})",
-                           style="green" if ok else "red"))
+        console.print(
+            Text(
+                f"{'✓' if ok else '✗'} {name}: max |Δ| = {d['max_abs_diff']:.3g} (≤ {d['threshold']:g})",
+                style="green" if ok else "red",
+            )
+        )
     a = report["acceptance"]
-    t = Table(title=f"{ui('acceptance_rate', lang)} · τ = {a['mean_accepted_length']:.3f} over {a['rounds']} rounds",
-              box=box.SIMPLE_HEAVY, title_justify="left")
+    t = Table(
+        title=f"{ui('acceptance_rate', lang)} · τ = {a['mean_accepted_length']:.3f} over {a['rounds']} rounds",
+        box=box.SIMPLE_HEAVY,
+        title_justify="left",
+    )
     for c in ("position", "reached", "conditional", "cumulative", "mean confidence c", "mean p_d(x)"):
         t.add_column(c)
     for row in a["per_position"]:
-        t.add_row(*(cell(row[k]) if row[k] is not None else "—"
-                    for k in ("position", "reached", "cond_accept", "cum_accept", "mean_confidence", "mean_draft_prob")))
+        t.add_row(
+            *(
+                cell(row[k]) if row[k] is not None else "—"
+                for k in ("position", "reached", "cond_accept", "cum_accept", "mean_confidence", "mean_draft_prob")
+            )
+        )
     console.print(t)
     v = Table(title=ui("verify_cost", lang) + " (seconds)", box=box.SIMPLE_HEAVY, title_justify="left")
     for c in ("k", "verify p50", "p95", "p99", "k decodes p50", "p95", "p99", "verify / k decodes"):
         v.add_column(c)
     for k, d in report["verify_cost"].items():
         a1, b1 = d["verify_s"], d["k_decodes_s"]
-        v.add_row(k, *(f"{a1[q]:.4f}" for q in ("p50", "p95", "p99")), *(f"{b1[q]:.4f}" for q in ("p50", "p95", "p99")),
-                  f"{d['ratio_p50']:.2f}")
+        v.add_row(
+            k,
+            *(f"{a1[q]:.4f}" for q in ("p50", "p95", "p99")),
+            *(f"{b1[q]:.4f}" for q in ("p50", "p95", "p99")),
+            f"{d['ratio_p50']:.2f}",
+        )
     console.print(v)
     console.print(ui("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in report["conditions"].items()))

@@ -45,7 +45,7 @@ class Column:
         return self.title[check_lang(lang)]
 
     def label(self, lang: str) -> str:
-        """"1 · Input, Engram & mHC" — the column header of the map."""
+        """ "1 · Input, Engram & mHC" — the column header of the map."""
         return f"{self.id} · {self.t('title', lang)}"
 
 
@@ -98,7 +98,7 @@ class Step:
         return getattr(self, field_name)[lang]
 
     def label(self, lang: str) -> str:
-        """"6B · LM head & DSpark: ..." — the heading of the step's panel."""
+        """ "6B · LM head & DSpark: ..." — the heading of the step's panel."""
         return f"{self.id} · {self.t('title', lang)}"
 
 
@@ -413,10 +413,7 @@ STEPS: tuple[Step, ...] = (
                 "raw tokens of the sliding window, which every layer sees."
             ),
         },
-        equation=(
-            "I[s,t] = Σₕ w[s,h]·ReLU(q[s,h]·k[t]);  picks = topk(I | candidates, 512)\n"
-            "keys = window ‖ picks"
-        ),
+        equation=("I[s,t] = Σₕ w[s,h]·ReLU(q[s,h]·k[t]);  picks = topk(I | candidates, 512)\nkeys = window ‖ picks"),
         look_at={
             "vi": (
                 "bản đồ nhiệt điểm của indexer, có đánh dấu các mục top-k",
@@ -467,8 +464,7 @@ STEPS: tuple[Step, ...] = (
             ),
         },
         equation=(
-            "a_h = softmax([q_h·kv_t/√512]_t ; sink_h),  o_h = Σ_t a_h[t]·kv_t\nout = wo_b(concat_g "
-            "wo_a[g](o_g))"
+            "a_h = softmax([q_h·kv_t/√512]_t ; sink_h),  o_h = Σ_t a_h[t]·kv_t\nout = wo_b(concat_g wo_a[g](o_g))"
         ),
         look_at={
             "vi": (
@@ -660,9 +656,7 @@ STEPS: tuple[Step, ...] = (
         },
         module="dspark",
         real_scale={
-            "vi": (
-                "lớp đích L37..39 → 3 lớp nháp · khối 5 [tok, noise×4] · Markov hạng 256 · 14.23 tỷ tham số"
-            ),
+            "vi": ("lớp đích L37..39 → 3 lớp nháp · khối 5 [tok, noise×4] · Markov hạng 256 · 14.23 tỷ tham số"),
             "en": "taps L37..39 → 3 draft layers · block 5 [tok, noise×4] · Markov rank 256 · 14.23 B params",
         },
         trace_key="head",

@@ -15,12 +15,12 @@ import torch
 
 from dspark_mini import Trace, build_model, count_params, get_config, get_tokenizer
 from dspark_mini.config import ModelConfig
+from dspark_mini.dspark import sample, token_distribution
 from dspark_mini.kv_cache import KVCache, kv_bytes
 from dspark_mini.model import Transformer
 from dspark_mini.quant import fp4_qdq
 from dspark_mini.schedule import LayerRole, layer_roles
 from dspark_mini.speculative import Round, speculative_round
-from dspark_mini.dspark import sample, token_distribution
 from dspark_mini.tokenizer import LabTokenizer
 
 from .steps import STEP_IDS, Step, check_lang, get_step, ui
@@ -30,42 +30,91 @@ WALK_PRESETS = ("lab",)
 
 # generated notes, both languages (step text itself lives in steps.py)
 NOTES = {
-    "copies_equal": {"vi": "4 làn giống hệt nhau (max |Δ| giữa các làn)", "en": "the 4 lanes are identical (max |Δ| between lanes)"},
+    "copies_equal": {
+        "vi": "4 làn giống hệt nhau (max |Δ| giữa các làn)",
+        "en": "the 4 lanes are identical (max |Δ| between lanes)",
+    },
     "premix": {"vi": "pre-mix ban đầu", "en": "initial pre-mix"},
-    "changed_most": {"vi": "Token được Engram thay đổi nhiều nhất (‖g·value‖)", "en": "Tokens the memory changed most (‖g·value‖)"},
+    "changed_most": {
+        "vi": "Token được Engram thay đổi nhiều nhất (‖g·value‖)",
+        "en": "Tokens the memory changed most (‖g·value‖)",
+    },
     "table_rows": {"vi": "số hàng bảng (tổng các số nguyên tố)", "en": "table rows (sum of primes)"},
-    "sinkhorn": {"vi": "Hội tụ Sinkhorn của comb (lớp {layer}, attention, token cuối)", "en": "Sinkhorn convergence of comb (layer {layer}, attention, last token)"},
-    "comb": {"vi": "Ma trận comb 4×4 (từ làn i → làn j), token cuối", "en": "comb 4×4 (from lane i → to lane j), last token"},
+    "sinkhorn": {
+        "vi": "Hội tụ Sinkhorn của comb (lớp {layer}, attention, token cuối)",
+        "en": "Sinkhorn convergence of comb (layer {layer}, attention, last token)",
+    },
+    "comb": {
+        "vi": "Ma trận comb 4×4 (từ làn i → làn j), token cuối",
+        "en": "comb 4×4 (from lane i → to lane j), last token",
+    },
     "prepost": {"vi": "pre / post của lớp {layer} (token cuối)", "en": "pre / post of layer {layer} (last token)"},
     "roles_toy": {"vi": "Vai trò các lớp — mô hình lab", "en": "Layer roles — lab model"},
     "roles_real": {"vi": "Vai trò các lớp — mô hình thật (gộp theo dải)", "en": "Layer roles — real model (grouped)"},
     "compressed": {"vi": "Nén tại các nguồn KV", "en": "Compression at the KV sources"},
-    "gates": {"vi": "Trọng số cổng softmax của vài nhóm đầu (trung bình theo kênh) — lớp {layer}", "en": "Softmax gate weights of the first groups (mean over channels) — layer {layer}"},
-    "picks": {"vi": "Indexer: token cuối chọn vị trí nén nào", "en": "Indexer: which compressed positions the last token picks"},
+    "gates": {
+        "vi": "Trọng số cổng softmax của vài nhóm đầu (trung bình theo kênh) — lớp {layer}",
+        "en": "Softmax gate weights of the first groups (mean over channels) — layer {layer}",
+    },
+    "picks": {
+        "vi": "Indexer: token cuối chọn vị trí nén nào",
+        "en": "Indexer: which compressed positions the last token picks",
+    },
     "window_pos": {"vi": "cửa sổ của token cuối", "en": "window of the last token"},
-    "attn_share": {"vi": "Attention của token cuối theo đầu — lớp {layer}", "en": "Last token's attention by head — layer {layer}"},
-    "olora": {"vi": "O-LoRA nhóm: {g} nhóm × {h} đầu, mỗi nhóm {d} → {r}", "en": "grouped O-LoRA: {g} groups × {h} heads, each {d} → {r}"},
+    "attn_share": {
+        "vi": "Attention của token cuối theo đầu — lớp {layer}",
+        "en": "Last token's attention by head — layer {layer}",
+    },
+    "olora": {
+        "vi": "O-LoRA nhóm: {g} nhóm × {h} đầu, mỗi nhóm {d} → {r}",
+        "en": "grouped O-LoRA: {g} groups × {h} heads, each {d} → {r}",
+    },
     "bytes": {"vi": "Byte mỗi token theo loại cache", "en": "Bytes per token by cache kind"},
-    "qdq": {"vi": "Sai số lượng tử hóa→giải lượng tử (tương đối, trên prompt này)", "en": "Quantize→dequantize error (relative, on this prompt)"},
+    "qdq": {
+        "vi": "Sai số lượng tử hóa→giải lượng tử (tương đối, trên prompt này)",
+        "en": "Quantize→dequantize error (relative, on this prompt)",
+    },
     "router": {"vi": "Router của token cuối — lớp {layer}", "en": "Router of the last token — layer {layer}"},
     "load": {"vi": "Tải expert trên prompt — lớp {layer}", "en": "Expert load over the prompt — layer {layer}"},
     "bias_changed": {"vi": "token mà bias đổi lựa chọn expert", "en": "tokens whose expert choice the bias changed"},
-    "fp4_err": {"vi": "sai số MXFP4 của trọng số expert 0 (tương đối)", "en": "MXFP4 error of expert 0's weights (relative)"},
+    "fp4_err": {
+        "vi": "sai số MXFP4 của trọng số expert 0 (tương đối)",
+        "en": "MXFP4 error of expert 0's weights (relative)",
+    },
     "topk": {"vi": "Logits [B, V] của vị trí cuối: top-{k}", "en": "Logits [B, V] at the last position: top-{k}"},
-    "taps": {"vi": "Lớp đích DSpark: hidden (trung bình 4 làn của đầu vào attention)", "en": "DSpark taps: hidden (mean over the 4 lanes of the attention input)"},
+    "taps": {
+        "vi": "Lớp đích DSpark: hidden (trung bình 4 làn của đầu vào attention)",
+        "en": "DSpark taps: hidden (mean over the 4 lanes of the attention input)",
+    },
     "mix_check": {"vi": "trộn 0.5/0.5 == trung bình của hai phần", "en": "0.5/0.5 mix == mean of the two parts"},
-    "parity_check": {"vi": "hai forward cùng đầu vào → logits giống hệt (ngưỡng 1e-9)", "en": "two forwards of the same input → identical logits (threshold 1e-9)"},
-    "draft_block": {"vi": "Khối nháp DSpark [anchor {a!r}, noise×{n}] và kết quả verify", "en": "DSpark draft block [anchor {a!r}, noise×{n}] and what verify kept"},
-    "not_acceptance": {"vi": "Confidence p_d(x) và đầu tin cậy c đều chưa phải là việc token được giữ: chỉ forward thật (verify) quyết định.", "en": "Neither the draft probability p_d(x) nor the confidence c is acceptance: only the target's real forward (verify) decides."},
-    "verdict": {"vi": "giữ {n}/{k} token nháp, τ = {tau}; token thêm từ forward thật: {t!r} ({kind})", "en": "kept {n}/{k} draft tokens, τ = {tau}; the target's own token: {t!r} ({kind})"},
+    "parity_check": {
+        "vi": "hai forward cùng đầu vào → logits giống hệt (ngưỡng 1e-9)",
+        "en": "two forwards of the same input → identical logits (threshold 1e-9)",
+    },
+    "draft_block": {
+        "vi": "Khối nháp DSpark [anchor {a!r}, noise×{n}] và kết quả verify",
+        "en": "DSpark draft block [anchor {a!r}, noise×{n}] and what verify kept",
+    },
+    "not_acceptance": {
+        "vi": "Confidence p_d(x) và đầu tin cậy c đều chưa phải là việc token được giữ: "
+        "chỉ forward thật (verify) quyết định.",
+        "en": "Neither the draft probability p_d(x) nor the confidence c is acceptance: "
+        "only the target's real forward (verify) decides.",
+    },
+    "verdict": {
+        "vi": "giữ {n}/{k} token nháp, τ = {tau}; token thêm từ forward thật: {t!r} ({kind})",
+        "en": "kept {n}/{k} draft tokens, τ = {tau}; the target's own token: {t!r} ({kind})",
+    },
     "pos_col": {"vi": "Vị trí", "en": "Position"},
     "pt_col": {"vi": "p_t(x) của forward thật", "en": "target p_t(x)"},
     "status": {"vi": "Kết quả verify", "en": "Verify"},
     "not_verified": {"vi": "không xét", "en": "not verified"},
-    "untrained": {"vi": "Trọng số chưa huấn luyện (khởi tạo ngẫu nhiên theo seed): các con số minh họa cơ chế, không nói gì về chất lượng.", "en": "Untrained weights (random init from the seed): the numbers show the mechanism, not quality."},
     "engram_id": {"vi": "Mã Engram (nén)", "en": "Engram id (compressed)"},
     "emb_norm": {"vi": "‖embedding‖ trung bình mỗi token", "en": "mean ‖embedding‖ per token"},
-    "doubly": {"vi": "comb ≈ song ngẫu nhiên sau {n} vòng (mọi lớp)", "en": "comb ≈ doubly stochastic after {n} iterations (all layers)"},
+    "doubly": {
+        "vi": "comb ≈ song ngẫu nhiên sau {n} vòng (mọi lớp)",
+        "en": "comb ≈ doubly stochastic after {n} iterations (all layers)",
+    },
     "part": {"vi": "Phần", "en": "Part"},
     "enc_dec": {"vi": "encoder / decoder", "en": "encoder / decoder"},
     "raw_pos": {"vi": "Vị trí gốc", "en": "Raw positions"},
@@ -165,13 +214,22 @@ class Walk:
     views: dict[str, StepView] = field(default_factory=dict)
 
 
-def run_walk(prompt: str = DEFAULT_PROMPT, preset: str = "lab", seed: int = 0, lang: str = "en",
-             steps: tuple[str, ...] | None = None, block: int | None = None, temperature: float = 0.0) -> Walk:
+def run_walk(
+    prompt: str = DEFAULT_PROMPT,
+    preset: str = "lab",
+    seed: int = 0,
+    lang: str = "en",
+    steps: tuple[str, ...] | None = None,
+    block: int | None = None,
+    temperature: float = 0.0,
+) -> Walk:
     """Tokenize, run one traced forward (and a second for the parity check), one DSpark round, the views."""
     lang = check_lang(lang)
     if preset not in WALK_PRESETS:
-        raise ValueError(f"walk preset {preset!r} is not runnable on a CPU: allowed {WALK_PRESETS} "
-                         "(use `dspark-lab inspect --preset flash` for the real-size model)")
+        raise ValueError(
+            f"walk preset {preset!r} is not runnable on a CPU: allowed {WALK_PRESETS} "
+            "(use `dspark-lab inspect --preset flash` for the real-size model)"
+        )
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt is empty: give some text to run through the model")
     wanted = tuple(get_step(s).id for s in steps) if steps else STEP_IDS
@@ -179,8 +237,10 @@ def run_walk(prompt: str = DEFAULT_PROMPT, preset: str = "lab", seed: int = 0, l
     tok = get_tokenizer(cfg)
     ids = tok.encode(prompt)
     if len(ids) + cfg.dspark_block_size + 1 > cfg.max_seq_len:
-        raise ValueError(f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - cfg.dspark_block_size - 1} "
-                         f"(max_seq_len {cfg.max_seq_len} minus one draft round)")
+        raise ValueError(
+            f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - cfg.dspark_block_size - 1} "
+            f"(max_seq_len {cfg.max_seq_len} minus one draft round)"
+        )
     block = check_block(cfg, block)
     token_distribution(torch.zeros(1), temperature)  # validates the temperature
     model = build_model(cfg, seed=seed)
@@ -199,8 +259,9 @@ def run_walk(prompt: str = DEFAULT_PROMPT, preset: str = "lab", seed: int = 0, l
 def check_block(cfg: ModelConfig, block: int | None) -> int:
     block = cfg.dspark_block_size if block is None else block
     if not isinstance(block, int) or isinstance(block, bool) or not 1 <= block <= cfg.dspark_block_size:
-        raise ValueError(f"block size = {block!r} is invalid: allowed 1..{cfg.dspark_block_size} "
-                         "(the trained draft block)")
+        raise ValueError(
+            f"block size = {block!r} is invalid: allowed 1..{cfg.dspark_block_size} (the trained draft block)"
+        )
     return block
 
 
@@ -218,8 +279,9 @@ def redraft(walk: Walk, block: int | None, temperature: float, views: bool = Tru
         cache = copy.deepcopy(walk.prompt_cache)
         anchor = sample(token_distribution(walk.logits[:, -1], temperature), gen)  # [1]
         rnd = speculative_round(walk.model, cache, anchor, block, temperature, gen, trace=draft_trace)[0]
-    new = dataclasses.replace(walk, round=rnd, block=block, temperature=temperature, draft_trace=draft_trace,
-                              views=dict(walk.views))
+    new = dataclasses.replace(
+        walk, round=rnd, block=block, temperature=temperature, draft_trace=draft_trace, views=dict(walk.views)
+    )
     if views and "6B" in walk.views:
         new.views["6B"] = view_6b(new, StepView(get_step("6B"), walk.views["6B"].lang))
     return new
@@ -228,8 +290,18 @@ def redraft(walk: Walk, block: int | None, temperature: float, views: bool = Tru
 def build_views(walk: Walk, lang: str, steps: tuple[str, ...] = STEP_IDS) -> Walk:
     """(Re)build the views of `steps` in `lang` from what the walk already computed."""
     lang = check_lang(lang)
-    builders = {"1A": view_1a, "1B": view_1b, "2A": view_2a, "3A": view_3a, "3B": view_3b, "3C": view_3c,
-                "4A": view_4a, "6A": view_6a, "5A": view_5a, "6B": view_6b}
+    builders = {
+        "1A": view_1a,
+        "1B": view_1b,
+        "2A": view_2a,
+        "3A": view_3a,
+        "3B": view_3b,
+        "3C": view_3c,
+        "4A": view_4a,
+        "6A": view_6a,
+        "5A": view_5a,
+        "6B": view_6b,
+    }
     views = {sid: builders[sid](walk, StepView(get_step(sid), lang)) for sid in STEP_IDS if sid in steps}
     return dataclasses.replace(walk, views=views)
 
@@ -256,15 +328,26 @@ def view_1a(w: Walk, v: StepView) -> StepView:
     tr, lang = w.trace, v.lang
     emb, streams, pre = tr.get("1A", "embedding"), tr.get("1A", "streams"), tr.get("1A", "pre_mix")
     comp = tr.get("1B", "compressed_ids")
-    v.shapes += [("tokens", shape(w.tokens)), ("embedding", shape(emb)), ("streams", shape(streams)),
-                 ("pre_mix", shape(pre))]
-    rows = [[p, int(t), tok_text(w, t), int(c)] for p, (t, c) in enumerate(zip(w.tokens[0], comp[0]))]
-    v.tables.append(ViewTable(ui("token", lang), [ui("position", lang), ui("token_id", lang), ui("token", lang),
-                                                   note("engram_id", lang)], rows))
+    v.shapes += [
+        ("tokens", shape(w.tokens)),
+        ("embedding", shape(emb)),
+        ("streams", shape(streams)),
+        ("pre_mix", shape(pre)),
+    ]
+    rows = [[p, int(t), tok_text(w, t), int(c)] for p, (t, c) in enumerate(zip(w.tokens[0], comp[0], strict=True))]
+    v.tables.append(
+        ViewTable(
+            ui("token", lang),
+            [ui("position", lang), ui("token_id", lang), ui("token", lang), note("engram_id", lang)],
+            rows,
+        )
+    )
     spread = float((streams - streams[:, :, :1]).abs().max())
     v.checks.append(Check(note("copies_equal", lang), spread, 0.0))
-    v.facts += [(note("premix", lang), [r(x) for x in pre[0, 0].tolist()]),
-                (note("emb_norm", lang), r(emb[0].norm(dim=-1).mean()))]
+    v.facts += [
+        (note("premix", lang), [r(x) for x in pre[0, 0].tolist()]),
+        (note("emb_norm", lang), r(emb[0].norm(dim=-1).mean())),
+    ]
     return v
 
 
@@ -274,8 +357,10 @@ def view_1b(w: Walk, v: StepView) -> StepView:
 
     sizes = engram_num_embeddings(cfg)
     real = engram_num_embeddings(get_config("flash"))
-    v.facts += [(note("table_rows", lang) + f" ({ui('toy', lang)})", list(sizes)),
-                (note("table_rows", lang) + f" ({ui('real', lang)})", list(real))]
+    v.facts += [
+        (note("table_rows", lang) + f" ({ui('toy', lang)})", list(sizes)),
+        (note("table_rows", lang) + f" ({ui('real', lang)})", list(real)),
+    ]
     cols_per_order = cfg.engram_n_heads
     for layer in tr.layers("1B"):
         rows_ids, gate = tr.get("1B", "row_ids", layer), tr.get("1B", "gate", layer)
@@ -285,13 +370,21 @@ def view_1b(w: Walk, v: StepView) -> StepView:
         rows = []
         for p in range(w.tokens.size(1)):
             ids = [int(rows_ids[0, p, (n - 2) * cols_per_order]) for n in cfg.engram_orders]
-            rows.append([p, tok_text(w, w.tokens[0, p])] + ids + [[r(g, 3) for g in gate[0, p].tolist()], r(delta[0, p], 3)])
-        v.tables.append(ViewTable(f"Engram {ui('layer', lang)} {layer}",
-                                  [ui("position", lang), ui("token", lang)] + heads + [ui("gate", lang) + " ×4", "‖g·value‖"],
-                                  rows))
+            rows.append(
+                [p, tok_text(w, w.tokens[0, p])] + ids + [[r(g, 3) for g in gate[0, p].tolist()], r(delta[0, p], 3)]
+            )
+        v.tables.append(
+            ViewTable(
+                f"Engram {ui('layer', lang)} {layer}",
+                [ui("position", lang), ui("token", lang)] + heads + [ui("gate", lang) + " ×4", "‖g·value‖"],
+                rows,
+            )
+        )
         top = torch.argsort(delta[0], descending=True)[:3].tolist()
-        v.notes.append(f"{note('changed_most', lang)} — {ui('layer', lang)} {layer}: "
-                       + ", ".join(f"{tok_text(w, w.tokens[0, p])!r}@{p}" for p in top))
+        v.notes.append(
+            f"{note('changed_most', lang)} — {ui('layer', lang)} {layer}: "
+            + ", ".join(f"{tok_text(w, w.tokens[0, p])!r}@{p}" for p in top)
+        )
     return v
 
 
@@ -307,25 +400,41 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     tr, lang = w.trace, v.lang
     hist = tr.get("2A", "attn_comb_history", layer)[:, 0, -1]  # [iters, hc, hc] last token
     comb = tr.get("2A", "attn_comb", layer)
-    v.shapes += [("attn_pre / post", shape(tr.get("2A", "attn_pre", layer))), ("attn_comb", shape(comb)),
-                 ("comb history", shape(tr.get("2A", "attn_comb_history", layer)))]
+    v.shapes += [
+        ("attn_pre / post", shape(tr.get("2A", "attn_pre", layer))),
+        ("attn_comb", shape(comb)),
+        ("comb history", shape(tr.get("2A", "attn_comb_history", layer))),
+    ]
     pre, post = tr.get("2A", "attn_pre", layer)[0, -1], tr.get("2A", "attn_post", layer)[0, -1]
-    v.tables.append(ViewTable(note("prepost", lang, layer=layer), [ui("lane", lang), "pre", "post"],
-                              [[j, r(pre[j]), r(post[j])] for j in range(pre.numel())]))
+    v.tables.append(
+        ViewTable(
+            note("prepost", lang, layer=layer),
+            [ui("lane", lang), "pre", "post"],
+            [[j, r(pre[j]), r(post[j])] for j in range(pre.numel())],
+        )
+    )
     c = comb[0, -1]
-    v.tables.append(ViewTable(note("comb", lang), ["i \\ j"] + [str(j) for j in range(c.size(1))],
-                              [[i] + [r(x) for x in c[i].tolist()] for i in range(c.size(0))]))
+    v.tables.append(
+        ViewTable(
+            note("comb", lang),
+            ["i \\ j"] + [str(j) for j in range(c.size(1))],
+            [[i] + [r(x) for x in c[i].tolist()] for i in range(c.size(0))],
+        )
+    )
     errs = sinkhorn_errors(hist)
     keep = {1, 2, 3, 5, 10, len(errs)}
-    v.tables.append(ViewTable(note("sinkhorn", lang, layer=layer),
-                              [ui("iteration", lang), "max |" + ui("row_sum", lang) + " − 1|",
-                               "max |" + ui("col_sum", lang) + " − 1|"],
-                              [[i, f"{a:.2e}", f"{b:.2e}"] for i, a, b in errs if i in keep]))
-    all_combs = torch.stack([tr.get("2A", k, l) for l in tr.layers("2A") if l < w.cfg.n_layers
-                             for k in ("attn_comb", "ffn_comb")])  # the prompt's forward (draft layers: 3 rows)
+    v.tables.append(
+        ViewTable(
+            note("sinkhorn", lang, layer=layer),
+            [ui("iteration", lang), "max |" + ui("row_sum", lang) + " − 1|", "max |" + ui("col_sum", lang) + " − 1|"],
+            [[i, f"{a:.2e}", f"{b:.2e}"] for i, a, b in errs if i in keep],
+        )
+    )
+    all_combs = torch.stack(
+        [tr.get("2A", k, l) for l in tr.layers("2A") if l < w.cfg.n_layers for k in ("attn_comb", "ffn_comb")]
+    )  # the prompt's forward (draft layers: 3 rows)
     worst = max(float((all_combs.sum(-1) - 1).abs().max()), float((all_combs.sum(-2) - 1).abs().max()))
-    v.checks.append(Check(note("doubly", lang, n=w.cfg.hc_sinkhorn_iters),
-                          worst, 1e-3))
+    v.checks.append(Check(note("doubly", lang, n=w.cfg.hc_sinkhorn_iters), worst, 1e-3))
     return v
 
 
@@ -343,9 +452,15 @@ def role_rows(cfg: ModelConfig, lang: str, grouped: bool) -> list[list[Any]]:
     prev = None
     for role in layer_roles(cfg):
         part = {"encoder": ui("encoder", lang), "decoder": ui("decoder", lang)}.get(role.part, "DSpark")
-        key = [part, role.ratio, role_name(role, lang), "—" if role.reads_kv_of is None else role.reads_kv_of,
-               "—" if role.reads_topk_of is None else role.reads_topk_of, "Engram" if role.has_engram else "",
-               "tap" if role.is_tap else ""]
+        key = [
+            part,
+            role.ratio,
+            role_name(role, lang),
+            "—" if role.reads_kv_of is None else role.reads_kv_of,
+            "—" if role.reads_topk_of is None else role.reads_topk_of,
+            "Engram" if role.has_engram else "",
+            "tap" if role.is_tap else "",
+        ]
         if grouped and key == prev:
             rows[-1][0] = f"{rows[-1][0].split('–')[0]}–{role.layer}"
         else:
@@ -356,12 +471,22 @@ def role_rows(cfg: ModelConfig, lang: str, grouped: bool) -> list[list[Any]]:
 
 def view_3a(w: Walk, v: StepView) -> StepView:
     lang = v.lang
-    cols = [ui("layer", lang), note("part", lang), ui("ratio", lang), ui("role", lang), ui("reads_kv_of", lang),
-            ui("reads_topk_of", lang), "Engram", "DSpark"]
+    cols = [
+        ui("layer", lang),
+        note("part", lang),
+        ui("ratio", lang),
+        ui("role", lang),
+        ui("reads_kv_of", lang),
+        ui("reads_topk_of", lang),
+        "Engram",
+        "DSpark",
+    ]
     v.tables.append(ViewTable(note("roles_toy", lang), cols, role_rows(w.cfg, lang, grouped=False)))
     v.tables.append(ViewTable(note("roles_real", lang), cols, role_rows(get_config("flash"), lang, grouped=True)))
-    v.facts += [(note("enc_dec", lang) + " (lab)", f"{w.cfg.n_encoder_layers} + {w.cfg.n_layers - w.cfg.n_encoder_layers}"),
-                (note("enc_dec", lang) + " (flash)", "20 + 20")]
+    v.facts += [
+        (note("enc_dec", lang) + " (lab)", f"{w.cfg.n_encoder_layers} + {w.cfg.n_layers - w.cfg.n_encoder_layers}"),
+        (note("enc_dec", lang) + " (flash)", "20 + 20"),
+    ]
     return v
 
 
@@ -377,16 +502,32 @@ def view_3b(w: Walk, v: StepView) -> StepView:
         gate = "softmax" if ratio > 1 else "—"
         rows.append([layer, ratio, S, n, S % ratio, gate, ", ".join(map(str, readers))])
         v.shapes.append((f"latent (layer {layer})", shape(tr.get("3B", "latent_pre_rope", layer))))
-    v.tables.append(ViewTable(note("compressed", lang), [ui("layer", lang), ui("ratio", lang), note("raw_pos", lang),
-                                                          note("n_comp", lang), note("carry", lang), ui("gate", lang),
-                                                          note("read_by", lang)], rows))
+    v.tables.append(
+        ViewTable(
+            note("compressed", lang),
+            [
+                ui("layer", lang),
+                ui("ratio", lang),
+                note("raw_pos", lang),
+                note("n_comp", lang),
+                note("carry", lang),
+                ui("gate", lang),
+                note("read_by", lang),
+            ],
+            rows,
+        )
+    )
     first = next((l for l in tr.layers("3B") if cfg.compress_ratios[l] > 1), None)
     if first is not None:
         g = tr.get("3B", "gate", first)[0]  # [n, 2, Dh]
         gpos = tr.get("3B", "group_positions", first)
-        rows = [[j, f"{int(gpos[j])},{int(gpos[j]) + 1}", r(g[j, 0].mean()), r(g[j, 1].mean())]
-                for j in range(min(6, g.size(0)))]
-        v.tables.append(ViewTable(note("gates", lang, layer=first), ["j", ui("position", lang), "w(2j)", "w(2j+1)"], rows))
+        rows = [
+            [j, f"{int(gpos[j])},{int(gpos[j]) + 1}", r(g[j, 0].mean()), r(g[j, 1].mean())]
+            for j in range(min(6, g.size(0)))
+        ]
+        v.tables.append(
+            ViewTable(note("gates", lang, layer=first), ["j", ui("position", lang), "w(2j)", "w(2j+1)"], rows)
+        )
     return v
 
 
@@ -408,11 +549,25 @@ def view_3c(w: Walk, v: StepView) -> StepView:
         role = next(x for x in layer_roles(cfg) if x.layer == layer)
         rows.append([layer, role_name(role, lang), visible, len(picks), str(picks), cands])
         v.shapes.append((f"index scores (layer {layer})", shape(scores)))
-    v.tables.append(ViewTable(note("picks", lang), [ui("layer", lang), ui("role", lang), note("visible", lang), "top-k",
-                                                     ui("compressed_position", lang), note("candidates", lang)], rows))
+    v.tables.append(
+        ViewTable(
+            note("picks", lang),
+            [
+                ui("layer", lang),
+                ui("role", lang),
+                note("visible", lang),
+                "top-k",
+                ui("compressed_position", lang),
+                note("candidates", lang),
+            ],
+            rows,
+        )
+    )
     lo = max(0, S - cfg.window_size)
-    v.facts += [(note("window_pos", lang), f"{lo}..{S - 1} ({S - lo} / {cfg.window_size})"),
-                (note("topk_pool", lang), f"{cfg.index_topk} / {cfg.candidate_topk_blocks}×{cfg.candidate_block_size}")]
+    v.facts += [
+        (note("window_pos", lang), f"{lo}..{S - 1} ({S - lo} / {cfg.window_size})"),
+        (note("topk_pool", lang), f"{cfg.index_topk} / {cfg.candidate_topk_blocks}×{cfg.candidate_block_size}"),
+    ]
     return v
 
 
@@ -420,15 +575,35 @@ def view_4a(w: Walk, v: StepView, layer: int | None = None) -> StepView:
     tr, lang, cfg = w.trace, v.lang, w.cfg
     layer = cfg.candidate_source_layer if layer is None else layer
     probs = tr.get("4A", "probs", layer)
-    v.shapes += [("q", (1, w.tokens.size(1), cfg.n_heads, cfg.head_dim)),
-                 ("kv latent (K = V)", (1, w.tokens.size(1), cfg.head_dim)), (f"probs (layer {layer})", shape(probs))]
+    v.shapes += [
+        ("q", (1, w.tokens.size(1), cfg.n_heads, cfg.head_dim)),
+        ("kv latent (K = V)", (1, w.tokens.size(1), cfg.head_dim)),
+        (f"probs (layer {layer})", shape(probs)),
+    ]
     ws, cs, ss = (tr.get("4A", k, layer)[0, -1] for k in ("window_share", "compressed_share", "sink_share"))
     rows = [[h, r(ws[h]), r(cs[h]), r(ss[h])] for h in range(cfg.n_heads)]
-    v.tables.append(ViewTable(note("attn_share", lang, layer=layer), [note(k, lang) for k in ("head", "window", "compressed_col", "sink")], rows))
+    v.tables.append(
+        ViewTable(
+            note("attn_share", lang, layer=layer),
+            [note(k, lang) for k in ("head", "window", "compressed_col", "sink")],
+            rows,
+        )
+    )
     shares = torch.stack([tr.get("4A", "sink_share", l)[0].mean() for l in tr.layers("4A")])
-    v.facts += [(note("sink_by_layer", lang), [r(x, 3) for x in shares.tolist()]),
-                (note("olora", lang, g=cfg.o_groups, h=cfg.n_heads // cfg.o_groups,
-                      d=cfg.n_heads // cfg.o_groups * cfg.head_dim, r=cfg.o_lora_rank), note("blockdiag", lang))]
+    v.facts += [
+        (note("sink_by_layer", lang), [r(x, 3) for x in shares.tolist()]),
+        (
+            note(
+                "olora",
+                lang,
+                g=cfg.o_groups,
+                h=cfg.n_heads // cfg.o_groups,
+                d=cfg.n_heads // cfg.o_groups * cfg.head_dim,
+                r=cfg.o_lora_rank,
+            ),
+            note("blockdiag", lang),
+        ),
+    ]
     total = (ws + cs + ss - 1).abs().max()
     v.checks.append(Check(note("sums_to_one", lang), float(total), 1e-9))
     return v
@@ -438,23 +613,40 @@ def view_6a(w: Walk, v: StepView) -> StepView:
     tr, lang, cfg = w.trace, v.lang, w.cfg
     toy, real = kv_bytes(cfg), kv_bytes(get_config("flash"))
     e, t, q = note("per_entry", lang), note("per_token", lang), note("per_seq", lang)
-    rows = [[f"{ui('cache_window', lang)} {e}", toy["window_entry"], real["window_entry"]],
-            [f"{ui('cache_compressed', lang)} {e}", toy["compressed_entry"], real["compressed_entry"]],
-            [f"{ui('cache_index', lang)} {e}", toy["index_entry"], real["index_entry"]],
-            [f"{ui('cache_compressed', lang)} {t}", r(toy["compressed_kv_per_token"], 2),
-             r(real["compressed_kv_per_token"], 2)],
-            [f"{ui('cache_index', lang)} {t}", r(toy["index_k_per_token"], 2), r(real["index_k_per_token"], 2)],
-            [note("global", lang), r(toy["global_per_token"], 2), r(real["global_per_token"], 2)],
-            [f"{ui('cache_window', lang)} {q}", toy["window_per_sequence"], real["window_per_sequence"]]]
+    rows = [
+        [f"{ui('cache_window', lang)} {e}", toy["window_entry"], real["window_entry"]],
+        [f"{ui('cache_compressed', lang)} {e}", toy["compressed_entry"], real["compressed_entry"]],
+        [f"{ui('cache_index', lang)} {e}", toy["index_entry"], real["index_entry"]],
+        [
+            f"{ui('cache_compressed', lang)} {t}",
+            r(toy["compressed_kv_per_token"], 2),
+            r(real["compressed_kv_per_token"], 2),
+        ],
+        [f"{ui('cache_index', lang)} {t}", r(toy["index_k_per_token"], 2), r(real["index_k_per_token"], 2)],
+        [note("global", lang), r(toy["global_per_token"], 2), r(real["global_per_token"], 2)],
+        [f"{ui('cache_window', lang)} {q}", toy["window_per_sequence"], real["window_per_sequence"]],
+    ]
     v.tables.append(ViewTable(note("bytes", lang), [ui("cache_kind", lang), ui("toy", lang), ui("real", lang)], rows))
     errs = []
     for l in tr.layers("6A"):
         d = tr.data["6A"][l]
-        errs.append((f"{ui('cache_window', lang)} ({ui('layer', lang)} {l})", rel_err(d["window_kv"], d["window_kv_raw"])))
+        errs.append(
+            (f"{ui('cache_window', lang)} ({ui('layer', lang)} {l})", rel_err(d["window_kv"], d["window_kv_raw"]))
+        )
         if "compressed_kv" in d and d["compressed_kv"].numel():
-            errs.append((f"{ui('cache_compressed', lang)} ({ui('layer', lang)} {l})", rel_err(d["compressed_kv"], d["compressed_raw"])))
-    v.tables.append(ViewTable(note("qdq", lang), [ui("cache_kind", lang), ui("qdq_error", lang)],
-                              [[k, f"{e:.3%}"] for i, (k, e) in enumerate(errs) if i == 0 or ui("cache_compressed", lang) in k]))
+            errs.append(
+                (
+                    f"{ui('cache_compressed', lang)} ({ui('layer', lang)} {l})",
+                    rel_err(d["compressed_kv"], d["compressed_raw"]),
+                )
+            )
+    v.tables.append(
+        ViewTable(
+            note("qdq", lang),
+            [ui("cache_kind", lang), ui("qdq_error", lang)],
+            [[k, f"{e:.3%}"] for i, (k, e) in enumerate(errs) if i == 0 or ui("cache_compressed", lang) in k],
+        )
+    )
     v.facts.append(("kv_quant", cfg.kv_quant))
     return v
 
@@ -468,20 +660,47 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     bias = w.model.layers[layer].ffn.gate.bias.detach()
     order = torch.argsort(s + bias, descending=True).tolist()
     chosen = set(idx[0, -1].tolist())
-    rows = [[e, r(s[e]), r(bias[e]), r(s[e] + bias[e]), "✓" if e in chosen else "",
-             r(wts[0, -1][idx[0, -1].tolist().index(e)]) if e in chosen else ""] for e in order]
-    v.tables.append(ViewTable(note("router", lang, layer=layer), [ui("expert", lang), "√softplus", note("bias", lang),
-                                                                   note("score_bias", lang), note("chosen", lang),
-                                                                   note("weight", lang)], rows))
-    v.tables.append(ViewTable(note("load", lang, layer=layer), [ui("expert", lang), ui("load", lang)],
-                              [[e, int(load[e])] for e in range(load.numel())]))
+    rows = [
+        [
+            e,
+            r(s[e]),
+            r(bias[e]),
+            r(s[e] + bias[e]),
+            "✓" if e in chosen else "",
+            r(wts[0, -1][idx[0, -1].tolist().index(e)]) if e in chosen else "",
+        ]
+        for e in order
+    ]
+    v.tables.append(
+        ViewTable(
+            note("router", lang, layer=layer),
+            [
+                ui("expert", lang),
+                "√softplus",
+                note("bias", lang),
+                note("score_bias", lang),
+                note("chosen", lang),
+                note("weight", lang),
+            ],
+            rows,
+        )
+    )
+    v.tables.append(
+        ViewTable(
+            note("load", lang, layer=layer),
+            [ui("expert", lang), ui("load", lang)],
+            [[e, int(load[e])] for e in range(load.numel())],
+        )
+    )
     unbiased = scores[0].topk(idx.size(-1), dim=-1).indices.sort(-1).values
     changed = int((unbiased != idx[0].sort(-1).values).any(-1).sum())
     ex = w.model.layers[layer].ffn.experts[0].w1.weight.detach()
-    v.facts += [(note("bias_changed", lang), f"{changed} / {idx.size(1)}"),
-                (note("fp4_err", lang), f"{rel_err(fp4_qdq(ex, 32, 'e8m0'), ex):.2%}"),
-                (note("sum_w", lang), r(wts[0, -1].sum())),
-                (note("exp_topk", lang), f"{cfg.n_routed_experts}/{cfg.n_activated_experts} | 384/6")]
+    v.facts += [
+        (note("bias_changed", lang), f"{changed} / {idx.size(1)}"),
+        (note("fp4_err", lang), f"{rel_err(fp4_qdq(ex, 32, 'e8m0'), ex):.2%}"),
+        (note("sum_w", lang), r(wts[0, -1].sum())),
+        (note("exp_topk", lang), f"{cfg.n_routed_experts}/{cfg.n_activated_experts} | 384/6"),
+    ]
     return v
 
 
@@ -489,8 +708,9 @@ def verdict_text(w: Walk, lang: str) -> str:
     """One line on what verify did in the walk's round."""
     rd = w.round
     kind = ui("resampled", lang) if rd.next_kind == "resampled" else ui("bonus", lang)
-    return note("verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau,
-                t=w.tokenizer.token_text(rd.next_token), kind=kind)
+    return note(
+        "verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau, t=w.tokenizer.token_text(rd.next_token), kind=kind
+    )
 
 
 def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
@@ -498,14 +718,23 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     logits = tr.get("head", "logits")[0, -1]  # [V]
     probs = logits.softmax(-1)
     top = torch.topk(logits, k)
-    v.shapes += [("hc_pre(X, pre)", shape(tr.get("head", "hidden"))), ("logits [B, S, V]", shape(tr.get("head", "logits")))]
-    v.tables.append(ViewTable(note("topk", lang, k=k), ["#", ui("token", lang), ui("token_id", lang), ui("logit", lang),
-                                                        ui("probability", lang)],
-                              [[i + 1, tok_text(w, t), int(t), r(lv), r(probs[t])]
-                               for i, (lv, t) in enumerate(zip(top.values.tolist(), top.indices.tolist()))]))
+    v.shapes += [
+        ("hc_pre(X, pre)", shape(tr.get("head", "hidden"))),
+        ("logits [B, S, V]", shape(tr.get("head", "logits"))),
+    ]
+    v.tables.append(
+        ViewTable(
+            note("topk", lang, k=k),
+            ["#", ui("token", lang), ui("token_id", lang), ui("logit", lang), ui("probability", lang)],
+            [
+                [i + 1, tok_text(w, t), int(t), r(lv), r(probs[t])]
+                for i, (lv, t) in enumerate(zip(top.values.tolist(), top.indices.tolist(), strict=True))
+            ],
+        )
+    )
     v.checks.append(Check(note("parity_check", lang), w.parity, 1e-9))
     taps = [w.taps[l][0, -1] for l in cfg.dspark_target_layer_ids]
-    rows = [[l, r(t.norm()), r(t.mean()), r(t.std())] for l, t in zip(cfg.dspark_target_layer_ids, taps)]
+    rows = [[l, r(t.norm()), r(t.mean()), r(t.std())] for l, t in zip(cfg.dspark_target_layer_ids, taps, strict=True)]
     v.tables.append(ViewTable(note("taps", lang), [ui("layer", lang), "‖h‖", ui("mean", lang), ui("std", lang)], rows))
     if cfg.dspark_tap_mix == "mean":
         stacked = torch.stack([w.taps[l] for l in cfg.dspark_target_layer_ids])
@@ -514,20 +743,51 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
         v.checks.append(Check(note("mix_check", lang), float((mix - stacked.mean(0)).abs().max()), 0.0))
     v.facts += [(note("uniform", lang), r(1.0 / cfg.vocab_size, 5)), (note("max_p", lang), r(probs.max(), 5))]
     rd = w.round
-    status = {"accepted": ui("accepted", lang), "rejected": ui("rejected", lang), "not verified": note("not_verified", lang)}
-    rows = [[rd.position + 1 + i, tok_text(w, t), r(pd), r(c), r(pt), tok_text(w, rd.target_argmax[i]),
-             status[st]] for i, (t, pd, c, pt, st) in
-            enumerate(zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status))]
+    status = {
+        "accepted": ui("accepted", lang),
+        "rejected": ui("rejected", lang),
+        "not verified": note("not_verified", lang),
+    }
+    rows = [
+        [rd.position + 1 + i, tok_text(w, t), r(pd), r(c), r(pt), tok_text(w, rd.target_argmax[i]), status[st]]
+        for i, (t, pd, c, pt, st) in enumerate(
+            zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status, strict=True)
+        )
+    ]
     nxt = ui("resampled", lang) if rd.next_kind == "resampled" else ui("bonus", lang)
-    rows.append([rd.position + 1 + rd.n_accepted, tok_text(w, rd.next_token), "", "", "",
-                 tok_text(w, rd.target_argmax[rd.n_accepted]), nxt])
-    v.tables.append(ViewTable(note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1),
-                              [note("pos_col", lang), ui("draft_token", lang), ui("draft_probability", lang),
-                               ui("confidence", lang), note("pt_col", lang), ui("target_token", lang),
-                               note("status", lang)], rows))
+    rows.append(
+        [
+            rd.position + 1 + rd.n_accepted,
+            tok_text(w, rd.next_token),
+            "",
+            "",
+            "",
+            tok_text(w, rd.target_argmax[rd.n_accepted]),
+            nxt,
+        ]
+    )
+    v.tables.append(
+        ViewTable(
+            note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1),
+            [
+                note("pos_col", lang),
+                ui("draft_token", lang),
+                ui("draft_probability", lang),
+                ui("confidence", lang),
+                note("pt_col", lang),
+                ui("target_token", lang),
+                note("status", lang),
+            ],
+            rows,
+        )
+    )
     v.shapes += [("draft logits [B, k, V]", (1, rd.block, cfg.vocab_size)), ("confidence [B, k]", (1, rd.block))]
-    v.facts += [(ui("accepted_length", lang), rd.tau), (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),
-                (ui("block_size", lang), rd.block), (ui("temperature", lang), w.temperature)]
+    v.facts += [
+        (ui("accepted_length", lang), rd.tau),
+        (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),
+        (ui("block_size", lang), rd.block),
+        (ui("temperature", lang), w.temperature),
+    ]
     v.notes += [verdict_text(w, lang), note("not_acceptance", lang), ui("warning_untrained", lang)]
     return v
 
@@ -543,10 +803,16 @@ def inspect_model(preset: str = "lab", seed: int = 0) -> dict[str, Any]:
         "preset": preset,
         "device": str(next(model.parameters()).device),
         "params": params,
-        "kv_bytes_per_token": {"compressed_kv": kb["compressed_kv_per_token"], "index_k": kb["index_k_per_token"],
-                               "global": kb["global_per_token"]},
-        "kv_bytes_per_entry": {"window": kb["window_entry"], "compressed_kv": kb["compressed_entry"],
-                               "index_k": kb["index_entry"]},
+        "kv_bytes_per_token": {
+            "compressed_kv": kb["compressed_kv_per_token"],
+            "index_k": kb["index_k_per_token"],
+            "global": kb["global_per_token"],
+        },
+        "kv_bytes_per_entry": {
+            "window": kb["window_entry"],
+            "compressed_kv": kb["compressed_entry"],
+            "index_k": kb["index_entry"],
+        },
         "window_bytes_per_sequence": kb["window_per_sequence"],
         "roles": [vars(x) for x in layer_roles(cfg)],
         "config": {k: v for k, v in vars(cfg).items() if k != "extra"},
@@ -558,8 +824,13 @@ def active_params(cfg: ModelConfig) -> int:
     """Rough decode-active parameters: top-k + shared experts per layer, attention, embed row and head."""
     expert = 3 * cfg.dim * cfg.moe_inter_dim
     per_layer = (cfg.n_activated_experts + cfg.n_shared_experts) * expert
-    attn = (cfg.dim * cfg.q_lora_rank + cfg.q_lora_rank * cfg.n_heads * cfg.head_dim + cfg.dim * cfg.head_dim
-            + cfg.n_heads * cfg.head_dim * cfg.o_lora_rank + cfg.o_groups * cfg.o_lora_rank * cfg.dim)
+    attn = (
+        cfg.dim * cfg.q_lora_rank
+        + cfg.q_lora_rank * cfg.n_heads * cfg.head_dim
+        + cfg.dim * cfg.head_dim
+        + cfg.n_heads * cfg.head_dim * cfg.o_lora_rank
+        + cfg.o_groups * cfg.o_lora_rank * cfg.dim
+    )
     return int(cfg.n_layers * (per_layer + attn) + cfg.vocab_size * cfg.dim + cfg.dim)
 
 
@@ -567,5 +838,22 @@ def fmt_params(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.3f} M" if n >= 1e5 else str(n)
 
 
-__all__ = ["DEFAULT_PROMPT", "Walk", "StepView", "ViewTable", "Check", "run_walk", "redraft", "build_views",
-           "check_block", "verdict_text", "inspect_model", "fmt_params", "sinkhorn_errors", "role_name", "view_2a", "view_4a", "view_5a"]
+__all__ = [
+    "DEFAULT_PROMPT",
+    "Walk",
+    "StepView",
+    "ViewTable",
+    "Check",
+    "run_walk",
+    "redraft",
+    "build_views",
+    "check_block",
+    "verdict_text",
+    "inspect_model",
+    "fmt_params",
+    "sinkhorn_errors",
+    "role_name",
+    "view_2a",
+    "view_4a",
+    "view_5a",
+]

@@ -48,28 +48,30 @@ COLUMN_COLOURS: tuple[str, ...] = ("#dbeafe", "#dcfce7", "#fef3c7", "#fce7f3")  
 MAX_TABLE_ROWS = 24
 AUTO_LAYER = "auto"  # the layer dropdown's value for "each step's default" (a Dropdown cannot hold None)
 
-TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType({
-    "trained_missing": {
-        "vi": "Trọng số đã huấn luyện chưa được phát hành kèm lab: lab đang chạy trọng số chưa huấn luyện "
-              "(khởi tạo ngẫu nhiên theo seed). Lựa chọn này sẽ hoạt động khi có tệp trọng số.",
-        "en": "Trained weights are not shipped yet: the lab runs untrained weights (random init from the seed). "
-              "This option will work once the checkpoint is shipped.",
-    },
-    "trained_option": {"vi": "đã huấn luyện (chưa có)", "en": "trained (not shipped yet)"},
-    "auto": {"vi": "tự động", "en": "auto"},
-    "recomputed": {"vi": "đã tính lại", "en": "recomputed"},
-    "display_only": {"vi": "chỉ hiển thị lại", "en": "display only"},
-    "forward": {"vi": "forward của prompt", "en": "prompt forward"},
-    "draft": {"vi": "vòng DSpark", "en": "DSpark round"},
-    "views": {"vi": "bảng", "en": "views"},
-    "layer_fallback": {
-        "vi": "Bước {step} không có dữ liệu ở lớp {layer}; đang hiện lớp {shown} (có: {allowed}).",
-        "en": "Step {step} has no data at layer {layer}; showing layer {shown} (available: {allowed}).",
-    },
-    "inspector": {"vi": "Bộ soi bước 6B", "en": "Step 6B inspector"},
-    "verify_col": {"vi": "Kết quả verify", "en": "Verify"},
-    "not_verified": {"vi": "không xét", "en": "not verified"},
-})
+TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "trained_missing": {
+            "vi": "Trọng số đã huấn luyện chưa được phát hành kèm lab: lab đang chạy trọng số chưa huấn luyện "
+            "(khởi tạo ngẫu nhiên theo seed). Lựa chọn này sẽ hoạt động khi có tệp trọng số.",
+            "en": "Trained weights are not shipped yet: the lab runs untrained weights (random init from the seed). "
+            "This option will work once the checkpoint is shipped.",
+        },
+        "trained_option": {"vi": "đã huấn luyện (chưa có)", "en": "trained (not shipped yet)"},
+        "auto": {"vi": "tự động", "en": "auto"},
+        "recomputed": {"vi": "đã tính lại", "en": "recomputed"},
+        "display_only": {"vi": "chỉ hiển thị lại", "en": "display only"},
+        "forward": {"vi": "forward của prompt", "en": "prompt forward"},
+        "draft": {"vi": "vòng DSpark", "en": "DSpark round"},
+        "views": {"vi": "bảng", "en": "views"},
+        "layer_fallback": {
+            "vi": "Bước {step} không có dữ liệu ở lớp {layer}; đang hiện lớp {shown} (có: {allowed}).",
+            "en": "Step {step} has no data at layer {layer}; showing layer {shown} (available: {allowed}).",
+        },
+        "inspector": {"vi": "Bộ soi bước 6B", "en": "Step 6B inspector"},
+        "verify_col": {"vi": "Kết quả verify", "en": "Verify"},
+        "not_verified": {"vi": "không xét", "en": "not verified"},
+    }
+)
 
 
 def tx(key: str, lang: str, **fmt: Any) -> str:
@@ -88,13 +90,26 @@ class LabState:
     needs, then tells the subscribed widgets. `runs` counts the forwards, DSpark rounds and view builds.
     """
 
-    def __init__(self, prompt: str = DEFAULT_PROMPT, seed: int = 0, lang: str = "en", block: int | None = None,
-                 temperature: float = 0.0, weights: str = "untrained", step: str = "1A",
-                 layer: int | None = None) -> None:
+    def __init__(
+        self,
+        prompt: str = DEFAULT_PROMPT,
+        seed: int = 0,
+        lang: str = "en",
+        block: int | None = None,
+        temperature: float = 0.0,
+        weights: str = "untrained",
+        step: str = "1A",
+        layer: int | None = None,
+    ) -> None:
         lang = check_lang(lang)
         check_weights(weights, lang)
-        walk = run_walk(check_prompt(prompt), seed=check_seed(seed), lang=lang, block=block,
-                        temperature=check_temperature(temperature))
+        walk = run_walk(
+            check_prompt(prompt),
+            seed=check_seed(seed),
+            lang=lang,
+            block=block,
+            temperature=check_temperature(temperature),
+        )
         self._init(walk, lang, weights, step, layer, runs={"forward": 1, "draft": 1, "views": 1})
 
     @classmethod
@@ -160,8 +175,13 @@ class LabState:
         values = {name: new.get(name, getattr(self, name)) for name in FIELDS}
         walk, recomputed = self.walk, set()
         if changed & FORWARD_FIELDS:
-            walk = run_walk(values["prompt"], seed=values["seed"], lang=values["lang"], block=values["block"],
-                            temperature=values["temperature"])
+            walk = run_walk(
+                values["prompt"],
+                seed=values["seed"],
+                lang=values["lang"],
+                block=values["block"],
+                temperature=values["temperature"],
+            )
             recomputed = {"forward", "draft", "views"}
         else:
             if changed & DRAFT_FIELDS:
@@ -188,9 +208,11 @@ class LabState:
             self._listeners.remove(listener)
 
     def __repr__(self) -> str:
-        return (f"LabState(prompt={self.prompt!r}, seed={self.seed}, block={self.block}, "
-                f"temperature={self.temperature}, lang={self.lang!r}, weights={self.weights!r}, "
-                f"step={self.step!r}, layer={self.layer})")
+        return (
+            f"LabState(prompt={self.prompt!r}, seed={self.seed}, block={self.block}, "
+            f"temperature={self.temperature}, lang={self.lang!r}, weights={self.weights!r}, "
+            f"step={self.step!r}, layer={self.layer})"
+        )
 
 
 def check_prompt(prompt: Any) -> str:
@@ -221,7 +243,7 @@ def check_weights(weights: Any, lang: str = "en") -> str:
 
 
 def describe_update(recomputed: set[str], lang: str) -> str:
-    """"recomputed: prompt forward, DSpark round, views" — the status line after a change."""
+    """ "recomputed: prompt forward, DSpark round, views" — the status line after a change."""
     if not recomputed:
         return tx("display_only", lang)
     parts = [tx(p, lang) for p in ("forward", "draft", "views") if p in recomputed]
@@ -234,8 +256,11 @@ def figure_bundle(fig: go.Figure) -> dict[str, Any]:
     spec = json.loads(fig.to_json())
     spec["config"] = {"displaylogo": False, "responsive": True}
     title = fig.layout.title.text or "plotly figure"
-    return {"output_type": "display_data", "data": {PLOTLY_MIME: spec, "text/plain": f"<Figure: {title}>"},
-            "metadata": {}}
+    return {
+        "output_type": "display_data",
+        "data": {PLOTLY_MIME: spec, "text/plain": f"<Figure: {title}>"},
+        "metadata": {},
+    }
 
 
 def figure_output(fig: go.Figure | None = None) -> widgets.Output:
@@ -286,8 +311,9 @@ def panel_layer(state: LabState, step_id: str) -> tuple[int | None, str | None]:
     if state.layer is None or state.layer in allowed:
         return resolve_layer(walk, sid, state.layer), None
     shown = default_layer(walk, sid)
-    return shown, tx("layer_fallback", state.lang, step=sid, layer=state.layer, shown=shown,
-                     allowed=", ".join(map(str, allowed)))
+    return shown, tx(
+        "layer_fallback", state.lang, step=sid, layer=state.layer, shown=shown, allowed=", ".join(map(str, allowed))
+    )
 
 
 def step_view(state: LabState, step_id: str, layer: int | None) -> StepView:
@@ -322,8 +348,9 @@ def step_panel_content(state: LabState, step_id: str | None = None) -> dict[str,
         "real_scale": step.t("real_scale", lang),
         "shapes": [(name, list(shape)) for name, shape in view.shapes],
         "facts": list(view.facts),
-        "tables": [{"title": t.title, "columns": list(t.columns), "rows": [list(r) for r in t.rows]}
-                   for t in view.tables],
+        "tables": [
+            {"title": t.title, "columns": list(t.columns), "rows": [list(r) for r in t.rows]} for t in view.tables
+        ],
         "checks": [{"name": c.name, "value": c.value, "threshold": c.threshold, "ok": c.ok} for c in view.checks],
         "notes": list(view.notes),
         "layer": layer,
@@ -346,17 +373,18 @@ def table_html(table: dict[str, Any], row_class: str = "") -> str:
     """One view table as HTML (at most MAX_TABLE_ROWS rows, then "…")."""
     e = html.escape
     rows = table["rows"]
-    shown = rows if len(rows) <= MAX_TABLE_ROWS else rows[:MAX_TABLE_ROWS - 1]
+    shown = rows if len(rows) <= MAX_TABLE_ROWS else rows[: MAX_TABLE_ROWS - 1]
     cls = f' class="{row_class}"' if row_class else ""
     pad = "style='padding:2px 10px;text-align:left'"
     head = "".join(f"<th {pad}>{e(str(c))}</th>" for c in table["columns"])
-    body = "".join(f"<tr{cls}>" + "".join(f"<td {pad}>{e(cell_text(x))}</td>" for x in row) + "</tr>"
-                   for row in shown)
+    body = "".join(f"<tr{cls}>" + "".join(f"<td {pad}>{e(cell_text(x))}</td>" for x in row) + "</tr>" for row in shown)
     if len(rows) > len(shown):
         body += f"<tr><td colspan='{len(table['columns'])}'>… ({len(rows)} rows)</td></tr>"
-    return (f"<div style='margin:6px 0'><b>{e(table['title'])}</b><table class='dspark-table' "
-            f"style='border-collapse:collapse;font-size:12px'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table></div>")
+    return (
+        f"<div style='margin:6px 0'><b>{e(table['title'])}</b><table class='dspark-table' "
+        f"style='border-collapse:collapse;font-size:12px'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def panel_html(content: dict[str, Any], part: str = "head") -> str:
@@ -367,11 +395,13 @@ def panel_html(content: dict[str, Any], part: str = "head") -> str:
         bullets = "".join(f"<li>{e(b)}</li>" for b in content["look_at"])
         note = f"<p style='color:#b45309'>{e(content['layer_note'])}</p>" if content["layer_note"] else ""
         layer = f" · {ui('layer', lang)} {content['layer']}" if content["layer"] is not None else ""
-        return (f"<h3 style='margin:4px 0'>{e(content['title'])}</h3>"
-                f"<div style='color:#555'>{e(ui('column', lang))} {e(content['column'])}{e(layer)}</div>"
-                f"<p>{e(content['what'])}</p>"
-                f"<p><b>{e(ui('equation', lang))}:</b> <code>{e(content['equation'])}</code></p>"
-                f"<b>{e(ui('look_at', lang))}:</b><ul>{bullets}</ul>{note}")
+        return (
+            f"<h3 style='margin:4px 0'>{e(content['title'])}</h3>"
+            f"<div style='color:#555'>{e(ui('column', lang))} {e(content['column'])}{e(layer)}</div>"
+            f"<p>{e(content['what'])}</p>"
+            f"<p><b>{e(ui('equation', lang))}:</b> <code>{e(content['equation'])}</code></p>"
+            f"<b>{e(ui('look_at', lang))}:</b><ul>{bullets}</ul>{note}"
+        )
     if part != "body":
         raise ValueError(f"part = {part!r} is invalid: allowed 'head', 'body'")
     out = []
@@ -379,8 +409,9 @@ def panel_html(content: dict[str, Any], part: str = "head") -> str:
         shapes = " · ".join(f"{n} [{', '.join(map(str, s))}]" for n, s in content["shapes"])
         out.append(f"<p><b>{e(ui('shapes', lang))}:</b> <code>{e(shapes)}</code></p>")
     if content["facts"]:
-        out.append("<ul>" + "".join(f"<li><b>{e(str(n))}:</b> {e(cell_text(v))}</li>" for n, v in content["facts"])
-                   + "</ul>")
+        out.append(
+            "<ul>" + "".join(f"<li><b>{e(str(n))}:</b> {e(cell_text(v))}</li>" for n, v in content["facts"]) + "</ul>"
+        )
     out += [table_html(t) for t in content["tables"]]
     for c in content["checks"]:
         mark, colour = ("✓", "#15803d") if c["ok"] else ("✗", "#b91c1c")
@@ -411,20 +442,27 @@ def map_layout(lang: str = "en") -> dict[str, Any]:
     lang = check_lang(lang)
 
     def block(s: Step) -> dict[str, Any]:
-        return {"id": s.id, "title": s.t("title", lang), "short": s.t("short", lang), "label": s.label(lang),
-                "column": s.column, "order": s.order}
+        return {
+            "id": s.id,
+            "title": s.t("title", lang),
+            "short": s.t("short", lang),
+            "label": s.label(lang),
+            "column": s.column,
+            "order": s.order,
+        }
 
     return {
         "direction": "top-to-bottom",
-        "columns": [{"id": c.id, "label": c.label(lang), "steps": [block(s) for s in steps_in_column(c)]}
-                    for c in COLUMNS],
+        "columns": [
+            {"id": c.id, "label": c.label(lang), "steps": [block(s) for s in steps_in_column(c)]} for c in COLUMNS
+        ],
         "flow": [{"src": e.src, "dst": e.dst, "bidirectional": e.bidirectional} for e in FLOW],
         "order": list(STEP_IDS),
     }
 
 
 def flow_text(lang: str = "en") -> str:
-    """"Flow: 1A → 1B → … → 4A ↔ 6A → 5A → 6B" from the registry's edges (lesson order)."""
+    """ "Flow: 1A → 1B → … → 4A ↔ 6A → 5A → 6B" from the registry's edges (lesson order)."""
     parts = [STEP_IDS[0]]
     for a, b in zip(STEP_IDS, STEP_IDS[1:], strict=False):
         both = any(e.bidirectional and {e.src, e.dst} == {a, b} for e in FLOW)
@@ -442,8 +480,10 @@ def open_step(state: LabState, step_id: str) -> dict[str, Any]:
     return step_panel_content(state, state.step)
 
 
-MAP_STYLE = ("<style>.dspark-map-button{white-space:normal !important;height:auto !important;"
-             "min-height:44px;text-align:left;line-height:1.25;padding:6px}</style>")
+MAP_STYLE = (
+    "<style>.dspark-map-button{white-space:normal !important;height:auto !important;"
+    "min-height:44px;text-align:left;line-height:1.25;padding:6px}</style>"
+)
 
 
 def build_map(state: LabState, on_open: Callable[[dict[str, Any]], None] | None = None) -> widgets.GridBox:
@@ -452,8 +492,10 @@ def build_map(state: LabState, on_open: Callable[[dict[str, Any]], None] | None 
     The buttons follow the state's language and highlight its step."""
     lay = map_layout(state.lang)
     depth = max(len(c["steps"]) for c in lay["columns"])
-    headers = [widgets.HTML((MAP_STYLE if i == 0 else "") + f"<b>{html.escape(c['label'])}</b>")
-               for i, c in enumerate(lay["columns"])]
+    headers = [
+        widgets.HTML((MAP_STYLE if i == 0 else "") + f"<b>{html.escape(c['label'])}</b>")
+        for i, c in enumerate(lay["columns"])
+    ]
     buttons: dict[str, widgets.Button] = {}
     cells: list[widgets.Widget] = list(headers)
     for row in range(depth):
@@ -490,8 +532,9 @@ def build_map(state: LabState, on_open: Callable[[dict[str, Any]], None] | None 
 
     refresh()
     state.subscribe(refresh)
-    grid = widgets.GridBox(cells, layout=widgets.Layout(grid_template_columns=f"repeat({len(COLUMNS)}, 1fr)",
-                                                        grid_gap="6px", width="100%"))
+    grid = widgets.GridBox(
+        cells, layout=widgets.Layout(grid_template_columns=f"repeat({len(COLUMNS)}, 1fr)", grid_gap="6px", width="100%")
+    )
     return tagged(grid, "dspark-map")
 
 
@@ -501,27 +544,68 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
     p_d(x), confidence c, p_t(x), the target's argmax, the verdict) and the verdict line."""
     walk, lang = state.walk, state.lang
     rd = walk.round
-    status = {"accepted": ui("accepted", lang), "rejected": ui("rejected", lang),
-              "not verified": tx("not_verified", lang)}
-    rows = [{"position": rd.position + 1 + i, "draft_token": token_text(walk.tokenizer, t), "draft_prob": pd,
-             "confidence": c, "target_prob": pt, "target_token": token_text(walk.tokenizer, rd.target_argmax[i]),
-             "status": st, "status_text": status[st]}
-            for i, (t, pd, c, pt, st) in enumerate(zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs,
-                                                       rd.status, strict=True))]
+    status = {
+        "accepted": ui("accepted", lang),
+        "rejected": ui("rejected", lang),
+        "not verified": tx("not_verified", lang),
+    }
+    rows = [
+        {
+            "position": rd.position + 1 + i,
+            "draft_token": token_text(walk.tokenizer, t),
+            "draft_prob": pd,
+            "confidence": c,
+            "target_prob": pt,
+            "target_token": token_text(walk.tokenizer, rd.target_argmax[i]),
+            "status": st,
+            "status_text": status[st],
+        }
+        for i, (t, pd, c, pt, st) in enumerate(
+            zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status, strict=True)
+        )
+    ]
     verdict = verdict_text(walk, lang)
-    return {"k": rd.block, "block": state.block, "temperature": state.temperature, "rows": rows,
-            "next_token": token_text(walk.tokenizer, rd.next_token), "next_kind": rd.next_kind,
-            "n_accepted": rd.n_accepted, "tau": rd.tau, "verdict": verdict,
-            "logits": logits_bar(walk, 10, lang), "strip": draft_strip(rd, walk.tokenizer, lang)}
+    return {
+        "k": rd.block,
+        "block": state.block,
+        "temperature": state.temperature,
+        "rows": rows,
+        "next_token": token_text(walk.tokenizer, rd.next_token),
+        "next_kind": rd.next_kind,
+        "n_accepted": rd.n_accepted,
+        "tau": rd.tau,
+        "verdict": verdict,
+        "logits": logits_bar(walk, 10, lang),
+        "strip": draft_strip(rd, walk.tokenizer, lang),
+    }
 
 
 def draft_table_html(content: dict[str, Any], lang: str) -> str:
     """The draft positions as an HTML table, one `dspark-draft-row` per draft position."""
-    table = {"title": f"{ui('draft_token', lang)} · k = {content['k']}",
-             "columns": ["#", ui("draft_token", lang), ui("draft_probability", lang), ui("confidence", lang),
-                         "p_t(x)", ui("target_token", lang), tx("verify_col", lang)],
-             "rows": [[r["position"], r["draft_token"], round(r["draft_prob"], 4), round(r["confidence"], 4),
-                       round(r["target_prob"], 4), r["target_token"], r["status_text"]] for r in content["rows"]]}
+    table = {
+        "title": f"{ui('draft_token', lang)} · k = {content['k']}",
+        "columns": [
+            "#",
+            ui("draft_token", lang),
+            ui("draft_probability", lang),
+            ui("confidence", lang),
+            "p_t(x)",
+            ui("target_token", lang),
+            tx("verify_col", lang),
+        ],
+        "rows": [
+            [
+                r["position"],
+                r["draft_token"],
+                round(r["draft_prob"], 4),
+                round(r["confidence"], 4),
+                round(r["target_prob"], 4),
+                r["target_token"],
+                r["status_text"],
+            ]
+            for r in content["rows"]
+        ],
+    }
     return table_html(table, "dspark-draft-row")
 
 
@@ -531,10 +615,21 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
     `sliders=False` leaves the sliders out (the app has them among its controls)."""
     cfg = state.walk.cfg
     title = tagged(widgets.HTML(), "dspark-inspector-title")
-    block = tagged(widgets.IntSlider(value=state.block, min=1, max=cfg.dspark_block_size, step=1,
-                                     continuous_update=False), "dspark-block-slider")
-    temp = tagged(widgets.FloatSlider(value=state.temperature, min=0.0, max=TEMPERATURE_MAX, step=0.05,
-                                      continuous_update=False, readout_format=".2f"), "dspark-temperature-slider")
+    block = tagged(
+        widgets.IntSlider(value=state.block, min=1, max=cfg.dspark_block_size, step=1, continuous_update=False),
+        "dspark-block-slider",
+    )
+    temp = tagged(
+        widgets.FloatSlider(
+            value=state.temperature,
+            min=0.0,
+            max=TEMPERATURE_MAX,
+            step=0.05,
+            continuous_update=False,
+            readout_format=".2f",
+        ),
+        "dspark-temperature-slider",
+    )
     status = tagged(widgets.HTML(), "dspark-inspector-status")
     logits_out = tagged(figure_output(), "dspark-logits")
     strip_out = tagged(figure_output(), "dspark-draft-strip")
@@ -545,9 +640,11 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
             return
         lang = state.lang
         content = inspector_6b_content(state)
-        title.value = (f"<h3 style='margin:4px 0'>{html.escape(tx('inspector', lang))} · "
-                       f"{html.escape(get_step('6B').t('title', lang))}</h3>"
-                       f"<p>{html.escape(content['verdict'])}</p>")
+        title.value = (
+            f"<h3 style='margin:4px 0'>{html.escape(tx('inspector', lang))} · "
+            f"{html.escape(get_step('6B').t('title', lang))}</h3>"
+            f"<p>{html.escape(content['verdict'])}</p>"
+        )
         block.description, temp.description = "k", ui("temperature", lang)
         block.value, temp.value = state.block, state.temperature  # no-op updates when already equal
         if changed is None or recomputed & {"forward", "views"}:  # a new draft leaves the logits as they are
@@ -563,6 +660,7 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
             except ValueError as err:
                 status.value = f"<span style='color:#b91c1c'>{html.escape(str(err))}</span>"
                 widget.value = getattr(state, name)
+
         return handler
 
     block.observe(on_slider("block", block), names="value")
@@ -589,8 +687,14 @@ class LabApp:
             "prompt": widgets.Text(value=state.prompt, continuous_update=False, layout=widgets.Layout(width="60%")),
             "seed": widgets.IntText(value=state.seed, layout=widgets.Layout(width="160px")),
             "block": widgets.IntSlider(value=state.block, min=1, max=cfg.dspark_block_size, continuous_update=False),
-            "temperature": widgets.FloatSlider(value=state.temperature, min=0.0, max=TEMPERATURE_MAX, step=0.05,
-                                               continuous_update=False, readout_format=".2f"),
+            "temperature": widgets.FloatSlider(
+                value=state.temperature,
+                min=0.0,
+                max=TEMPERATURE_MAX,
+                step=0.05,
+                continuous_update=False,
+                readout_format=".2f",
+            ),
             "lang": widgets.ToggleButtons(options=[("vi", "vi"), ("en", "en")], value=state.lang, layout=lay),
             "weights": widgets.Dropdown(options=self.weight_options(), value=state.weights, layout=lay),
             "layer": widgets.Dropdown(options=self.layer_options(), value=self.control_value("layer"), layout=lay),
@@ -604,10 +708,14 @@ class LabApp:
         self.panel_area = tagged(widgets.VBox([step_panel(state)]), "dspark-panel-area")
         self.inspector = inspector_6b(state, sliders=False)
         c = self.controls
-        rows = [widgets.HBox([c["prompt"], c["seed"]]), widgets.HBox([c["block"], c["temperature"]]),
-                widgets.HBox([c["lang"], c["weights"], c["layer"]])]
-        self.widget = tagged(widgets.VBox(rows + [self.status, self.flow, self.map, self.panel_area, self.inspector]),
-                             "dspark-app")
+        rows = [
+            widgets.HBox([c["prompt"], c["seed"]]),
+            widgets.HBox([c["block"], c["temperature"]]),
+            widgets.HBox([c["lang"], c["weights"], c["layer"]]),
+        ]
+        self.widget = tagged(
+            widgets.VBox(rows + [self.status, self.flow, self.map, self.panel_area, self.inspector]), "dspark-app"
+        )
         self.relabel()
         state.subscribe(self.on_state)
 
@@ -630,6 +738,7 @@ class LabApp:
             if not self.syncing:
                 value = change["new"]
                 self.apply(name, None if name == "layer" and value == AUTO_LAYER else value)
+
         return handler
 
     def apply(self, name: str, value: Any) -> set[str]:
@@ -668,8 +777,15 @@ class LabApp:
 
     def relabel(self) -> None:
         lang, c = self.state.lang, self.controls
-        names = {"prompt": "prompt", "seed": "seed", "block": "block_size", "temperature": "temperature",
-                 "lang": "language", "weights": "weights", "layer": "layer"}
+        names = {
+            "prompt": "prompt",
+            "seed": "seed",
+            "block": "block_size",
+            "temperature": "temperature",
+            "lang": "language",
+            "weights": "weights",
+            "layer": "layer",
+        }
         self.syncing = True
         try:
             for name, key in names.items():
@@ -682,8 +798,9 @@ class LabApp:
         self.flow.value = f"<i>{html.escape(flow_text(lang))}</i> — {html.escape(ui('map_hint', lang))}"
 
 
-def lab_app(prompt: str = DEFAULT_PROMPT, lang: str = "en", seed: int = 0,
-            state: LabState | None = None) -> widgets.VBox:
+def lab_app(
+    prompt: str = DEFAULT_PROMPT, lang: str = "en", seed: int = 0, state: LabState | None = None
+) -> widgets.VBox:
     """The whole lab in one widget: controls (prompt, seed, block k, temperature, language, weights, layer),
     the clickable 4-column map, the panel of the chosen step and the 6B inspector. Pass `state` to reuse a
     LabState (then `prompt`, `lang` and `seed` are ignored)."""
@@ -691,8 +808,29 @@ def lab_app(prompt: str = DEFAULT_PROMPT, lang: str = "en", seed: int = 0,
 
 
 __all__ = [
-    "AUTO_LAYER", "FIELDS", "WEIGHTS", "LabApp", "LabState", "build_map", "describe_update", "draft_table_html",
-    "figure_bundle", "figure_output", "find_widgets", "flow_text", "inspector_6b", "inspector_6b_content", "lab_app",
-    "map_layout", "open_step", "panel_html", "panel_layer", "panel_widget", "set_figure", "shown_figure", "step_panel",
-    "step_panel_content", "walk_widgets",
+    "AUTO_LAYER",
+    "FIELDS",
+    "WEIGHTS",
+    "LabApp",
+    "LabState",
+    "build_map",
+    "describe_update",
+    "draft_table_html",
+    "figure_bundle",
+    "figure_output",
+    "find_widgets",
+    "flow_text",
+    "inspector_6b",
+    "inspector_6b_content",
+    "lab_app",
+    "map_layout",
+    "open_step",
+    "panel_html",
+    "panel_layer",
+    "panel_widget",
+    "set_figure",
+    "shown_figure",
+    "step_panel",
+    "step_panel_content",
+    "walk_widgets",
 ]

@@ -55,19 +55,30 @@ def traced_run(lab_model, lab_cfg):
     handles = []
     for blk in lab_model.layers:
         i = blk.layer_id
-        handles.append(blk.register_forward_pre_hook(
-            lambda mod, args, i=i: block_in.__setitem__(i, args[0].detach().clone())))
-        handles.append(blk.attn.register_forward_hook(
-            lambda mod, args, out, i=i: attn_out.__setitem__(i, out.detach().clone())))
-        handles.append(blk.ffn.register_forward_hook(
-            lambda mod, args, out, i=i: ffn_out.__setitem__(i, out[0].detach().clone())))
-        handles.append(blk.register_forward_hook(
-            lambda mod, args, out, i=i: block_out.__setitem__(i, out[0].detach().clone())))
+        handles.append(
+            blk.register_forward_pre_hook(lambda mod, args, i=i: block_in.__setitem__(i, args[0].detach().clone()))
+        )
+        handles.append(
+            blk.attn.register_forward_hook(lambda mod, args, out, i=i: attn_out.__setitem__(i, out.detach().clone()))
+        )
+        handles.append(
+            blk.ffn.register_forward_hook(lambda mod, args, out, i=i: ffn_out.__setitem__(i, out[0].detach().clone()))
+        )
+        handles.append(
+            blk.register_forward_hook(lambda mod, args, out, i=i: block_out.__setitem__(i, out[0].detach().clone()))
+        )
     try:
         with torch.no_grad():
             out = lab_model(tokens, trace=tr)
     finally:
         for h in handles:
             h.remove()
-    return {"tokens": tokens, "trace": tr, "out": out, "block_in": block_in, "attn_out": attn_out,
-            "ffn_out": ffn_out, "block_out": block_out}
+    return {
+        "tokens": tokens,
+        "trace": tr,
+        "out": out,
+        "block_in": block_in,
+        "attn_out": attn_out,
+        "ffn_out": ffn_out,
+        "block_out": block_out,
+    }

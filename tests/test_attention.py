@@ -80,9 +80,9 @@ def test_sparse_attention_matches_naive_loop():
     mask[0, 1] = False  # a row with no valid key
     mask[1, 2] = True
     sink = torch.tensor([0.0, 1.5, -2.0, 0.7], dtype=F64)
-    o, probs, share = sparse_attention(q, kv, mask, sink, D ** -0.5)
+    o, probs, share = sparse_attention(q, kv, mask, sink, D**-0.5)
     assert o.shape == (B, S, H, D) and probs.shape == (B, S, H, T) and share.shape == (B, S, H)
-    n_o, n_probs, n_share = naive_sparse_attention(q, kv, mask, sink, D ** -0.5)
+    n_o, n_probs, n_share = naive_sparse_attention(q, kv, mask, sink, D**-0.5)
     torch.testing.assert_close(o, n_o, rtol=0, atol=1e-13)
     torch.testing.assert_close(probs, n_probs, rtol=0, atol=1e-14)
     torch.testing.assert_close(share, n_share, rtol=0, atol=1e-14)
@@ -94,7 +94,7 @@ def test_sparse_attention_matches_naive_loop():
     assert torch.equal(o[0, 1], torch.zeros(H, D, dtype=F64))
     assert torch.equal(share[0, 1], torch.ones(H, dtype=F64))
     # the sink logit is not multiplied by the scale
-    scaled = naive_sparse_attention(q, kv, mask, sink * D ** -0.5, D ** -0.5)[0]
+    scaled = naive_sparse_attention(q, kv, mask, sink * D**-0.5, D**-0.5)[0]
     assert (o - scaled).abs().max() > 1e-3
 
 
@@ -103,7 +103,7 @@ def test_huge_sink_soaks_up_attention():
     q = torch.randn(1, 2, 2, 8, generator=g, dtype=F64)
     kv = torch.randn(1, 5, 8, generator=g, dtype=F64)
     mask = torch.ones(1, 2, 5, dtype=torch.bool)
-    o, probs, share = sparse_attention(q, kv, mask, torch.tensor([60.0, -60.0], dtype=F64), 8 ** -0.5)
+    o, probs, share = sparse_attention(q, kv, mask, torch.tensor([60.0, -60.0], dtype=F64), 8**-0.5)
     assert o[..., 0, :].abs().max() < 1e-20 and (share[..., 0] >= 1 - 1e-15).all()
     assert (share[..., 1] < 1e-20).all()  # a very negative sink is no sink
     torch.testing.assert_close(probs[..., 1, :].sum(-1), torch.ones(1, 2, dtype=F64), rtol=0, atol=1e-14)
@@ -125,8 +125,8 @@ def _o_lora(attn, o):
     Wa, Wb = attn.wo_a.weight.detach(), attn.wo_b.weight.detach()
     parts = []
     for g in range(G):
-        og = o[:, :, g * per:(g + 1) * per].reshape(B, S, per * D)
-        parts.append(og @ Wa[g * R:(g + 1) * R].T)
+        og = o[:, :, g * per : (g + 1) * per].reshape(B, S, per * D)
+        parts.append(og @ Wa[g * R : (g + 1) * R].T)
     return torch.cat(parts, -1) @ Wb.T, torch.cat(parts, -1)
 
 
@@ -153,8 +153,9 @@ def test_attention_layer_matches_naive_mqa(lab_model, traced_run, lab_cfg, layer
         mask = torch.cat([mask, cm[..., :-1]], -1)
     q = _q_and_keys(attn, x, pos, keys)
     sl = slice(0, 37, 6)  # a few queries for the scalar loop
-    n_o, n_probs, n_share = naive_sparse_attention(q[:1, sl], keys[:1], mask[:1, sl], attn.attn_sink.detach(),
-                                                   lab_cfg.head_dim ** -0.5)
+    n_o, n_probs, n_share = naive_sparse_attention(
+        q[:1, sl], keys[:1], mask[:1, sl], attn.attn_sink.detach(), lab_cfg.head_dim**-0.5
+    )
     torch.testing.assert_close(tr.get("4A", "probs", layer)[:1, sl], n_probs, rtol=0, atol=1e-12)
     torch.testing.assert_close(tr.get("4A", "sink_share", layer)[:1, sl], n_share, rtol=0, atol=1e-12)
     # full output: o = Σ p·kv (the same latent as value), de-rotated at the query position, then O-LoRA
@@ -189,7 +190,7 @@ def test_o_lora_is_block_diagonal(lab_model, lab_cfg, monkeypatch):
         captured["o"] = o.clone()
         if bump is not None:
             o = o.clone()
-            o[:, :, bump * per:(bump + 1) * per] += 0.5
+            o[:, :, bump * per : (bump + 1) * per] += 0.5
         return o, p, s
 
     try:
@@ -228,18 +229,21 @@ def test_rope_inv_freq_plain():
         torch.testing.assert_close(got, want, rtol=1e-15, atol=0)
 
 
-@pytest.mark.parametrize("d,theta,factor,L0", [
-    (8, 160000.0, 4.0, 32),  # the lab: lo clamps to 0 (corr(β_fast) < 0)
-    (64, 160000.0, 16.0, 65536),  # the real model: lo = 15, hi = 25
-    (8, 10.0, 4.0, 635),  # hi clamps to d − 1 (= 7, unclamped 9) while lo = 1 is inside the ramp
-    (16, 10000.0, 8.0, 4096),
-])
+@pytest.mark.parametrize(
+    "d,theta,factor,L0",
+    [
+        (8, 160000.0, 4.0, 32),  # the lab: lo clamps to 0 (corr(β_fast) < 0)
+        (64, 160000.0, 16.0, 65536),  # the real model: lo = 15, hi = 25
+        (8, 10.0, 4.0, 635),  # hi clamps to d − 1 (= 7, unclamped 9) while lo = 1 is inside the ramp
+        (16, 10000.0, 8.0, 4096),
+    ],
+)
 def test_yarn_matches_naive(d, theta, factor, L0):
     got = rope_inv_freq(d, theta, True, factor, L0, 32, 1)
     want = torch.tensor(naive_yarn(d, theta, factor, L0, 32, 1), dtype=F64)
     torch.testing.assert_close(got, want, rtol=1e-14, atol=0)
     if L0 == 635:  # without the clamp of hi the ramp would be (j − 1)/8, not (j − 1)/6
-        assert abs(float(got[3]) - (theta ** -0.75 / factor * 2 / 6 + theta ** -0.75 * 4 / 6)) < 1e-15
+        assert abs(float(got[3]) - (theta**-0.75 / factor * 2 / 6 + theta**-0.75 * 4 / 6)) < 1e-15
     plain = rope_inv_freq(d, theta, False)
     assert (got <= plain * (1 + 1e-15)).all() and (got >= plain / factor * (1 - 1e-15)).all()
     assert not torch.equal(got, plain)
@@ -255,8 +259,9 @@ def test_yarn_real_ramp_edges():
 
 def test_model_layers_use_the_right_rope(lab_model, lab_cfg):
     plain = rope_inv_freq(lab_cfg.rope_head_dim, 10000.0, False)
-    yarn = torch.tensor(naive_yarn(lab_cfg.rope_head_dim, 160000.0, lab_cfg.rope_factor, lab_cfg.original_seq_len,
-                                   32, 1), dtype=F64)
+    yarn = torch.tensor(
+        naive_yarn(lab_cfg.rope_head_dim, 160000.0, lab_cfg.rope_factor, lab_cfg.original_seq_len, 32, 1), dtype=F64
+    )
     assert (plain - yarn).abs().max() > 1e-3
     for i, blk in enumerate(lab_model.layers):
         inv = blk.attn.inv_freq
@@ -280,8 +285,9 @@ def test_apply_rope_matches_naive_and_inverts():
         torch.testing.assert_close(y, naive_rope(x, pos.tolist(), inv, 8), rtol=0, atol=1e-13)
         assert torch.equal(y[..., :16], x[..., :16])  # only the last rope_dim channels rotate
         torch.testing.assert_close(apply_rope(y, ang, inverse=True), x, rtol=0, atol=1e-14)
-        torch.testing.assert_close(apply_rope(x, ang, inverse=True), naive_rope(x, pos.tolist(), inv, 8, -1.0),
-                                   rtol=0, atol=1e-13)
+        torch.testing.assert_close(
+            apply_rope(x, ang, inverse=True), naive_rope(x, pos.tolist(), inv, 8, -1.0), rtol=0, atol=1e-13
+        )
         # norms of the rotated pairs are preserved
         torch.testing.assert_close(y[..., 16:].norm(dim=-1), x[..., 16:].norm(dim=-1), rtol=0, atol=1e-13)
 

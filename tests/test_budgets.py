@@ -37,18 +37,25 @@ def backbone_groups(c) -> dict[str, int]:
     E, I, hc = c.n_routed_experts, c.moe_inter_dim, c.hc_mult
     n_mix = (2 + hc) * hc  # 24 mixes: pre (hc) + post (hc) + comb (hc·hc)
     attention_core = L * (
-        D * Rq + Rq  # wq_a [Rq, D], q_norm [Rq]
+        D * Rq
+        + Rq  # wq_a [Rq, D], q_norm [Rq]
         + Rq * H * Dh  # wq_b [H·Dh, Rq]
-        + D * Dh + Dh  # wkv [Dh, D], kv_norm [Dh]
+        + D * Dh
+        + Dh  # wkv [Dh, D], kv_norm [Dh]
         + (H * Dh // G) * (G * R)  # wo_a [G·R, H·Dh/G] (block-diagonal, stored as G blocks)
         + G * R * D  # wo_b [D, G·R]
         + H  # attn_sink [H]
     )
-    compressors = sum((2 if c.compress_ratios[s] == 2 else 1) * D * Dh + Dh  # wkv (+ wgate at ratio 2), norm
-                      for s in c.kv_source_layers)
-    indexers = sum(Rq * Hi * Di + D * Hi  # wq_b [Hi·Di, Rq], weights_proj [Hi, D]
-                   + ((Dh * Di + Di) if i in c.kv_source_layers else 0)  # wk + k_norm (owners only)
-                   for i in c.index_source_layers)
+    compressors = sum(
+        (2 if c.compress_ratios[s] == 2 else 1) * D * Dh + Dh  # wkv (+ wgate at ratio 2), norm
+        for s in c.kv_source_layers
+    )
+    indexers = sum(
+        Rq * Hi * Di
+        + D * Hi  # wq_b [Hi·Di, Rq], weights_proj [Hi, D]
+        + ((Dh * Di + Di) if i in c.kv_source_layers else 0)  # wk + k_norm (owners only)
+        for i in c.index_source_layers
+    )
     return {
         "routed_experts": L * E * 3 * D * I,  # w1, w2, w3 per expert
         "attention": attention_core,
@@ -57,9 +64,11 @@ def backbone_groups(c) -> dict[str, int]:
         "embed_head": 2 * V * D,  # untied
         "router": L * (E * D + E),  # gate weight [E, D] + select-only bias [E]
         "mhc": L * 2 * (n_mix * hc * D + n_mix + 3),  # 2 per layer: fn [24, hc·D], base [24], scale [3]
-        "engram_projections": len(c.engram_layer_ids) * (
+        "engram_projections": len(c.engram_layer_ids)
+        * (
             c.engram_n_hash_cols * c.engram_head_dim * D * (hc + 1)  # wkv → hc keys + 1 value
-            + 2 * hc * D),  # q_weight, k_weight [hc, D]
+            + 2 * hc * D
+        ),  # q_weight, k_weight [hc, D]
         "norms": L * 2 * D + D,  # attn_norm, ffn_norm per layer; final norm
     }
 
@@ -69,13 +78,32 @@ def draft_params(c) -> int:
     D, V, H, Dh, Rq, G, R = c.dim, c.vocab_size, c.n_heads, c.head_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank
     hc, I, E, r = c.hc_mult, c.moe_inter_dim, c.dspark_n_routed_experts, c.dspark_markov_rank
     n_mix = (2 + hc) * hc
-    block = (D * Rq + Rq + Rq * H * Dh + D * Dh + Dh + (H * Dh // G) * (G * R) + G * R * D + H  # attention
-             + E * 3 * D * I + c.n_shared_experts * 3 * D * I + E * D + E  # experts, shared, router
-             + 2 * (n_mix * hc * D + n_mix + 3) + 2 * D)  # mHC, attn/ffn norms
+    block = (
+        D * Rq
+        + Rq
+        + Rq * H * Dh
+        + D * Dh
+        + Dh
+        + (H * Dh // G) * (G * R)
+        + G * R * D
+        + H  # attention
+        + E * 3 * D * I
+        + c.n_shared_experts * 3 * D * I
+        + E * D
+        + E  # experts, shared, router
+        + 2 * (n_mix * hc * D + n_mix + 3)
+        + 2 * D
+    )  # mHC, attn/ffn norms
     n_taps = len(c.dspark_target_layer_ids)
     main_proj = n_taps * D * D if c.dspark_tap_mix == "concat_proj" else 0
-    return (c.n_mtp_layers * block + main_proj + D  # main_norm
-            + D + 2 * V * r + (D + r))  # norm, Markov embed + head, confidence head (embed/head shared)
+    return (
+        c.n_mtp_layers * block
+        + main_proj
+        + D  # main_norm
+        + D
+        + 2 * V * r
+        + (D + r)
+    )  # norm, Markov embed + head, confidence head (embed/head shared)
 
 
 def model_groups(model) -> dict[str, int]:
@@ -150,6 +178,7 @@ def test_lab_formula_matches_model(lab_model) -> None:
     assert model_groups(lab_model) == backbone_groups(cfg)
     assert counts["backbone"] == sum(backbone_groups(cfg).values())
     from dspark_mini.engram import engram_num_embeddings
+
     assert counts["engram"] == sum(engram_num_embeddings(cfg)) * cfg.engram_head_dim
     assert counts["draft"] == draft_params(cfg)
 
@@ -183,8 +212,7 @@ def test_kv_bytes_lab_by_hand() -> None:
     ratios = [cfg.compress_ratios[s] for s in cfg.kv_source_layers]
     b = kv_bytes(cfg)
     assert (window_entry, compressed_entry, index_entry) == (66, 36, 17)  # lab: Dh 64, Di 32
-    assert (b["window_entry"], b["compressed_entry"], b["index_entry"]) == (window_entry, compressed_entry,
-                                                                             index_entry)
+    assert (b["window_entry"], b["compressed_entry"], b["index_entry"]) == (window_entry, compressed_entry, index_entry)
     assert ratios == [2, 2, 1]
     assert b["compressed_kv_per_token"] == 36 / 2 + 36 / 2 + 36 == 72
     assert b["index_k_per_token"] == 17 / 2 + 17 / 2 + 17 == 34
@@ -220,8 +248,12 @@ def test_bytes_stored_after_prefill(lab_model, S) -> None:
     assert got == expected_stored(cfg, B, S)
     if S == 21:  # literal arithmetic for one case: 8 layers · 8 slots · 66 B (+ 2 draft rings);
         # sources (1, 3, 4) hold 10 + 10 + 21
-        assert got == {"window": 2 * 8 * 8 * 66, "draft_window": 2 * 2 * 8 * 66, "compressed_kv": 2 * 41 * 36,
-                       "index_k": 2 * 41 * 17}
+        assert got == {
+            "window": 2 * 8 * 8 * 66,
+            "draft_window": 2 * 2 * 8 * 66,
+            "compressed_kv": 2 * 41 * 36,
+            "index_k": 2 * 41 * 17,
+        }
 
 
 def test_bytes_stored_chunked_and_partial_commit(lab_model) -> None:

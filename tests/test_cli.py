@@ -77,25 +77,28 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
     assert len(flash["roles"]) == 43
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["walk", "--step", "7Z"], "unknown step id '7Z'"),
-    (["walk", "--lang", "fr"], "unknown language 'fr'"),
-    (["walk", "--prompt", "   "], "prompt is empty"),
-    (["walk", "--prompt", "hi ✓"], "U+2713"),
-    (["walk", "--prompt", "a" * 600], "allowed 1..252"),
-    (["walk", "--preset", "flash"], "inspect --preset flash"),
-    (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
-    (["walk", "--block", "0"], "block size = 0 is invalid: allowed 1..3"),
-    (["walk", "--temperature", "-1"], "temperature = -1.0 is invalid"),
-    (["generate", "--block", "4"], "block size = 4 is invalid: allowed 1..3"),
-    (["generate", "--block", "0"], "block size = 0 is invalid"),
-    (["generate", "--temperature", "-0.5"], "temperature = -0.5 is invalid: allowed ≥ 0"),
-    (["generate", "--prompt", ""], "prompt is empty"),
-    (["generate", "--max-new-tokens", "0"], "max_new_tokens = 0 is invalid: allowed ≥ 1"),
-    (["generate", "--max-new-tokens", "9999"], "max_new_tokens = 9999 is invalid: allowed 1..243"),
-    (["generate", "--preset", "flash"], "not runnable on a CPU"),
-    (["profile", "--reps", "0"], "--reps = 0"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["walk", "--step", "7Z"], "unknown step id '7Z'"),
+        (["walk", "--lang", "fr"], "unknown language 'fr'"),
+        (["walk", "--prompt", "   "], "prompt is empty"),
+        (["walk", "--prompt", "hi ✓"], "U+2713"),
+        (["walk", "--prompt", "a" * 600], "allowed 1..252"),
+        (["walk", "--preset", "flash"], "inspect --preset flash"),
+        (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
+        (["walk", "--block", "0"], "block size = 0 is invalid: allowed 1..3"),
+        (["walk", "--temperature", "-1"], "temperature = -1.0 is invalid"),
+        (["generate", "--block", "4"], "block size = 4 is invalid: allowed 1..3"),
+        (["generate", "--block", "0"], "block size = 0 is invalid"),
+        (["generate", "--temperature", "-0.5"], "temperature = -0.5 is invalid: allowed ≥ 0"),
+        (["generate", "--prompt", ""], "prompt is empty"),
+        (["generate", "--max-new-tokens", "0"], "max_new_tokens = 0 is invalid: allowed ≥ 1"),
+        (["generate", "--max-new-tokens", "9999"], "max_new_tokens = 9999 is invalid: allowed 1..243"),
+        (["generate", "--preset", "flash"], "not runnable on a CPU"),
+        (["profile", "--reps", "0"], "--reps = 0"),
+    ],
+)
 def test_bad_input_gives_a_clear_error(capsys, argv, needle) -> None:
     assert main(argv) == 2
     err = " ".join(capsys.readouterr().err.split())

@@ -51,10 +51,14 @@ INVALID = [
     ("float_as_int_dim", lab(dim=64.0), "dim", 64.0, "integer ≥ 1"),
     # ---- experts ------------------------------------------------------------------------------------
     ("topk_gt_experts", lab(n_activated_experts=9), "n_activated_experts", 9, "n_routed_experts (8)"),
-    ("topk_gt_experts_flash", flash(n_activated_experts=385), "n_activated_experts", 385,
-     "n_routed_experts (384)"),
-    ("dspark_topk_gt_experts", lab(dspark_n_activated_experts=5), "dspark_n_activated_experts", 5,
-     "dspark_n_routed_experts (4)"),
+    ("topk_gt_experts_flash", flash(n_activated_experts=385), "n_activated_experts", 385, "n_routed_experts (384)"),
+    (
+        "dspark_topk_gt_experts",
+        lab(dspark_n_activated_experts=5),
+        "dspark_n_activated_experts",
+        5,
+        "dspark_n_routed_experts (4)",
+    ),
     ("score_func_unknown", lab(score_func="softmax"), "score_func", "softmax", "'sqrtsoftplus'"),
     # ---- attention shapes ---------------------------------------------------------------------------
     ("o_groups_not_divisor", lab(o_groups=3), "o_groups", 3, "divisor of n_heads (4)"),
@@ -67,73 +71,154 @@ INVALID = [
     ("beta_fast_lt_slow", lab(beta_fast=2, beta_slow=4), "beta_fast", 2, "> beta_slow (4)"),
     ("dtype_unknown", lab(dtype="float16"), "dtype", "float16", "one of"),
     # ---- CED / CSA2 schedule ------------------------------------------------------------------------
-    ("ratios_too_short", lab(compress_ratios=LAB_RATIOS[:-1]), "compress_ratios", None,
-     "n_layers + n_mtp_layers = 10"),
-    ("ratios_too_short_flash", flash(compress_ratios=FLASH_RATIOS[:-1]), "compress_ratios", None,
-     "n_layers + n_mtp_layers = 43"),
+    ("ratios_too_short", lab(compress_ratios=LAB_RATIOS[:-1]), "compress_ratios", None, "n_layers + n_mtp_layers = 10"),
+    (
+        "ratios_too_short_flash",
+        flash(compress_ratios=FLASH_RATIOS[:-1]),
+        "compress_ratios",
+        None,
+        "n_layers + n_mtp_layers = 43",
+    ),
     ("ratios_list_not_tuple", lab(compress_ratios=list(LAB_RATIOS)), "compress_ratios", None, "a tuple"),
-    ("ratio_3", lab(compress_ratios=(0, 3, 3, 3, 1, 1, 1, 1, 0, 0)), "compress_ratios", None,
-     "entries in {0, 1, 2}"),
-    ("draft_ratio_nonzero", lab(compress_ratios=LAB_RATIOS[:-1] + (1,)), "compress_ratios", None,
-     "0 for every draft layer"),
-    ("draft_ratio_nonzero_flash", flash(compress_ratios=FLASH_RATIOS[:-1] + (2,)), "compress_ratios", None,
-     "0 for every draft layer"),
-    ("kv_source_ratio_0", lab(kv_source_layers=(0, 1, 3, 4)), "kv_source_layers", None,
-     "compress ratio is > 0"),
-    ("index_sources_miss_kv_source", lab(index_source_layers=(1, 4, 6)), "index_source_layers", None,
-     "superset of kv_source_layers (1, 3, 4)"),
-    ("index_source_ratio_0", lab(index_source_layers=(0, 1, 3, 4, 6)), "index_source_layers", None,
-     "compress ratio is > 0"),
-    ("ratio_without_kv_source_before", lab(kv_source_layers=(3, 4)), "compress_ratios", LAB_RATIOS,
-     "0 at layer 1: no KV source at or before it"),
-    ("consumer_ratio_differs_from_source", lab(compress_ratios=(0, 2, 1, 2, 1, 1, 1, 1, 0, 0)),
-     "compress_ratios", None, "at layer 2 equal to its KV source layer 1's ratio 2"),
-    ("consumer_ratio_differs_flash", flash(compress_ratios=(0, 0) + (2,) * 18 + (1,) * 19 + (2,) + (0,) * 3),
-     "compress_ratios", None, "at layer 39 equal to its KV source layer 20's ratio 1"),
-    ("two_ratio1_sources", lab(kv_source_layers=(1, 3, 4, 5), index_source_layers=(1, 3, 4, 5, 6)),
-     "kv_source_layers", None, "at most one ratio-1 source"),
-    ("ratio1_source_not_last",
-     lab(compress_ratios=(0, 2, 2, 1, 1, 2, 2, 2, 0, 0), kv_source_layers=(1, 3, 5), index_source_layers=(1, 3, 5)),
-     "kv_source_layers", None, "the ratio-1 source as the last KV source"),
+    ("ratio_3", lab(compress_ratios=(0, 3, 3, 3, 1, 1, 1, 1, 0, 0)), "compress_ratios", None, "entries in {0, 1, 2}"),
+    (
+        "draft_ratio_nonzero",
+        lab(compress_ratios=LAB_RATIOS[:-1] + (1,)),
+        "compress_ratios",
+        None,
+        "0 for every draft layer",
+    ),
+    (
+        "draft_ratio_nonzero_flash",
+        flash(compress_ratios=FLASH_RATIOS[:-1] + (2,)),
+        "compress_ratios",
+        None,
+        "0 for every draft layer",
+    ),
+    ("kv_source_ratio_0", lab(kv_source_layers=(0, 1, 3, 4)), "kv_source_layers", None, "compress ratio is > 0"),
+    (
+        "index_sources_miss_kv_source",
+        lab(index_source_layers=(1, 4, 6)),
+        "index_source_layers",
+        None,
+        "superset of kv_source_layers (1, 3, 4)",
+    ),
+    (
+        "index_source_ratio_0",
+        lab(index_source_layers=(0, 1, 3, 4, 6)),
+        "index_source_layers",
+        None,
+        "compress ratio is > 0",
+    ),
+    (
+        "ratio_without_kv_source_before",
+        lab(kv_source_layers=(3, 4)),
+        "compress_ratios",
+        LAB_RATIOS,
+        "0 at layer 1: no KV source at or before it",
+    ),
+    (
+        "consumer_ratio_differs_from_source",
+        lab(compress_ratios=(0, 2, 1, 2, 1, 1, 1, 1, 0, 0)),
+        "compress_ratios",
+        None,
+        "at layer 2 equal to its KV source layer 1's ratio 2",
+    ),
+    (
+        "consumer_ratio_differs_flash",
+        flash(compress_ratios=(0, 0) + (2,) * 18 + (1,) * 19 + (2,) + (0,) * 3),
+        "compress_ratios",
+        None,
+        "at layer 39 equal to its KV source layer 20's ratio 1",
+    ),
+    (
+        "two_ratio1_sources",
+        lab(kv_source_layers=(1, 3, 4, 5), index_source_layers=(1, 3, 4, 5, 6)),
+        "kv_source_layers",
+        None,
+        "at most one ratio-1 source",
+    ),
+    (
+        "ratio1_source_not_last",
+        lab(compress_ratios=(0, 2, 2, 1, 1, 2, 2, 2, 0, 0), kv_source_layers=(1, 3, 5), index_source_layers=(1, 3, 5)),
+        "kv_source_layers",
+        None,
+        "the ratio-1 source as the last KV source",
+    ),
     ("kv_sources_unsorted", lab(kv_source_layers=(3, 1, 4)), "kv_source_layers", None, "strictly increasing"),
-    ("candidate_not_kv_source", lab(candidate_source_layer=6), "candidate_source_layer", 6,
-     "one of kv_source_layers (1, 3, 4)"),
-    ("candidate_not_kv_source_flash", flash(candidate_source_layer=24), "candidate_source_layer", 24,
-     "one of kv_source_layers (2, 8, 14, 20)"),
+    (
+        "candidate_not_kv_source",
+        lab(candidate_source_layer=6),
+        "candidate_source_layer",
+        6,
+        "one of kv_source_layers (1, 3, 4)",
+    ),
+    (
+        "candidate_not_kv_source_flash",
+        flash(candidate_source_layer=24),
+        "candidate_source_layer",
+        24,
+        "one of kv_source_layers (2, 8, 14, 20)",
+    ),
     ("index_topk_gt_pool", lab(index_topk=17), "index_topk", 17, "≤ candidate pool 16"),
     ("index_topk_gt_pool_flash", flash(index_topk=16385), "index_topk", 16385, "≤ candidate pool 16384"),
     # ---- Engram ---------------------------------------------------------------------------------------
-    ("engram_after_last_kv_source", lab(engram_layer_ids=(0, 5)), "engram_layer_ids", None,
-     "at or before the last KV source (4)"),
-    ("engram_after_last_kv_source_flash", flash(engram_layer_ids=(1, 21)), "engram_layer_ids", None,
-     "at or before the last KV source (20)"),
+    (
+        "engram_after_last_kv_source",
+        lab(engram_layer_ids=(0, 5)),
+        "engram_layer_ids",
+        None,
+        "at or before the last KV source (4)",
+    ),
+    (
+        "engram_after_last_kv_source_flash",
+        flash(engram_layer_ids=(1, 21)),
+        "engram_layer_ids",
+        None,
+        "at or before the last KV source (20)",
+    ),
     ("engram_layer_out_of_range", lab(engram_layer_ids=(0, 8)), "engram_layer_ids", None, "layer ids in 0..7"),
     ("engram_layer_negative", lab(engram_layer_ids=(-1, 3)), "engram_layer_ids", None, "layer ids in 0..7"),
     ("engram_ngram_1", lab(engram_max_ngram_size=1), "engram_max_ngram_size", 1, "integer ≥ 2"),
-    ("engram_pad_ge_vocab", lambda: get_config("lab").replace(engram_pad_id=get_config("lab").vocab_size),
-     "engram_pad_id", 510, "token id in 0..509"),
-    ("engram_pad_ge_vocab_flash", flash(engram_pad_id=129_280), "engram_pad_id", 129_280,
-     "token id in 0..129279"),
-    ("engram_head_dim_not_mult32", lab(engram_head_dim=48), "engram_head_dim", 48,
-     "multiple of 32 when engram_table_quant"),
+    (
+        "engram_pad_ge_vocab",
+        lambda: get_config("lab").replace(engram_pad_id=get_config("lab").vocab_size),
+        "engram_pad_id",
+        510,
+        "token id in 0..509",
+    ),
+    ("engram_pad_ge_vocab_flash", flash(engram_pad_id=129_280), "engram_pad_id", 129_280, "token id in 0..129279"),
+    (
+        "engram_head_dim_not_mult32",
+        lab(engram_head_dim=48),
+        "engram_head_dim",
+        48,
+        "multiple of 32 when engram_table_quant",
+    ),
     # ---- DSpark ---------------------------------------------------------------------------------------
-    ("taps_out_of_range", lab(dspark_target_layer_ids=(3, 8)), "dspark_target_layer_ids", None,
-     "layer ids in 0..7"),
-    ("taps_out_of_range_flash", flash(dspark_target_layer_ids=(38, 39, 40)), "dspark_target_layer_ids", None,
-     "layer ids in 0..39"),
-    ("taps_unsorted", lab(dspark_target_layer_ids=(4, 3)), "dspark_target_layer_ids", None,
-     "strictly increasing"),
-    ("taps_duplicated", lab(dspark_target_layer_ids=(3, 3)), "dspark_target_layer_ids", None,
-     "strictly increasing"),
+    ("taps_out_of_range", lab(dspark_target_layer_ids=(3, 8)), "dspark_target_layer_ids", None, "layer ids in 0..7"),
+    (
+        "taps_out_of_range_flash",
+        flash(dspark_target_layer_ids=(38, 39, 40)),
+        "dspark_target_layer_ids",
+        None,
+        "layer ids in 0..39",
+    ),
+    ("taps_unsorted", lab(dspark_target_layer_ids=(4, 3)), "dspark_target_layer_ids", None, "strictly increasing"),
+    ("taps_duplicated", lab(dspark_target_layer_ids=(3, 3)), "dspark_target_layer_ids", None, "strictly increasing"),
     ("taps_empty", lab(dspark_target_layer_ids=()), "dspark_target_layer_ids", None, "at least one tap layer"),
     ("tap_mix_unknown", lab(dspark_tap_mix="sum"), "dspark_tap_mix", "sum", "one of ('mean', 'concat_proj')"),
     ("noise_ge_vocab", lab(dspark_noise_token_id=510), "dspark_noise_token_id", 510, "token id in 0..509"),
-    ("noise_ge_vocab_flash", flash(dspark_noise_token_id=129_280), "dspark_noise_token_id", 129_280,
-     "token id in 0..129279"),
+    (
+        "noise_ge_vocab_flash",
+        flash(dspark_noise_token_id=129_280),
+        "dspark_noise_token_id",
+        129_280,
+        "token id in 0..129279",
+    ),
     ("noise_negative", lab(dspark_noise_token_id=-1), "dspark_noise_token_id", -1, "token id in 0..509"),
     ("dspark_block_gt_window", lab(dspark_block_size=9), "dspark_block_size", 9, "1..window_size (8)"),
-    ("dspark_block_gt_window_flash", flash(dspark_block_size=129), "dspark_block_size", 129,
-     "1..window_size (128)"),
+    ("dspark_block_gt_window_flash", flash(dspark_block_size=129), "dspark_block_size", 129, "1..window_size (128)"),
     # ---- presets --------------------------------------------------------------------------------------
     ("unknown_preset", lambda: get_config("tiny"), "preset", "tiny", "one of ('lab', 'flash')"),
 ]
@@ -145,8 +230,7 @@ def test_enough_distinct_invalid_cases() -> None:
     assert len(ids) >= 25
 
 
-@pytest.mark.parametrize("make, field_name, bad, allowed_fragment",
-                         [pytest.param(*c[1:], id=c[0]) for c in INVALID])
+@pytest.mark.parametrize("make, field_name, bad, allowed_fragment", [pytest.param(*c[1:], id=c[0]) for c in INVALID])
 def test_invalid_config_raises(make, field_name, bad, allowed_fragment) -> None:
     with pytest.raises(ConfigError) as info:
         make()
@@ -219,8 +303,8 @@ def test_lab_contract() -> None:
     # the ratio-1 source sits at the encoder/decoder boundary, ratio 2 before it, ratio 1 after
     r = cfg.compress_ratios
     assert r[cfg.n_encoder_layers] == 1 and cfg.n_encoder_layers in cfg.kv_source_layers
-    assert all(x in (0, 2) for x in r[:cfg.n_encoder_layers])
-    assert all(x == 1 for x in r[cfg.n_encoder_layers:cfg.n_layers])
+    assert all(x in (0, 2) for x in r[: cfg.n_encoder_layers])
+    assert all(x == 1 for x in r[cfg.n_encoder_layers : cfg.n_layers])
 
 
 def test_lab_overrides_go_through_get_config() -> None:
@@ -232,23 +316,58 @@ def test_lab_overrides_go_through_get_config() -> None:
 
 
 FLASH_EXPECTED = {  # research dossier §1.2
-    "vocab_size": 129_280, "dim": 5120, "n_layers": 40, "n_mtp_layers": 3,
-    "n_heads": 64, "head_dim": 512, "rope_head_dim": 64, "q_lora_rank": 1280,
-    "o_groups": 8, "o_lora_rank": 1024, "window_size": 128,
+    "vocab_size": 129_280,
+    "dim": 5120,
+    "n_layers": 40,
+    "n_mtp_layers": 3,
+    "n_heads": 64,
+    "head_dim": 512,
+    "rope_head_dim": 64,
+    "q_lora_rank": 1280,
+    "o_groups": 8,
+    "o_lora_rank": 1024,
+    "window_size": 128,
     "compress_ratios": FLASH_RATIOS,
-    "kv_source_layers": (2, 8, 14, 20), "index_source_layers": (2, 8, 14, 20, 24, 28, 32, 36),
-    "index_n_heads": 32, "index_head_dim": 128, "index_topk": 512,
-    "candidate_source_layer": 20, "candidate_topk_blocks": 2048, "candidate_block_size": 8,
-    "n_routed_experts": 384, "n_activated_experts": 6, "n_shared_experts": 1, "moe_inter_dim": 2304,
-    "score_func": "sqrtsoftplus", "route_scale": 1.5, "swiglu_limit": 10.0, "norm_eps": 1e-20,
-    "hc_mult": 4, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6,
-    "rope_theta": 10000.0, "compress_rope_theta": 160000.0,
-    "rope_factor": 16.0, "original_seq_len": 65536, "beta_fast": 32, "beta_slow": 1,
-    "engram_layer_ids": (1, 14), "engram_max_ngram_size": 4, "engram_vocab_size": 16_000_000,
-    "engram_n_heads": 8, "engram_head_dim": 256, "engram_pad_id": 2, "engram_compressed_vocab_size": 99_092,
-    "dspark_block_size": 5, "dspark_noise_token_id": 128_799, "dspark_target_layer_ids": (37, 38, 39),
-    "dspark_markov_rank": 256, "dspark_n_routed_experts": 128, "dspark_n_activated_experts": 3,
-    "dspark_tap_mix": "concat_proj", "gate_temp": 1.0,
+    "kv_source_layers": (2, 8, 14, 20),
+    "index_source_layers": (2, 8, 14, 20, 24, 28, 32, 36),
+    "index_n_heads": 32,
+    "index_head_dim": 128,
+    "index_topk": 512,
+    "candidate_source_layer": 20,
+    "candidate_topk_blocks": 2048,
+    "candidate_block_size": 8,
+    "n_routed_experts": 384,
+    "n_activated_experts": 6,
+    "n_shared_experts": 1,
+    "moe_inter_dim": 2304,
+    "score_func": "sqrtsoftplus",
+    "route_scale": 1.5,
+    "swiglu_limit": 10.0,
+    "norm_eps": 1e-20,
+    "hc_mult": 4,
+    "hc_sinkhorn_iters": 20,
+    "hc_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "compress_rope_theta": 160000.0,
+    "rope_factor": 16.0,
+    "original_seq_len": 65536,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "engram_layer_ids": (1, 14),
+    "engram_max_ngram_size": 4,
+    "engram_vocab_size": 16_000_000,
+    "engram_n_heads": 8,
+    "engram_head_dim": 256,
+    "engram_pad_id": 2,
+    "engram_compressed_vocab_size": 99_092,
+    "dspark_block_size": 5,
+    "dspark_noise_token_id": 128_799,
+    "dspark_target_layer_ids": (37, 38, 39),
+    "dspark_markov_rank": 256,
+    "dspark_n_routed_experts": 128,
+    "dspark_n_activated_experts": 3,
+    "dspark_tap_mix": "concat_proj",
+    "gate_temp": 1.0,
 }
 
 
@@ -279,15 +398,21 @@ def _field_lines() -> tuple[list[str], dict[str, tuple[int, int]]]:
     src = Path(config_module.__file__).read_text(encoding="utf-8")
     tree = ast.parse(src)
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelConfig")
-    spans = {node.target.id: (node.lineno, node.end_lineno)
-             for node in cls.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+    spans = {
+        node.target.id: (node.lineno, node.end_lineno)
+        for node in cls.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
     return src.splitlines(), spans
 
 
 def _comment_lines() -> dict[int, str]:
     src = Path(config_module.__file__).read_text(encoding="utf-8")
-    return {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(src).readline)
-            if tok.type == tokenize.COMMENT}
+    return {
+        tok.start[0]: tok.string
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline)
+        if tok.type == tokenize.COMMENT
+    }
 
 
 def test_field_definitions_parsed() -> None:

@@ -70,7 +70,7 @@ def naive_select(scores: torch.Tensor, visible: torch.Tensor, topk_blocks: int, 
             cands = [j for j in range(nb) if j == pinned or bsc[j] > NEG]
             cands.sort(key=lambda j: (0 if j == pinned else 1, -bsc[j], j))
             for j in cands[:topk_blocks]:
-                keep[b, s, j * bs:min(T, (j + 1) * bs)] = True
+                keep[b, s, j * bs : min(T, (j + 1) * bs)] = True
     return keep
 
 
@@ -142,9 +142,13 @@ def _count_params(model, suffix: str) -> int:
     return sum(1 for n, _ in model.named_parameters() if n.endswith(suffix))
 
 
-COUNT_SUFFIX = {"compressor.wkv": "compressor.wkv.weight", "compressor.wgate": "compressor.wgate.weight",
-                "indexer.wq_b": "indexer.wq_b.weight", "indexer.wk": "indexer.wk.weight",
-                "engram": "engram.embed.weight"}
+COUNT_SUFFIX = {
+    "compressor.wkv": "compressor.wkv.weight",
+    "compressor.wgate": "compressor.wgate.weight",
+    "indexer.wq_b": "indexer.wq_b.weight",
+    "indexer.wk": "indexer.wk.weight",
+    "engram": "engram.embed.weight",
+}
 
 
 def test_role_counts_flash_match_checkpoint_and_modules(flash_cfg, flash_meta):
@@ -168,8 +172,10 @@ def _random_compressor(ratio: int, seed: int = 0, D: int = 16, Dh: int = 32) -> 
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for n, p in comp.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=F64) * (p.shape[-1] ** -0.5 if p.dim() == 2 else 0.2) + (
-                1.0 if n.startswith("norm") else 0.0))
+            p.copy_(
+                torch.randn(p.shape, generator=g, dtype=F64) * (p.shape[-1] ** -0.5 if p.dim() == 2 else 0.2)
+                + (1.0 if n.startswith("norm") else 0.0)
+            )
     return comp
 
 
@@ -195,7 +201,7 @@ def test_compressor_carry_chunked_equals_one_shot(chunks):
         one_shot = comp(x)[0]
         carry, outs, i = None, [], 0
         for n in chunks:
-            latent, kv, score, _ = comp(x[:, i:i + n], carry)
+            latent, kv, score, _ = comp(x[:, i : i + n], carry)
             outs.append(latent)
             kv_all = kv if carry is None else torch.cat([carry[0], kv], 1)
             sc_all = score if carry is None else torch.cat([carry[1], score], 1)
@@ -215,8 +221,9 @@ def test_compressor_ratio1_has_no_gate_and_no_carry():
     with torch.no_grad():
         latent, kv, score, gate = comp(x)
     assert latent.shape == (1, 5, 32) and score is None and gate is None
-    torch.testing.assert_close(latent, naive_rmsnorm(x @ comp.wkv.weight.detach().T, comp.norm.weight.detach(), 1e-20),
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        latent, naive_rmsnorm(x @ comp.wkv.weight.detach().T, comp.norm.weight.detach(), 1e-20), rtol=0, atol=1e-12
+    )
     with pytest.raises(ValueError, match="compress ratio"):
         Compressor(16, 32, 4, 1e-20, F64, F64)
 
@@ -231,7 +238,7 @@ def test_model_compressors_and_cache_carry(lab_model, lab_cfg):
     length = 0
     with torch.no_grad():
         for n in (1, 2, 3, 1, 4):
-            m(tokens[:, length:length + n], cache=cache)
+            m(tokens[:, length : length + n], cache=cache)
             length += n
             for s in (1, 3):
                 st = cache.sources[s]
@@ -256,8 +263,9 @@ def test_model_compressed_latent_rope_and_index_keys(lab_model, traced_run, lab_
         if r == 2:
             want = naive_pool_ratio2(x, attn.compressor, lab_cfg.norm_eps)
         else:
-            want = naive_rmsnorm(x @ attn.compressor.wkv.weight.detach().T, attn.compressor.norm.weight.detach(),
-                                 lab_cfg.norm_eps)
+            want = naive_rmsnorm(
+                x @ attn.compressor.wkv.weight.detach().T, attn.compressor.norm.weight.detach(), lab_cfg.norm_eps
+            )
         torch.testing.assert_close(latent, want, rtol=0, atol=1e-11)
         rot = naive_rope(latent, gpos.tolist(), attn.inv_freq, lab_cfg.rope_head_dim)
         torch.testing.assert_close(tr.get("6A", "compressed_raw", layer), rot, rtol=0, atol=1e-12)
@@ -318,7 +326,7 @@ def naive_index_scores(ix: Indexer, x, qr, positions, inv_freq, visible, index_k
     q = naive_rope(q, positions, inv_freq, rope_dim)
     if quant:
         q = fp4_qdq(q, 32, "e8m0")
-    w = (x @ ix.weights_proj.weight.detach().T) * (32 ** -0.5) * (2 ** -0.5)  # Di^−½ · Hi^−½
+    w = (x @ ix.weights_proj.weight.detach().T) * (32**-0.5) * (2**-0.5)  # Di^−½ · Hi^−½
     out = torch.full((B, S, T), NEG, dtype=F64)
     for b in range(B):
         for s in range(S):
@@ -335,7 +343,7 @@ def naive_topk(scores, k):
         for s in range(S):
             order = sorted((t for t in range(T) if scores[b, s, t] > NEG), key=lambda t: (-float(scores[b, s, t]), t))
             picks = sorted(order[:k])
-            out[b, s, k - len(picks):] = torch.tensor(picks, dtype=torch.long)
+            out[b, s, k - len(picks) :] = torch.tensor(picks, dtype=torch.long)
     return out
 
 
@@ -372,8 +380,9 @@ def test_model_indexer_scores_match_naive(lab_model, traced_run, lab_cfg):
             qr = attn.q_norm(attn.wq_a(x))
         index_k = tr.get("6A", "index_k", key_layer)[:1]
         vis = tr.get("3C", "visible", layer)[:12]
-        want = naive_index_scores(attn.indexer, x, qr, list(range(12)), attn.inv_freq, vis, index_k,
-                                  lab_cfg.rope_head_dim, lab_cfg.kv_quant)
+        want = naive_index_scores(
+            attn.indexer, x, qr, list(range(12)), attn.inv_freq, vis, index_k, lab_cfg.rope_head_dim, lab_cfg.kv_quant
+        )
         got = tr.get("3C", "scores", layer)[:1, :12]
         if layer == 6:  # the Reindex layer masks to the candidate pool (all of it is visible this early)
             cand = tr.get("3C", "candidates_used", 6)[:1, :12]
@@ -416,8 +425,9 @@ def test_select_candidate_blocks_random_matches_naive():
     scores = torch.randn(2, S, T, generator=g, dtype=F64)
     scores = scores.masked_fill(torch.arange(T)[None, :] >= vis[:, None], NEG)
     for topk_blocks, bs in ((2, 2), (3, 4), (1, 3), (8, 2)):
-        assert torch.equal(select_candidate_blocks(scores, vis, topk_blocks, bs),
-                           naive_select(scores, vis, topk_blocks, bs))
+        assert torch.equal(
+            select_candidate_blocks(scores, vis, topk_blocks, bs), naive_select(scores, vis, topk_blocks, bs)
+        )
 
 
 def test_reindex_picks_inside_candidate_pool(traced_run, lab_cfg):
@@ -438,8 +448,9 @@ def test_reindex_picks_inside_candidate_pool(traced_run, lab_cfg):
     inside = pool.gather(-1, picks.clamp(min=0))
     assert inside[valid].all()
     # the pool is the naive two-level filter of layer 4's scores
-    assert torch.equal(pool, naive_select(tr.get("3C", "scores", 4), vis, lab_cfg.candidate_topk_blocks,
-                                          lab_cfg.candidate_block_size))
+    assert torch.equal(
+        pool, naive_select(tr.get("3C", "scores", 4), vis, lab_cfg.candidate_topk_blocks, lab_cfg.candidate_block_size)
+    )
     # layer 4 itself takes its top-k over all positions: some of its picks fall outside the pool
     own = tr.get("3C", "topk_idxs", 4)
     assert not pool.gather(-1, own.clamp(min=0))[own >= 0].all()
@@ -458,7 +469,15 @@ def test_reuse_layers_read_latest_sources(traced_run, lab_cfg):
         picks = tr.get("3C", "topk_idxs", topk_of[layer])
         want = torch.zeros(2, 37, n_comp[layer] + 1, dtype=torch.bool)
         want.scatter_(-1, torch.where(picks >= 0, picks, n_comp[layer]), True)
-        assert torch.equal(used, want[..., :-1, ].unsqueeze(2).expand_as(used)), layer
+        assert torch.equal(
+            used,
+            want[
+                ...,
+                :-1,
+            ]
+            .unsqueeze(2)
+            .expand_as(used),
+        ), layer
     assert tr.get("4A", "probs", 0).shape == (2, 37, lab_cfg.n_heads, 37)  # ratio 0: window only
 
 

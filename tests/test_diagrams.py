@@ -120,13 +120,16 @@ def test_cli_check_and_write(tmp_path, capsys):
 
 def test_generation_is_deterministic_across_hash_seeds():
     """mermaid-py keeps classDefs in a set; the output must not depend on PYTHONHASHSEED."""
-    code = ("import hashlib; from lab.diagrams import generated_files as g; "
-            "print(hashlib.sha256(repr(sorted(g().items())).encode()).hexdigest())")
+    code = (
+        "import hashlib; from lab.diagrams import generated_files as g; "
+        "print(hashlib.sha256(repr(sorted(g().items())).encode()).hexdigest())"
+    )
     digests = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
+        )
         digests.add(out.stdout.strip())
     assert digests == {hashlib.sha256(repr(sorted(generated_files().items())).encode()).hexdigest()}
 
@@ -167,8 +170,12 @@ def test_map_has_every_flow_edge(lang):
         if src.column == dst.column:
             expected = (node_id(src.id), arrow, "", node_id(dst.id))
         else:  # drawn between the column subgraphs (mermaid would otherwise drop the columns' direction)
-            expected = (column_id(src.column), arrow, f"{src.id} {'↔' if edge.bidirectional else '→'} {dst.id}",
-                        column_id(dst.column))
+            expected = (
+                column_id(src.column),
+                arrow,
+                f"{src.id} {'↔' if edge.bidirectional else '→'} {dst.id}",
+                column_id(dst.column),
+            )
         assert expected in links, edge
     assert len(links) == len(FLOW)
     two_way = [link for link in links if link[1] == "<-->"]
@@ -179,8 +186,15 @@ def test_map_has_every_flow_edge(lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_flow_6b_content(lang):
     src = flow_6b(lang)
-    for needle in ("[anchor, noise×(k−1)]", "Markov head", "DSPARK_TARGET_LAYERS", "hc_pre → RMSNorm → logits [B,V]",
-                   "min(1, p_t/p_d)", "norm(max(0, p_t − p_d))", "τ = n + 1"):
+    for needle in (
+        "[anchor, noise×(k−1)]",
+        "Markov head",
+        "DSPARK_TARGET_LAYERS",
+        "hc_pre → RMSNorm → logits [B,V]",
+        "min(1, p_t/p_d)",
+        "norm(max(0, p_t − p_d))",
+        "τ = n + 1",
+    ):
         assert needle in src, needle
     assert ("Verify bằng forward thật" if lang == "vi" else "Verify with the real forward") in src
     for key in ("accepted", "rejected", "resampled", "bonus", "tap_layers", "draft_probability", "confidence"):
@@ -272,7 +286,7 @@ def test_svg_boxes_do_not_overlap_and_fit():
         boxes.append(tuple(float(r.get(k)) for k in ("x", "y", "width", "height")))
     for i, (x, y, w, h) in enumerate(boxes):
         assert 0 <= x and x + w <= width and 0 <= y and y + h <= height
-        for x2, y2, w2, h2 in boxes[i + 1:]:
+        for x2, y2, w2, h2 in boxes[i + 1 :]:
             assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y
     # 1A sits below 1B, which sits below 2A (the map reads upwards)
     y = {s.id: b[1] for s, b in zip(STEPS, boxes, strict=True)}

@@ -63,9 +63,12 @@ def own_model(lab_cfg):
 def test_taps_are_the_hc_mean_of_the_stream_entering_the_tap_layers(lab_model, lab_cfg):
     tokens = rand_ids(lab_cfg, 2, 13, seed=1)
     seen = {}
-    handles = [lab_model.layers[l].register_forward_pre_hook(
-        lambda mod, args, l=l: seen.__setitem__(l, args[0].detach().clone()))
-        for l in lab_cfg.dspark_target_layer_ids]
+    handles = [
+        lab_model.layers[l].register_forward_pre_hook(
+            lambda mod, args, l=l: seen.__setitem__(l, args[0].detach().clone())
+        )
+        for l in lab_cfg.dspark_target_layer_ids
+    ]
     try:
         with torch.no_grad():
             out = lab_model(tokens)
@@ -178,7 +181,7 @@ def test_partial_commit_writes_draft_ring_rows_only_for_committed_positions(lab_
                 assert int(ring.pos[slot]) == int(old_pos[slot]) == S + j - W
                 assert torch.equal(ring.kv[:, slot], old_kv[:, slot])
     # and the rings equal those of a cache that only ever saw the committed tokens
-    plain, _ = prefill(lab_model, tokens[:, :S + n])
+    plain, _ = prefill(lab_model, tokens[:, : S + n])
     for l in (8, 9):
         assert torch.equal(cache.windows[l].pos, plain.windows[l].pos)
         valid = plain.windows[l].pos >= 0
@@ -252,10 +255,10 @@ def test_draft_batch_rows_are_independent(lab_model, lab_cfg):
     with torch.no_grad():
         both = draft(lab_model, anchor, cache, 3)
         for b in range(2):
-            c1, _ = prefill(lab_model, tokens[b:b + 1])
-            one = draft(lab_model, anchor[b:b + 1], c1, 3)
-            assert torch.equal(one.tokens, both.tokens[b:b + 1])
-            torch.testing.assert_close(one.logits, both.logits[b:b + 1], rtol=0, atol=1e-11)
+            c1, _ = prefill(lab_model, tokens[b : b + 1])
+            one = draft(lab_model, anchor[b : b + 1], c1, 3)
+            assert torch.equal(one.tokens, both.tokens[b : b + 1])
+            torch.testing.assert_close(one.logits, both.logits[b : b + 1], rtol=0, atol=1e-11)
 
 
 # ---- Markov head, probabilities, confidence -------------------------------------------------------------
@@ -396,8 +399,7 @@ def test_anchor_out_of_range(lab_model, primed, anchor):
         draft(lab_model, torch.tensor(anchor), primed, 3)
 
 
-@pytest.mark.parametrize("anchor", [torch.tensor([5, 6], dtype=torch.int32), torch.tensor([[5, 6]]),
-                                    torch.tensor(5)])
+@pytest.mark.parametrize("anchor", [torch.tensor([5, 6], dtype=torch.int32), torch.tensor([[5, 6]]), torch.tensor(5)])
 def test_anchor_wrong_dtype_or_shape(lab_model, primed, anchor):
     with pytest.raises(ValueError, match="anchor must be an int64 tensor"):
         draft(lab_model, anchor, primed, 3)

@@ -43,8 +43,15 @@ def test_is_prime() -> None:
     for n in range(-5, 3000):
         assert is_prime(n) == trial_division_prime(n), n
     primes = [2**61 - 1, 18446744073709551557, 16000057, 999999999989]
-    composites = [561, 41041, 3215031751, 3825123056546413051, (2**31 - 1) * (2**31 - 1),
-                  18446744073709551615, 3317044064679887385961981]  # strong pseudoprimes to small bases
+    composites = [
+        561,
+        41041,
+        3215031751,
+        3825123056546413051,
+        (2**31 - 1) * (2**31 - 1),
+        18446744073709551615,
+        3317044064679887385961981,
+    ]  # strong pseudoprimes to small bases
     assert all(is_prime(p) for p in primes)
     assert not any(is_prime(c) for c in composites[:-1])
     with pytest.raises(ValueError, match="exact below"):
@@ -76,8 +83,9 @@ def test_primes_lab_config() -> None:
     assert engram_primes(cfg) == ((839, 853, 857, 859, 863, 877), (881, 883, 887, 907, 911, 919))
 
 
-@pytest.mark.parametrize("cfg", [lab(), lab(engram_vocab_size=2, engram_n_heads=3), flash_config()],
-                         ids=["lab", "tiny", "flash"])
+@pytest.mark.parametrize(
+    "cfg", [lab(), lab(engram_vocab_size=2, engram_n_heads=3), flash_config()], ids=["lab", "tiny", "flash"]
+)
 def test_primes_are_smallest_unused(cfg: ModelConfig) -> None:
     flat = [p for layer in engram_primes(cfg) for p in layer]
     assert len(flat) == len(cfg.engram_layer_ids) * cfg.engram_n_hash_cols
@@ -117,8 +125,9 @@ def naive_hash(tokens: list[int], history: list[int], mult: list[int], primes: t
 def random_case(cfg: ModelConfig, layer_id: int, B: int, S: int, seed: int) -> tuple:
     g = torch.Generator().manual_seed(seed)
     comp = torch.randint(0, cfg.engram_compressed_vocab_size, (B, S), generator=g)  # [B, S]
-    hist = torch.randint(0, cfg.engram_compressed_vocab_size, (B, cfg.engram_max_ngram_size - 1),
-                         generator=g)  # [B, max_ngram - 1]
+    hist = torch.randint(
+        0, cfg.engram_compressed_vocab_size, (B, cfg.engram_max_ngram_size - 1), generator=g
+    )  # [B, max_ngram - 1]
     primes = engram_primes(cfg)[cfg.engram_layer_ids.index(layer_id)]
     return comp, hist, engram_multipliers(cfg, layer_id), primes
 
@@ -194,7 +203,7 @@ def test_chunked_equals_one_shot(cuts: list[int], seed: int) -> None:
     whole = hash_ngram_ids(comp, hist, mult, primes)
     parts, start = [], 0
     for n in cuts:
-        chunk = comp[:, start:start + n]
+        chunk = comp[:, start : start + n]
         parts.append(hash_ngram_ids(chunk, hist, mult, primes))
         hist = advance_history(hist, chunk)
         start += n
@@ -247,9 +256,9 @@ def naive_forward(mod: Engram, x: torch.Tensor, rows: torch.Tensor) -> tuple[tor
         for s in range(S):
             e = torch.cat([table[int(r)] for r in rows[b, s]])
             kv = W @ e
-            value = kv[hc * D:]
+            value = kv[hc * D :]
             for c in range(hc):
-                key, xc = kv[c * D:(c + 1) * D], x[b, s, c]
+                key, xc = kv[c * D : (c + 1) * D], x[b, s, c]
                 rx = 1 / math.sqrt(float((xc * xc).mean()) + cfg.norm_eps)
                 rk = 1 / math.sqrt(float((key * key).mean()) + cfg.norm_eps)
                 dot = sum(float(xc[d] * w[c, d] * key[d]) * rx * rk for d in range(D)) / math.sqrt(D)
@@ -265,7 +274,7 @@ def make_module(cfg: ModelConfig, layer_id: int, seed: int) -> Engram:
     mod = Engram(cfg, layer_id)
     with torch.no_grad():  # the model's Linear leaves init to Transformer.init_weights
         mod.embed.weight.normal_()
-        mod.wkv.weight.normal_(std=mod.wkv.in_features ** -0.5)
+        mod.wkv.weight.normal_(std=mod.wkv.in_features**-0.5)
         mod.q_weight.copy_(1 + 0.5 * torch.randn_like(mod.q_weight))
         mod.k_weight.copy_(1 + 0.5 * torch.randn_like(mod.k_weight))
     return mod
@@ -300,8 +309,7 @@ def test_equal_keys_different_x_give_different_gates() -> None:
         W[1:hc].copy_(W[0].expand(hc - 1, -1, -1))
         mod.q_weight.fill_(1.0)
         mod.k_weight.fill_(1.0)
-    rows = mod.row_ids(torch.randint(0, cfg.engram_compressed_vocab_size, (1, 4)),
-                       new_history(1, cfg, pad_id(cfg)))
+    rows = mod.row_ids(torch.randint(0, cfg.engram_compressed_vocab_size, (1, 4)), new_history(1, cfg, pad_id(cfg)))
     x_same = torch.randn(1, 4, 1, D, dtype=torch.float64).expand(1, 4, hc, D)
     _, info = mod(x_same, rows)
     assert torch.allclose(info["gate"], info["gate"][..., :1].expand_as(info["gate"]))
@@ -326,7 +334,7 @@ def test_gate_extremes() -> None:
     x = (keys * torch.tensor([1.0, -1.0, 3.0, 1.0], dtype=keys.dtype)[:, None])[None, None]  # [1,1,hc,D]
     x[0, 0, 3] = keys[0]  # copy 3 gets copy 0's key: not aligned with its own key
     _, info = mod(x, rows)
-    aligned = 1 / (1 + math.exp(-cfg.dim ** 0.25))  # x̂ = k̂: dot = D / √D = √D, gate = σ(D^¼)
+    aligned = 1 / (1 + math.exp(-(cfg.dim**0.25)))  # x̂ = k̂: dot = D / √D = √D, gate = σ(D^¼)
     assert abs(float(info["gate"][0, 0, 0]) - aligned) < 1e-12
     assert abs(float(info["gate"][0, 0, 1]) - (1 - aligned)) < 1e-12  # opposite sign → 1 − gate
     assert abs(float(info["gate"][0, 0, 2]) - aligned) < 1e-12  # RMS norm: scale of x does not matter
@@ -340,8 +348,9 @@ def test_table_quant_applies_fp8_on_lookup() -> None:
     mod_q = make_module(cfg_q, 0, seed=4)
     mod_f = Engram(lab(engram_table_quant=False), 0)
     mod_f.load_state_dict(mod_q.state_dict())
-    rows = mod_q.row_ids(torch.randint(0, cfg_q.engram_compressed_vocab_size, (2, 5)),
-                         new_history(2, cfg_q, pad_id(cfg_q)))
+    rows = mod_q.row_ids(
+        torch.randint(0, cfg_q.engram_compressed_vocab_size, (2, 5)), new_history(2, cfg_q, pad_id(cfg_q))
+    )
     x = torch.randn(2, 5, cfg_q.hc_mult, cfg_q.dim, dtype=torch.float64)
     out_q, _ = mod_q(x, rows)
     out_raw, _ = mod_f(x, rows)
@@ -355,8 +364,7 @@ def test_table_quant_applies_fp8_on_lookup() -> None:
 def test_forward_keeps_input_dtype() -> None:
     cfg = lab(engram_table_quant=False)
     mod = make_module(cfg, 0, seed=5)
-    rows = mod.row_ids(torch.randint(0, cfg.engram_compressed_vocab_size, (1, 3)),
-                       new_history(1, cfg, pad_id(cfg)))
+    rows = mod.row_ids(torch.randint(0, cfg.engram_compressed_vocab_size, (1, 3)), new_history(1, cfg, pad_id(cfg)))
     x = torch.randn(1, 3, cfg.hc_mult, cfg.dim, dtype=torch.float32)
     out, info = mod(x, rows)
     assert out.dtype == info["gate"].dtype == info["value"].dtype == torch.float32

@@ -69,7 +69,7 @@ def naive_mixes(x: torch.Tensor, hc: HyperConnection):
             for j in range(n):
                 pre[b, s, j] = 1.0 / (1.0 + math.exp(-(float(m[j]) * float(scale[0]) + float(base[j])))) + hc.hc_eps
                 post[b, s, j] = 2.0 / (1.0 + math.exp(-(float(m[n + j]) * float(scale[1]) + float(base[n + j]))))
-            logits = (m[2 * n:] * scale[2] + base[2 * n:]).reshape(n, n)
+            logits = (m[2 * n :] * scale[2] + base[2 * n :]).reshape(n, n)
             comb[b, s] = naive_sinkhorn(logits, hc.iters, hc.hc_eps)
     return pre, post, comb
 
@@ -269,8 +269,9 @@ def test_layer0_attention_input_is_rmsnorm_of_embedding():
     u = tr.get("4A", "attn_input", 0)
     assert u.shape == (2, 9, cfg.dim)
     assert (u - want).abs().max() <= 1e-14
-    torch.testing.assert_close(u, naive_rmsnorm(emb, m.layers[0].attn_norm.weight.detach(), cfg.norm_eps),
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        u, naive_rmsnorm(emb, m.layers[0].attn_norm.weight.detach(), cfg.norm_eps), rtol=0, atol=1e-12
+    )
     assert torch.equal(tr.get("2A", "pre_in", 0), identity_pre_mix(2, 9, 4, F64, "cpu"))
 
 

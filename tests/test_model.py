@@ -27,7 +27,7 @@ def run_chunks(model, tokens, chunks):
     outs, i = [], 0
     with torch.no_grad():
         for n in chunks:
-            out = model(tokens[:, i:i + n], cache=cache)
+            out = model(tokens[:, i : i + n], cache=cache)
             assert out.logits.shape == (tokens.size(0), n, model.cfg.vocab_size)
             outs.append(out.logits)
             i += n
@@ -46,8 +46,11 @@ def full(lab_model, prompt):
         return lab_model(prompt)
 
 
-@pytest.mark.parametrize("chunks", [[23], [1] * 23, [5, 1, 3, 8, 6], [2, 2, 2, 17], [9, 14], [16, 7]],
-                         ids=["one-shot", "token-by-token", "irregular", "pairs-then-rest", "9+14", "16+7"])
+@pytest.mark.parametrize(
+    "chunks",
+    [[23], [1] * 23, [5, 1, 3, 8, 6], [2, 2, 2, 17], [9, 14], [16, 7]],
+    ids=["one-shot", "token-by-token", "irregular", "pairs-then-rest", "9+14", "16+7"],
+)
 def test_incremental_equals_full_forward(lab_model, prompt, full, chunks):
     logits, cache = run_chunks(lab_model, prompt, chunks)
     diff = (logits - full.logits).abs().max().item()
@@ -79,10 +82,10 @@ def test_cache_contents_after_prompt(lab_model, lab_cfg, prompt):
 def test_batch_rows_are_independent(lab_model, prompt, full):
     with torch.no_grad():
         for b in range(2):
-            alone = lab_model(prompt[b:b + 1])
-            torch.testing.assert_close(alone.logits, full.logits[b:b + 1], rtol=0, atol=1e-11)
-            inc, _ = run_chunks(lab_model, prompt[b:b + 1], [4, 1, 18])
-            torch.testing.assert_close(inc, full.logits[b:b + 1], rtol=0, atol=1e-11)
+            alone = lab_model(prompt[b : b + 1])
+            torch.testing.assert_close(alone.logits, full.logits[b : b + 1], rtol=0, atol=1e-11)
+            inc, _ = run_chunks(lab_model, prompt[b : b + 1], [4, 1, 18])
+            torch.testing.assert_close(inc, full.logits[b : b + 1], rtol=0, atol=1e-11)
 
 
 def test_two_forwards_are_identical(lab_model, prompt, full):
@@ -136,14 +139,15 @@ def test_partial_commit_is_rollback(lab_model, prompt, n):
         out = lab_model(prompt[:, 9:14], cache=cache, commit=False)
         cache.commit(out.pending, n)
         if n:
-            lab_model(prompt[:, 9:9 + n], cache=ref)
+            lab_model(prompt[:, 9 : 9 + n], cache=ref)
     assert cache.length == 9 + n
     assert_same_snapshot(cache.snapshot(), ref.snapshot())
     # and decoding continues identically from both caches
     with torch.no_grad():
-        nxt = prompt[:, 9 + n:10 + n]
-        torch.testing.assert_close(lab_model(nxt, cache=cache).logits, lab_model(nxt, cache=ref).logits,
-                                   rtol=0, atol=1e-11)
+        nxt = prompt[:, 9 + n : 10 + n]
+        torch.testing.assert_close(
+            lab_model(nxt, cache=cache).logits, lab_model(nxt, cache=ref).logits, rtol=0, atol=1e-11
+        )
 
 
 def test_commit_rejects_bad_calls(lab_model, prompt):
@@ -188,16 +192,20 @@ def test_trace_tensor_shapes(traced_run, lab_cfg):
         tr.get("4A", "nope", 0)
 
 
-@pytest.mark.parametrize("make,match", [
-    (lambda V: torch.zeros(1, 3), "int64 tensor of shape"),
-    (lambda V: torch.zeros(3, dtype=torch.long), "int64 tensor of shape"),
-    (lambda V: torch.zeros(1, 3, dtype=torch.int32), "int64 tensor of shape"),
-    (lambda V: [[1, 2, 3]], "int64 tensor of shape"),
-    (lambda V: torch.zeros(1, 0, dtype=torch.long), "tokens is empty"),
-    (lambda V: torch.tensor([[1, V - 1, V]]), "token id {V} is out of range: allowed 0..{V1}"),
-    (lambda V: torch.tensor([[1, -3, 2]]), "token id -3 is out of range: allowed 0.."),
-    (lambda V: torch.zeros(1, 257, dtype=torch.long), "sequence length 257 exceeds max_seq_len = 256"),
-], ids=["float", "1-D", "int32", "list", "empty", "too-big-id", "negative-id", "too-long"])
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda V: torch.zeros(1, 3), "int64 tensor of shape"),
+        (lambda V: torch.zeros(3, dtype=torch.long), "int64 tensor of shape"),
+        (lambda V: torch.zeros(1, 3, dtype=torch.int32), "int64 tensor of shape"),
+        (lambda V: [[1, 2, 3]], "int64 tensor of shape"),
+        (lambda V: torch.zeros(1, 0, dtype=torch.long), "tokens is empty"),
+        (lambda V: torch.tensor([[1, V - 1, V]]), "token id {V} is out of range: allowed 0..{V1}"),
+        (lambda V: torch.tensor([[1, -3, 2]]), "token id -3 is out of range: allowed 0.."),
+        (lambda V: torch.zeros(1, 257, dtype=torch.long), "sequence length 257 exceeds max_seq_len = 256"),
+    ],
+    ids=["float", "1-D", "int32", "list", "empty", "too-big-id", "negative-id", "too-long"],
+)
 def test_bad_tokens_raise_value_error(lab_model, make, match):
     V = lab_model.cfg.vocab_size
     match = match.replace("{V}", str(V)).replace("{V1}", str(V - 1))

@@ -169,7 +169,7 @@ def test_expert_matches_naive(fp4):
     with torch.no_grad():
         y = ex(x, rw)
         pre = F.linear(x, W["w1"])
-    assert ((pre > 1.5).any() and (pre < -1.5).any())  # the clamps are active in this case
+    assert (pre > 1.5).any() and (pre < -1.5).any()  # the clamps are active in this case
     assert y.shape == (7, D)
     for n in range(7):
         want = naive_expert(x[n], W["w1"], W["w2"], W["w3"], 1.5, float(rw[n]))
@@ -271,8 +271,7 @@ def test_model_router_matches_naive_and_load_sums(lab_model, traced_run, lab_cfg
         assert idx.shape == (2, 37, k) and w.shape == (2, 37, k)
         assert int(load.sum()) == N * k
         assert torch.equal(load, torch.bincount(idx.flatten(), minlength=E))
-        torch.testing.assert_close(w.sum(-1), torch.full((2, 37), lab_cfg.route_scale, dtype=F64),
-                                   rtol=0, atol=1e-12)
+        torch.testing.assert_close(w.sum(-1), torch.full((2, 37), lab_cfg.route_scale, dtype=F64), rtol=0, atol=1e-12)
     # the router sees the traced FFN input (one layer, a few tokens, scalar loop)
     gate, v = lab_model.layers[2].ffn.gate, tr.get("5A", "ffn_input", 2)
     for s in range(0, 37, 9):

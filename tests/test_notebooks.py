@@ -18,8 +18,15 @@ NB_TIMEOUT_S = 240  # per cell; the budget for a whole notebook is 60 s on 2 cor
 
 
 # the right answer of each notebook's exercise, injected in place of `answer = None`
-ANSWERS = {"00_overview": '"4A"', "01_input_engram_mhc": "24", "02_ced_csa2": "18", "03_mla_kv": "712",
-           "04_moe": "1.5", "05_step_6B": "3", "06_lossless": "0.25"}
+ANSWERS = {
+    "00_overview": '"4A"',
+    "01_input_engram_mhc": "24",
+    "02_ced_csa2": "18",
+    "03_mla_kv": "712",
+    "04_moe": "1.5",
+    "05_step_6B": "3",
+    "06_lossless": "0.25",
+}
 
 
 def execute(path, lang: str | None = None, answer: str | None = None) -> tuple[nbformat.NotebookNode, float]:
@@ -32,14 +39,21 @@ def execute(path, lang: str | None = None, answer: str | None = None) -> tuple[n
         assert 'LANG = "en"' in first.source, f"{path.name}: the first code cell must hold the LANG switch"
         first.source = first.source.replace('LANG = "en"', f'LANG = "{lang}"', 1)
     t = time.perf_counter()
-    NotebookClient(nb, timeout=NB_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    NotebookClient(
+        nb, timeout=NB_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     return nb, time.perf_counter() - t
 
 
 def printed(nb) -> list[str]:
     """Everything the notebook printed (stream outputs), in order."""
-    return [o["text"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-            if o.get("output_type") == "stream" and o.get("name") == "stdout"]
+    return [
+        o["text"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream" and o.get("name") == "stdout"
+    ]
 
 
 def test_notebooks_exist_and_are_in_sync() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 from conftest import make_tokens
 
@@ -97,8 +96,7 @@ def test_pitfall_06_inverse_rope_on_attention_output(lab_cfg, monkeypatch):
     a, b = _layer0_out(m, x, 0), _layer0_out(m, x, 100)
     torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
     real = attention_mod.apply_rope
-    monkeypatch.setattr(attention_mod, "apply_rope",
-                        lambda t, ang, inverse=False: t if inverse else real(t, ang))
+    monkeypatch.setattr(attention_mod, "apply_rope", lambda t, ang, inverse=False: t if inverse else real(t, ang))
     a2, b2 = _layer0_out(m, x, 0), _layer0_out(m, x, 100)
     assert (a2 - b2).abs().max() > 1e-3  # without the inverse rotation the output depends on absolute position
 
@@ -129,7 +127,7 @@ def test_pitfall_07_wo_a_is_block_diagonal(lab_model, flash_meta, lab_cfg, monke
     o = o.reshape(1, 3, H * Dh)
     W = attn.wo_a.weight.detach()
     per = H * Dh // G
-    want = torch.cat([o[..., g * per:(g + 1) * per] @ W[g * R:(g + 1) * R].T for g in range(G)], -1)
+    want = torch.cat([o[..., g * per : (g + 1) * per] @ W[g * R : (g + 1) * R].T for g in range(G)], -1)
     assert mids[0].shape == (1, 3, G * R)
     torch.testing.assert_close(mids[0], want, rtol=0, atol=1e-12)
     # a dense map (the same weight applied to all groups' concatenation, e.g. repeating wo_a) mixes groups
@@ -185,8 +183,11 @@ def test_pitfall_11_taps_are_mean_of_attention_input_stream(lab_model, lab_cfg):
         hooks.append(blk.register_forward_pre_hook(lambda mod, args, i=i: ins.__setitem__(i, args[0].clone())))
         hooks.append(blk.register_forward_hook(lambda mod, args, out, i=i: outs.__setitem__(i, out[0].clone())))
         if blk.engram is not None:
-            hooks.append(blk.engram.register_forward_pre_hook(
-                lambda mod, args, i=i: outs.__setitem__(("pre_engram", i), args[0].clone())))
+            hooks.append(
+                blk.engram.register_forward_pre_hook(
+                    lambda mod, args, i=i: outs.__setitem__(("pre_engram", i), args[0].clone())
+                )
+            )
     try:
         with torch.no_grad():
             out = lab_model(tokens)
@@ -237,12 +238,13 @@ def test_pitfall_13_engram_multipliers_and_prime_order(lab_cfg, lab_model):
     L, K, H = len(lab_cfg.engram_layer_ids), lab_cfg.engram_max_ngram_size - 1, lab_cfg.engram_n_heads
     for layer in lab_cfg.engram_layer_ids:
         a = engram_multipliers(lab_cfg, layer)
-        b = engram_multipliers(lab_cfg.replace(engram_compressed_vocab_size=lab_cfg.engram_compressed_vocab_size + 1),
-                               layer)
+        b = engram_multipliers(
+            lab_cfg.replace(engram_compressed_vocab_size=lab_cfg.engram_compressed_vocab_size + 1), layer
+        )
         assert a.shape == (lab_cfg.engram_max_ngram_size,)
         assert all(x != y for x, y in zip(a.tolist(), b.tolist(), strict=True))
     flat = _primes_above(lab_cfg.engram_vocab_size - 1, L * K * H)
-    layer_major = tuple(tuple(flat[l * K * H:(l + 1) * K * H]) for l in range(L))
+    layer_major = tuple(tuple(flat[l * K * H : (l + 1) * K * H]) for l in range(L))
     assert engram_primes(lab_cfg) == layer_major
     sizes = engram_num_embeddings(lab_cfg)
     assert sizes == tuple(sum(p) for p in layer_major) == (5148, 5388)  # dossier §11

@@ -30,10 +30,20 @@ def walk():
 def make_round(status: list[str], next_kind: str, position: int = 5) -> Round:
     k = len(status)
     n = status.count("accepted")
-    return Round(position=position, anchor=10, draft=[20 + i for i in range(k)], draft_probs=[0.5] * k,
-                 confidence=[0.9 - 0.1 * i for i in range(k)], target_probs=[0.4] * k,
-                 target_argmax=[30 + i for i in range(k + 1)], status=status, n_accepted=n, next_token=40,
-                 next_kind=next_kind, committed=[20 + i for i in range(n)] + [40])
+    return Round(
+        position=position,
+        anchor=10,
+        draft=[20 + i for i in range(k)],
+        draft_probs=[0.5] * k,
+        confidence=[0.9 - 0.1 * i for i in range(k)],
+        target_probs=[0.4] * k,
+        target_argmax=[30 + i for i in range(k + 1)],
+        status=status,
+        n_accepted=n,
+        next_token=40,
+        next_kind=next_kind,
+        committed=[20 + i for i in range(n)] + [40],
+    )
 
 
 # ---- every step --------------------------------------------------------------------------------------
@@ -264,9 +274,11 @@ def test_6b_draft_strip_has_k_positions(walk, block):
 
 
 def test_6b_draft_strip_colours_every_kind(walk):
-    rounds = [make_round(["accepted", "accepted", "accepted"], "bonus"),
-              make_round(["accepted", "rejected", "not verified"], "resampled"),
-              make_round(["rejected"], "resampled", position=9)]
+    rounds = [
+        make_round(["accepted", "accepted", "accepted"], "bonus"),
+        make_round(["accepted", "rejected", "not verified"], "resampled"),
+        make_round(["rejected"], "resampled", position=9),
+    ]
     fig = plots.draft_strip(rounds, walk.tokenizer, "vi")
     z = fig.data[0].z
     codes = {k: i for i, k in enumerate(plots.STRIP_KINDS)}
@@ -317,8 +329,10 @@ def test_6b_verify_cost_curve_p50_with_p95_error_bars():
 
 
 def test_reliability_diagram_and_ece():
-    rounds = [make_round(["accepted", "rejected", "not verified"], "resampled"),
-              make_round(["rejected", "not verified", "not verified"], "resampled")]
+    rounds = [
+        make_round(["accepted", "rejected", "not verified"], "resampled"),
+        make_round(["rejected", "not verified", "not verified"], "resampled"),
+    ]
     rel = plots.reliability(rounds, n_bins=10)
     # reached points: (0.9, kept), (0.8, not kept), (0.9, not kept) → bins 0.8: 0/1, 0.9: 1/2
     assert rel["points"] == 3
@@ -331,8 +345,10 @@ def test_reliability_diagram_and_ece():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 3), st.floats(0, 1)), min_size=1, max_size=12),
-       st.integers(1, 8))
+@given(
+    st.lists(st.tuples(st.integers(1, 3), st.integers(0, 3), st.floats(0, 1)), min_size=1, max_size=12),
+    st.integers(1, 8),
+)
 def test_reliability_bins_cover_every_point(specs, n_bins):
     rounds = []
     for k, n, c in specs:

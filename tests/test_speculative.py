@@ -124,9 +124,9 @@ def check_greedy_round(r: Round, k: int) -> None:
     assert r.next_kind == (BONUS if n == k else RESAMPLED)
     assert r.status[:n] == [ACCEPTED] * n
     if n < k:
-        assert r.status[n] == REJECTED and r.status[n + 1:] == ["not verified"] * (k - n - 1)
+        assert r.status[n] == REJECTED and r.status[n + 1 :] == ["not verified"] * (k - n - 1)
     assert 1 <= len(r.committed) <= n + 1
-    assert r.committed[:-1] == r.draft[:len(r.committed) - 1]
+    assert r.committed[:-1] == r.draft[: len(r.committed) - 1]
 
 
 # ---- verify_block ------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_verify_greedy_accepts_the_matching_prefix(match):
     drafts = target_arg[:k].clone()
     if match < k:
         drafts[match] = (drafts[match] + 3) % V  # first mismatch
-        drafts[match + 1:] = torch.randint(0, V, (k - match - 1,), generator=g)
+        drafts[match + 1 :] = torch.randint(0, V, (k - match - 1,), generator=g)
     target, draft_p = one_hot(target_arg, V), one_hot(drafts, V)
     for seed in range(5):  # greedy: the verdict does not depend on the random stream
         v = verify_block(drafts, draft_p, target, torch.Generator().manual_seed(seed))
@@ -187,7 +187,7 @@ def test_verify_ratios_are_min_one_pt_over_pd():
         v = verify_block(drafts, pd, pt, gen)
         naive = [min(1.0, float(pt[i, drafts[i]] / pd[i, drafts[i]])) for i in range(k)]
         assert len(v.ratios) == (v.n_accepted + 1 if v.n_accepted < k else k)
-        assert v.ratios == pytest.approx(naive[:len(v.ratios)], rel=1e-12, abs=0)
+        assert v.ratios == pytest.approx(naive[: len(v.ratios)], rel=1e-12, abs=0)
         assert all(0.0 <= r <= 1.0 for r in v.ratios)
         if v.kind == RESAMPLED:  # a rejection needs p_t(x) < p_d(x), so x has no residual mass
             i = v.n_accepted
@@ -260,7 +260,7 @@ def greedy_reference(fast_k5):
     ref = generate_plain(fast_k5, base, N_NEW + max(LOSSLESS.values()) - base_len)
     full = torch.cat([base, torch.tensor(ref.tokens)], dim=1)  # [B, 5 + 82]
     L = max(LOSSLESS.values())
-    assert generate_plain(fast_k5, full[:1, :L], N_NEW).tokens[0] == full[0, L:L + N_NEW].tolist()
+    assert generate_plain(fast_k5, full[:1, :L], N_NEW).tokens[0] == full[0, L : L + N_NEW].tolist()
     return full
 
 
@@ -269,7 +269,7 @@ def test_greedy_speculative_equals_plain(fast_k5, greedy_reference, k):
     L, N = LOSSLESS[k], N_NEW
     prompt = greedy_reference[:, :L]
     B = prompt.size(0)
-    expected = greedy_reference[:, L:L + N].tolist()  # what generate_plain(prompt, 64) returns
+    expected = greedy_reference[:, L : L + N].tolist()  # what generate_plain(prompt, 64) returns
     spec = generate_speculative(fast_k5, prompt, N, block_size=k)
     assert len(spec.tokens) == B == 50 and all(len(t) == N for t in spec.tokens)
     assert spec.tokens == expected
@@ -317,9 +317,15 @@ def forced_draft(plain_tokens: list[list[int]], prompt_len: int, V: int, wrong_e
                 wrong = (7 * (p + i) + 3 * b) % wrong_every == 0
                 toks[b, i - 1] = (good + 1) % V if wrong else good
         probs = one_hot(toks, V)
-        return DraftOutput(tokens=toks, draft_probs=torch.ones(B, k, dtype=F64), confidence=torch.full((B, k), 0.5),
-                           logits=probs.clone(), probs=probs, hidden=torch.zeros(B, k, model.cfg.dim),
-                           positions=torch.arange(p, p + k))
+        return DraftOutput(
+            tokens=toks,
+            draft_probs=torch.ones(B, k, dtype=F64),
+            confidence=torch.full((B, k), 0.5),
+            logits=probs.clone(),
+            probs=probs,
+            hidden=torch.zeros(B, k, model.cfg.dim),
+            positions=torch.arange(p, p + k),
+        )
 
     return fake
 
@@ -449,7 +455,7 @@ def test_partial_commit_equals_plain_decoding(rollback_model, case):
         for rows, n in rounds:
             out = m(torch.tensor([rows]), cache=spec, commit=False)
             spec.commit(out.pending, n + 1)  # the anchor + n accepted drafts
-            for j, tok in enumerate(rows[:n + 1]):
+            for j, tok in enumerate(rows[: n + 1]):
                 logits = m(torch.tensor([[tok]]), cache=plain).logits[0, -1]
                 assert float((out.logits[0, j] - logits).abs().max()) <= 1e-10
             assert spec.length == plain.length
@@ -463,9 +469,20 @@ def make_round(block: int, n: int, conf: list[float], dprobs: list[float]) -> Ro
     drafts = list(range(10, 10 + block))
     status = [ACCEPTED] * n + ([REJECTED] if n < block else [])
     status += ["not verified"] * (block - len(status))
-    return Round(position=0, anchor=1, draft=drafts, draft_probs=dprobs, confidence=conf, target_probs=[0.5] * block,
-                 target_argmax=[0] * (block + 1), status=status, n_accepted=n, next_token=2,
-                 next_kind=BONUS if n == block else RESAMPLED, committed=drafts[:n] + [2])
+    return Round(
+        position=0,
+        anchor=1,
+        draft=drafts,
+        draft_probs=dprobs,
+        confidence=conf,
+        target_probs=[0.5] * block,
+        target_argmax=[0] * (block + 1),
+        status=status,
+        n_accepted=n,
+        next_token=2,
+        next_kind=BONUS if n == block else RESAMPLED,
+        committed=drafts[:n] + [2],
+    )
 
 
 def test_acceptance_stats_by_hand():
@@ -502,8 +519,12 @@ def test_acceptance_stats_by_hand():
     for p in sf:
         prod *= p["cond_accept"] if p["cond_accept"] is not None else 0.0
         assert p["cum_accept"] == pytest.approx(prod)
-    assert acceptance_stats([]) == {"rounds": 0, "mean_accepted_length": 0.0, "acceptance_rate": 0.0,
-                                    "per_position": []}
+    assert acceptance_stats([]) == {
+        "rounds": 0,
+        "mean_accepted_length": 0.0,
+        "acceptance_rate": 0.0,
+        "per_position": [],
+    }
 
 
 def test_round_tau_and_block():
@@ -537,27 +558,34 @@ def test_bad_temperature(lab_model, good_prompt, gen):
 
 
 @pytest.mark.parametrize("gen", [generate_plain, generate_speculative])
-@pytest.mark.parametrize("prompt, match", [
-    (torch.zeros(1, 0, dtype=torch.long), "prompt is empty"),
-    (torch.tensor([[5, 510]]), r"token id 510 is out of range: allowed 0\.\.509"),
-    (torch.tensor([[5, -1]]), r"token id -1 is out of range"),
-    (torch.tensor([[5, 6]], dtype=torch.int32), "prompt must be int64"),
-    (torch.tensor([5, 6]), r"shape \[B, S\]"),
-    ([[5, 6]], "prompt must be int64"),
-], ids=["empty", "id>=V", "negative", "int32", "1-D", "list"])
+@pytest.mark.parametrize(
+    "prompt, match",
+    [
+        (torch.zeros(1, 0, dtype=torch.long), "prompt is empty"),
+        (torch.tensor([[5, 510]]), r"token id 510 is out of range: allowed 0\.\.509"),
+        (torch.tensor([[5, -1]]), r"token id -1 is out of range"),
+        (torch.tensor([[5, 6]], dtype=torch.int32), "prompt must be int64"),
+        (torch.tensor([5, 6]), r"shape \[B, S\]"),
+        ([[5, 6]], "prompt must be int64"),
+    ],
+    ids=["empty", "id>=V", "negative", "int32", "1-D", "list"],
+)
 def test_bad_prompt(lab_model, gen, prompt, match):
     with pytest.raises(ValueError, match=match):
         gen(lab_model, prompt, 4)
 
 
 @pytest.mark.parametrize("gen", [generate_plain, generate_speculative])
-@pytest.mark.parametrize("n, match", [
-    (0, r"max_new_tokens = 0 is invalid: allowed ≥ 1"),
-    (-3, "max_new_tokens = -3 is invalid"),
-    (253, r"max_new_tokens = 253 is invalid: allowed 1\.\.252"),
-    (2.0, "max_new_tokens = 2.0 is invalid"),
-    (True, "max_new_tokens = True is invalid"),
-])
+@pytest.mark.parametrize(
+    "n, match",
+    [
+        (0, r"max_new_tokens = 0 is invalid: allowed ≥ 1"),
+        (-3, "max_new_tokens = -3 is invalid"),
+        (253, r"max_new_tokens = 253 is invalid: allowed 1\.\.252"),
+        (2.0, "max_new_tokens = 2.0 is invalid"),
+        (True, "max_new_tokens = True is invalid"),
+    ],
+)
 def test_bad_max_new_tokens(lab_model, good_prompt, gen, n, match):
     with pytest.raises(ValueError, match=match):
         gen(lab_model, good_prompt, n)

@@ -12,8 +12,16 @@ from lab.steps import COLUMNS, FLOW, LANGS, STEPS, TEXT_FIELDS, UI
 FLOW_ORDER = ("1A", "1B", "2A", "3A", "3B", "3C", "4A", "6A", "5A", "6B")
 COLUMN_STEPS = {1: ("1A", "1B", "2A"), 2: ("3A", "3B", "3C"), 3: ("4A", "6A"), 4: ("5A", "6B")}
 MODULES = {
-    "1A": "model", "1B": "engram", "2A": "mhc", "3A": "schedule", "3B": "compressor",
-    "3C": "indexer", "4A": "attention", "6A": "kv_cache", "5A": "moe", "6B": "dspark",
+    "1A": "model",
+    "1B": "engram",
+    "2A": "mhc",
+    "3A": "schedule",
+    "3B": "compressor",
+    "3C": "indexer",
+    "4A": "attention",
+    "6A": "kv_cache",
+    "5A": "moe",
+    "6B": "dspark",
 }
 
 
@@ -37,7 +45,10 @@ def test_columns_partition_the_steps():
 def test_column_titles():
     assert COLUMNS[0].title == {"vi": "Đầu vào, Engram & mHC", "en": "Input, Engram & mHC"}
     assert [c.t("title", "en") for c in COLUMNS] == [
-        "Input, Engram & mHC", "CED 20+20 & CSA2", "MLA & FP4 KV (890 B)", "FP4 MoE & DSpark",
+        "Input, Engram & mHC",
+        "CED 20+20 & CSA2",
+        "MLA & FP4 KV (890 B)",
+        "FP4 MoE & DSpark",
     ]
     assert all(c.t("title", "vi") for c in COLUMNS)
     assert COLUMNS[3].label("en") == "4 · FP4 MoE & DSpark"
@@ -51,7 +62,7 @@ def test_every_text_field_in_both_languages_and_translated(step):
             assert isinstance(vi, tuple) and isinstance(en, tuple)
             assert 1 <= len(vi) <= 3 and len(vi) == len(en)
             assert all(b.strip() for b in vi + en)
-            assert all(a != b for a, b in zip(vi, en)), f"{step.id}.{name}: an untranslated bullet"
+            assert all(a != b for a, b in zip(vi, en, strict=True)), f"{step.id}.{name}: an untranslated bullet"
         else:
             assert vi.strip() and en.strip(), f"{step.id}.{name} is empty"
             assert vi != en, f"{step.id}.{name}: vi text equals en text"
@@ -143,10 +154,37 @@ def test_ui_has_both_languages_for_every_key():
         assert all(v.strip() for v in by_lang.values()), key
         assert steps.ui(key, "vi") == by_lang["vi"] and steps.ui(key, "en") == by_lang["en"]
     for key in (
-        "step", "column", "what", "equation", "shapes", "look_at", "tensor", "shape", "mean", "std",
-        "min", "max", "layer", "role", "reads_kv_of", "reads_topk_of", "params", "bytes_per_token",
-        "cache_kind", "toy", "real", "token", "logit", "probability", "draft_token",
-        "draft_probability", "confidence", "accepted", "rejected", "resampled", "bonus",
+        "step",
+        "column",
+        "what",
+        "equation",
+        "shapes",
+        "look_at",
+        "tensor",
+        "shape",
+        "mean",
+        "std",
+        "min",
+        "max",
+        "layer",
+        "role",
+        "reads_kv_of",
+        "reads_topk_of",
+        "params",
+        "bytes_per_token",
+        "cache_kind",
+        "toy",
+        "real",
+        "token",
+        "logit",
+        "probability",
+        "draft_token",
+        "draft_probability",
+        "confidence",
+        "accepted",
+        "rejected",
+        "resampled",
+        "bonus",
         "warning_untrained",
     ):
         assert key in UI, key

@@ -61,8 +61,23 @@ def test_characters_are_single_tokens(tok: LabTokenizer) -> None:
 
 
 def test_required_words(tok: LabTokenizer) -> None:
-    for w in ["Xin", "xin", "▁Xin", "▁xin", "▁chào", "▁the", "The", "▁model", "▁token",
-              "def", "return", "▁return", "▁if", "print", "▁print"]:
+    for w in [
+        "Xin",
+        "xin",
+        "▁Xin",
+        "▁xin",
+        "▁chào",
+        "▁the",
+        "The",
+        "▁model",
+        "▁token",
+        "def",
+        "return",
+        "▁return",
+        "▁if",
+        "print",
+        "▁print",
+    ]:
         assert w in tok.vocab, w
     words = [t for t in tok.vocab if len(t.replace(SPACE_MARK, "")) > 1 and not t.startswith("<")]
     distinct = {normalize_token(t) for t in words}
@@ -79,7 +94,18 @@ def test_encoding_examples(tok: LabTokenizer) -> None:
         return [tok.vocab[i] for i in tok.encode(text)]
 
     assert pieces("Xin chào các bạn, hôm nay học về DSpark.") == [
-        "Xin", "▁chào", "▁các", "▁bạn", ",", "▁hôm", "▁nay", "▁học", "▁về", "▁DSpark", "."]
+        "Xin",
+        "▁chào",
+        "▁các",
+        "▁bạn",
+        ",",
+        "▁hôm",
+        "▁nay",
+        "▁học",
+        "▁về",
+        "▁DSpark",
+        ".",
+    ]
     assert pieces("12+7=19") == list("12+7=19")
     assert pieces("def f(x): return x+1")[:2] == ["def", "▁f"]
     assert pieces("the the") == ["the", "▁the"]
@@ -91,8 +117,7 @@ def test_encoding_examples(tok: LabTokenizer) -> None:
     assert tok.token_text(tok.token_id("▁model")) == "▁model"
 
 
-_ALPHABET = [chr(c) for c in range(32, 127)] + [
-    t for t in default_tokenizer().vocab if len(t) == 1 and not t.isascii()]
+_ALPHABET = [chr(c) for c in range(32, 127)] + [t for t in default_tokenizer().vocab if len(t) == 1 and not t.isascii()]
 _FRAGMENTS = [t.replace(SPACE_MARK, " ") for t in default_tokenizer().vocab[4:]]
 
 
@@ -153,7 +178,10 @@ def test_compressed_vocabulary(tok: LabTokenizer) -> None:
     assert len({cm[tok.token_id(t)] for t in ("a", "A", "à", "á", "Ặ")}) == 1
     assert cm[tok.token_id("d")] != cm[tok.token_id("đ")] == cm[tok.token_id("Đ")]
     # whitespace folds to one protected key: " " and "\n" share it, nothing else does
-    assert {i for i in range(tok.vocab_size) if cm[i] == cm[tok.token_id(" ")]} == {tok.token_id(" "), tok.token_id("\n")}
+    assert {i for i in range(tok.vocab_size) if cm[i] == cm[tok.token_id(" ")]} == {
+        tok.token_id(" "),
+        tok.token_id("\n"),
+    }
     assert len({cm[i] for i in range(4)}) == 4 and cm[:4] == (0, 1, 2, 3)
 
 

@@ -87,25 +87,28 @@ def test_no_op_changes_recompute_and_notify_nothing(state):
     assert calls == [({"block"}, {"draft"})]
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"block": 0}, r"block size = 0 is invalid: allowed 1..3"),
-    ({"block": 4}, r"block size = 4 is invalid"),
-    ({"block": "2"}, r"block size = '2' is invalid"),
-    ({"block": True}, r"block size = True is invalid"),
-    ({"temperature": -0.1}, r"temperature = -0.1 is invalid: allowed a number ≥ 0"),
-    ({"temperature": float("nan")}, r"temperature = nan is invalid"),
-    ({"prompt": ""}, r"prompt is empty"),
-    ({"prompt": "   "}, r"prompt is empty"),
-    ({"seed": -1}, r"seed = -1 is invalid"),
-    ({"step": "9Z"}, r"unknown step id '9Z': valid ids are 1A, 1B"),
-    ({"layer": 8}, r"layer = 8 is invalid: allowed None \(each step's default\) or 0..7"),
-    ({"layer": -1}, r"layer = -1 is invalid"),
-    ({"lang": "fr"}, r"unknown language 'fr'"),
-    ({"weights": "bogus"}, r"weights = 'bogus' is invalid: allowed 'untrained', 'trained'"),
-    ({"weights": "trained"}, r"Trained weights are not shipped yet"),
-    ({"colour": "red"}, r"unknown setting 'colour': allowed prompt, seed"),
-    ({"block": 2, "temperature": -1.0}, r"temperature = -1.0 is invalid"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"block": 0}, r"block size = 0 is invalid: allowed 1..3"),
+        ({"block": 4}, r"block size = 4 is invalid"),
+        ({"block": "2"}, r"block size = '2' is invalid"),
+        ({"block": True}, r"block size = True is invalid"),
+        ({"temperature": -0.1}, r"temperature = -0.1 is invalid: allowed a number ≥ 0"),
+        ({"temperature": float("nan")}, r"temperature = nan is invalid"),
+        ({"prompt": ""}, r"prompt is empty"),
+        ({"prompt": "   "}, r"prompt is empty"),
+        ({"seed": -1}, r"seed = -1 is invalid"),
+        ({"step": "9Z"}, r"unknown step id '9Z': valid ids are 1A, 1B"),
+        ({"layer": 8}, r"layer = 8 is invalid: allowed None \(each step's default\) or 0..7"),
+        ({"layer": -1}, r"layer = -1 is invalid"),
+        ({"lang": "fr"}, r"unknown language 'fr'"),
+        ({"weights": "bogus"}, r"weights = 'bogus' is invalid: allowed 'untrained', 'trained'"),
+        ({"weights": "trained"}, r"Trained weights are not shipped yet"),
+        ({"colour": "red"}, r"unknown setting 'colour': allowed prompt, seed"),
+        ({"block": 2, "temperature": -1.0}, r"temperature = -1.0 is invalid"),
+    ],
+)
 def test_bad_input_is_refused_and_nothing_changes(state, changes, message):
     walk, before = state.walk, repr(state)
     with pytest.raises(ValueError, match=message):
@@ -271,9 +274,15 @@ def test_inspector_follows_state_changes_from_elsewhere(state):
 def test_app_controls(state):
     app = W.lab_app(state=state)
     assert isinstance(app, widgets.VBox) and "dspark-app" in app._dom_classes
-    kinds = {"prompt": widgets.Text, "seed": widgets.IntText, "block": widgets.IntSlider,
-             "temperature": widgets.FloatSlider, "lang": widgets.ToggleButtons, "weights": widgets.Dropdown,
-             "layer": widgets.Dropdown}
+    kinds = {
+        "prompt": widgets.Text,
+        "seed": widgets.IntText,
+        "block": widgets.IntSlider,
+        "temperature": widgets.FloatSlider,
+        "lang": widgets.ToggleButtons,
+        "weights": widgets.Dropdown,
+        "layer": widgets.Dropdown,
+    }
     for name, kind in kinds.items():
         assert isinstance(one(app, f"dspark-control-{name}"), kind), name
     block, temp = one(app, "dspark-control-block"), one(app, "dspark-control-temperature")
