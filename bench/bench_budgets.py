@@ -17,26 +17,7 @@ import subprocess
 import sys
 import time
 
-
-def percentiles(xs: list[float]) -> dict[str, float]:
-    s = sorted(xs)
-
-    def q(p: float) -> float:
-        i = min(len(s) - 1, max(0, round(p * (len(s) - 1))))
-        return s[i]
-
-    return {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "n": len(s)}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from lab.profiling import cpu_model, percentiles
 
 
 def run_cli(args: list[str]) -> tuple[float, float]:
