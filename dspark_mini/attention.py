@@ -21,7 +21,7 @@ from .config import ModelConfig
 from .indexer import Indexer, visible_counts, window_mask
 from .linear import Linear
 from .norm import RMSNorm
-from .quant import fp4_qdq, fp8_qdq
+from .quant import fake_quant, fp4_qdq, fp8_qdq
 from .rope import apply_rope, rope_angles, rope_inv_freq
 
 
@@ -165,7 +165,7 @@ class Attention(nn.Module):
     def latent(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The shared K = V latent of each row: RoPE(kv_norm(wkv(x))), then FP8 QDQ.  → raw, stored [B, S, Dh]"""
         kv_raw = apply_rope(self.kv_norm(self.wkv(x)), rope_angles(positions, self.inv_freq))
-        return kv_raw, (fp8_qdq(kv_raw, 32) if self.cfg.kv_quant else kv_raw)
+        return kv_raw, (fake_quant(kv_raw, fp8_qdq, 32) if self.cfg.kv_quant else kv_raw)
 
     def _compress(self, x, cache, pending, shared: SharedAttention, rec) -> None:
         """3B: new latents of this chunk → index keys (pre-RoPE) → RoPE at j·ratio → FP4 → shared."""
@@ -178,7 +178,7 @@ class Attention(nn.Module):
         gang = rope_angles(gpos, self.inv_freq)
         new_ik = self.indexer.index_keys(latent, gang)  # [B, n, Di]
         rot = apply_rope(latent, gang)
-        new_kv = fp4_qdq(rot, 16, "e4m3") if cfg.kv_quant else rot
+        new_kv = fake_quant(rot, fp4_qdq, 16, "e4m3") if cfg.kv_quant else rot
         if cache is not None:
             store = cache.sources[self.layer_id]
             comp = torch.cat([store.kv[:, : store.count], new_kv], dim=1)

@@ -183,9 +183,9 @@ class Engram(nn.Module):
         B, S, hc, D = x.shape
         rows = F.embedding(row_ids, self.embed.weight)  # [B, S, n_hash_cols, head_dim]
         if cfg.engram_table_quant:
-            from .quant import fp8_qdq
+            from .quant import fake_quant, fp8_qdq
 
-            rows = fp8_qdq(rows, 32)
+            rows = fake_quant(rows, fp8_qdq, 32)
         e = rows.to(x.dtype).flatten(2)  # [B, S, n_hash_cols · head_dim]
         kv = F.linear(e, self.wkv.weight.to(x.dtype))  # [B, S, (hc + 1) · D]
         key = kv[..., : hc * D].view(B, S, hc, D)  # [B, S, hc, D]

@@ -18,7 +18,7 @@ from torch import nn
 
 from .linear import Linear
 from .norm import RMSNorm
-from .quant import fp4_qdq
+from .quant import fake_quant, fp4_qdq
 from .rope import apply_rope
 
 
@@ -83,7 +83,7 @@ class Indexer(nn.Module):
             self.k_norm = RMSNorm(index_head_dim, norm_eps, dtype)
 
     def _qdq(self, t: torch.Tensor) -> torch.Tensor:
-        return fp4_qdq(t, 32, "e8m0") if self.kv_quant else t
+        return fake_quant(t, fp4_qdq, 32, "e8m0") if self.kv_quant else t
 
     def index_keys(self, latent: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
         """Keys for new latents: latent [B, n, Dh] pre-RoPE, angles [n, r/2] at j·ratio.  → [B, n, Di]"""

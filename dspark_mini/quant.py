@@ -147,3 +147,11 @@ def fp4_bytes(n_values: int, block: int) -> int:
     if n_values % 2 != 0:
         raise ValueError(f"n_values = {n_values} must be even (two FP4 values share a byte)")
     return n_values // 2 + n_values // block
+
+
+def fake_quant(x: torch.Tensor, fn: Callable[..., torch.Tensor], *args: object) -> torch.Tensor:
+    """QDQ as the forward sees it; with autograd on, the straight-through gradient of QAT (rounding
+    alone would stop every gradient at the cache)."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return qdq_ste(x, fn, *args)
+    return fn(x, *args)

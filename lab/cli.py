@@ -5,6 +5,8 @@ dspark-lab walk --step 2A --lang vi  one step, in Vietnamese
 dspark-lab inspect --preset flash    the real-size model built on `meta`: parameters and KV budget
 dspark-lab generate                  plain vs speculative decoding, with the accept/reject strip
 dspark-lab profile                   parity, tap mix, acceptance by position, verify cost (p50/p95/p99)
+dspark-lab data                      the toy corpus: math, code and chat lines, described
+dspark-lab train target              train the tiny target on it (safetensors + config + loss curve)
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ examples:
   dspark-lab generate --max-new-tokens 48 --block 3 plain vs DSpark speculative decoding, side by side
   dspark-lab generate --temperature 1 --seed 7      sampled: same distribution as the target, other tokens
   dspark-lab profile --json                         parity, tap mix, acceptance, verify cost with conditions
+  dspark-lab data --out runs/corpus                 write and describe the toy corpus (3 domains)
+  dspark-lab train target --steps 400 --out runs/target.safetensors
 """
 
 
@@ -37,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile}")
+    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile,data,train}")
 
     w = sub.add_parser(
         "walk",
@@ -107,6 +111,39 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--cache-length", type=int, default=48, help="tokens in the cache before the verify (default 48)")
     f.add_argument("--lang", default="en", help="vi or en")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    from .corpus import add_data_arguments
+
+    d = sub.add_parser(
+        "data",
+        help="build, describe and write the toy corpus (math / code / chat)",
+        description="Three toy domains that differ in predictability, like the DSpark paper's math / code / chat: "
+        "arithmetic facts, a small code-like language and a branching vi/en chat grammar. Deterministic, "
+        "no downloads.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_data_arguments(d)
+
+    t = sub.add_parser(
+        "train",
+        help="train the tiny target on the toy corpus",
+        description="Train the `lab` target on the toy corpus (next-token cross-entropy with QAT through the FP8/FP4 "
+        "simulation; the router bias by the loss-free balancing rule) and save a safetensors checkpoint with its "
+        "config and loss curve. Drafter training comes next.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    t.add_argument("what", choices=["target"], help="what to train")
+    t.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
+    t.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
+    t.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default 64)")
+    t.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the weights, the corpus and the batches")
+    t.add_argument("--lines", type=int, default=2000, help="corpus lines per domain (default 2000)")
+    t.add_argument("--out", default="runs/target.safetensors", help="checkpoint path (.safetensors)")
+    t.add_argument("--lang", default="en", help="vi or en")
+    t.add_argument("--json", action="store_true", help="print the training report as JSON")
     return p
 
 
@@ -174,6 +211,16 @@ def main(argv: list[str] | None = None) -> int:
                 from .render import render_generate
 
                 render_generate(console, report, lang)
+        elif args.command == "data":
+            from .corpus import main_data
+
+            main_data(args, console)
+        elif args.command == "train":
+            from .train_cli import main_train
+
+            report = main_train(args, console)
+            if args.json:
+                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
         elif args.command == "profile":
             from .profiling import profile
 

@@ -231,3 +231,23 @@ def test_zero_batch_raises_value_error(lab_model):
     with pytest.raises(ValueError, match="empty"):
         with torch.no_grad():
             lab_model(torch.zeros(0, 3, dtype=torch.long))
+
+
+def test_gradients_reach_every_trained_part_through_the_quantized_caches(lab_cfg):
+    """QAT: the FP8/FP4 cache simulation passes a straight-through gradient, so the KV projections,
+    the compressors and the Engram tables learn. What gets no gradient from the LM loss, by design:
+    the router's select-only bias (a load-balancing rule adjusts it), the indexers (their top-k is a
+    discrete choice; the real model trains them with a separate distillation loss), and the draft."""
+    from dspark_mini import build_model
+
+    m = build_model(lab_cfg, seed=3)
+    x = torch.randint(4, lab_cfg.vocab_size, (2, 21), generator=torch.Generator().manual_seed(3))
+    out = m(x[:, :-1])
+    torch.nn.functional.cross_entropy(out.logits.reshape(-1, lab_cfg.vocab_size), x[:, 1:].reshape(-1)).backward()
+    silent = {n for n, p in m.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0}
+    expected = {n for n, _ in m.named_parameters()
+                if n.startswith("mtp.") or n.endswith("ffn.gate.bias") or ".attn.indexer." in n}
+    assert silent == expected
+    for name in ("layers.0.attn.wkv.weight", "layers.1.attn.compressor.wgate.weight", "layers.0.engram.embed.weight",
+                 "layers.4.attn.compressor.wkv.weight", "layers.0.ffn.experts.0.w1.weight"):
+        assert name not in silent

@@ -1,0 +1,389 @@
+"""Checkpoints: the model's parameters as one safetensors file, with its config and notes in the header.
+
+  file = safetensors(tensors of one part, metadata = {format: "dspark-lab", version: "1", part, config, meta})
+  part "all" = every parameter · "target" = every parameter not under `mtp.` · "draft" = only `mtp.*`
+The draft shares the target's `embed` and `head` (they are not registered under `mtp`), so a draft file
+holds only the draft layers and needs a target with the same config. Never pickle: safetensors stores raw
+tensors and a JSON header, nothing runs on load. `load` checks everything first (format, config, the exact
+set of names, every shape and dtype) and only then copies into the model, so a bad file leaves the model
+untouched. `save` writes a temporary file beside the target and renames it, so nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import nn
+
+from .config import ConfigError, ModelConfig
+from .model import Transformer
+from .presets import build_model
+
+FORMAT = "dspark-lab"
+VERSION = "1"
+PARTS = ("all", "target", "draft")
+DRAFT_PREFIX = "mtp."
+SUFFIX = ".safetensors"
+
+# safetensors dtype codes → torch dtypes (for checks and messages)
+ST_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, is not a dspark-lab checkpoint, or does not fit the model."""
+
+
+# ---- config ↔ JSON-safe dict ------------------------------------------------------------------------
+def _fields() -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(ModelConfig)}
+
+
+def config_to_dict(cfg: ModelConfig) -> dict[str, Any]:
+    """Every field of the config as plain JSON values (tuples → lists; `extra` kept as notes)."""
+    out: dict[str, Any] = {}
+    for name in _fields():
+        v = getattr(cfg, name)
+        out[name] = list(v) if isinstance(v, tuple) else (dict(v) if isinstance(v, dict) else v)
+    return out
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    """Check a JSON value against the type of the field's default; lists → tuples, ints → floats."""
+
+    def bad(expected: str) -> CheckpointError:
+        return CheckpointError(f"config field '{name}' = {value!r} has the wrong type: expected {expected}")
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if isinstance(default, int):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise bad("an integer")
+        return value
+    if isinstance(default, float):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise bad("a number")
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    if isinstance(default, tuple):
+        if not isinstance(value, (list, tuple)) or not all(type(x) is int for x in value):
+            raise bad("a list of integers")
+        return tuple(value)
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise bad("an object")
+        return dict(value)
+    raise bad(type(default).__name__)  # pragma: no cover - a new field type needs a rule above
+
+
+def config_from_dict(d: dict[str, Any]) -> ModelConfig:
+    """The validated config of a dict made by `config_to_dict` (or read from JSON).
+
+    Every field except `extra` (free notes) must be present and no other key may be; each error names them."""
+    if not isinstance(d, dict):
+        raise CheckpointError(f"config must be a JSON object (got {type(d).__name__})")
+    fields = _fields()
+    unknown = sorted(set(d) - set(fields))
+    missing = [n for n in fields if n not in d and n != "extra"]
+    if unknown or missing:
+        parts = []
+        if missing:
+            parts.append(f"missing keys {missing}")
+        if unknown:
+            parts.append(f"unknown keys {unknown}")
+        raise CheckpointError("config does not match ModelConfig: " + "; ".join(parts))
+    kwargs = {n: _coerce(n, d[n], _field_default(fields[n])) for n in fields if n in d}
+    try:
+        return ModelConfig(**kwargs).validate()
+    except ConfigError as e:
+        raise CheckpointError(f"config is invalid: {e}") from e
+
+
+def _config_diff(a: ModelConfig, b: ModelConfig) -> list[str]:
+    """Names of the compared fields (all but `extra`) that differ."""
+    return [f.name for f in dataclasses.fields(ModelConfig) if f.compare and getattr(a, f.name) != getattr(b, f.name)]
+
+
+def _to_json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(
+            f"{what} must be JSON-serializable (plain numbers, strings, lists, dicts; no NaN): {e}"
+        ) from e
+
+
+# ---- which tensors belong to a part -----------------------------------------------------------------
+def _check_part(part: Any) -> str:
+    if part not in PARTS:
+        raise CheckpointError(f"part = {part!r} is invalid: allowed one of {PARTS}")
+    return part
+
+
+def _in_part(name: str, part: str) -> bool:
+    if part == "all":
+        return True
+    return name.startswith(DRAFT_PREFIX) == (part == "draft")
+
+
+def part_tensors(model: nn.Module, part: str) -> dict[str, torch.Tensor]:
+    """name → the model's own tensor (parameters and persistent buffers) for a part, not copies."""
+    _check_part(part)
+    return {n: t for n, t in model.state_dict(keep_vars=True).items() if _in_part(n, part)}
+
+
+def _file_mode(path: Path) -> int:
+    """The mode of the file being replaced, else what a new file gets under the umask."""
+    if path.exists():
+        return path.stat().st_mode & 0o777
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+# ---- save -------------------------------------------------------------------------------------------
+def save(model: Transformer, path: str | os.PathLike, part: str = "all", meta: dict | None = None) -> Path:
+    """Write one part of the model to `path` (…/name.safetensors) atomically; returns the path.
+
+    `meta` is a JSON-safe dict of notes (training steps, seed, measured accuracy, …)."""
+    path = Path(path)
+    _check_part(part)
+    if path.suffix != SUFFIX:
+        raise CheckpointError(f"checkpoint path {str(path)!r} must end in {SUFFIX}")
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint path {str(path)!r} is a directory")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"meta must be a dict (got {type(meta).__name__})")
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, ModelConfig):
+        raise CheckpointError(f"save needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "part": part,
+        "config": _to_json(config_to_dict(cfg), "config (extra included)"),
+        "meta": _to_json(meta, "meta"),
+    }
+    own = part_tensors(model, part)
+    if not own:
+        raise CheckpointError(f"the model has no tensors for part {part!r} (n_mtp_layers = {cfg.n_mtp_layers})")
+    # own copies on CPU, contiguous, sharing no storage (safetensors refuses shared tensors)
+    tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in own.items()}
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # a fresh name beside the target: same filesystem, so os.replace is atomic
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
+    try:
+        save_file(tensors, str(tmp), metadata=header)
+        os.chmod(tmp, _file_mode(path))  # safetensors writes owner-only files; shipped weights are readable
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ---- read -------------------------------------------------------------------------------------------
+def _what_is(path: Path) -> str:
+    """A short guess at what a non-safetensors file is, for the error message."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if not head:
+        return "an empty file"
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive (a torch.save checkpoint? those hold pickles and are never loaded here)"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return "a Python pickle (never loaded here)"
+    return "unreadable as safetensors"
+
+
+def _open(path: str | os.PathLike) -> tuple[Path, Any]:
+    """The path and an open safetensors handle; CheckpointError if it is not a readable safetensors file."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint file at {str(path)!r}")
+    if not path.is_file():
+        raise CheckpointError(f"{str(path)!r} is not a file")
+    try:
+        handle = safe_open(str(path), framework="pt", device="cpu")
+    except Exception as e:  # safetensors raises its own SafetensorError (and OSError)
+        raise CheckpointError(
+            f"{str(path)!r} is not a safetensors file: {_what_is(path)} ({e}); "
+            "dspark-lab checkpoints are written by dspark_mini.checkpoint.save"
+        ) from e
+    return path, handle
+
+
+def _header(path: Path, handle: Any) -> dict[str, Any]:
+    md = handle.metadata() or {}
+    if md.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{str(path)!r} is a safetensors file but not a dspark-lab checkpoint: "
+            f"its metadata has format = {md.get('format')!r} (keys {sorted(md)}), expected {FORMAT!r}"
+        )
+    if md.get("version") != VERSION:
+        raise CheckpointError(
+            f"{str(path)!r} is a dspark-lab checkpoint of version {md.get('version')!r}: "
+            f"this code reads version {VERSION!r}"
+        )
+    part = md.get("part")
+    if part not in PARTS:
+        raise CheckpointError(f"{str(path)!r} has part = {part!r}: allowed one of {PARTS}")
+    out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "part": part}
+    for key in ("config", "meta"):
+        try:
+            value = json.loads(md[key])
+        except (KeyError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"{str(path)!r} has no readable '{key}' JSON in its metadata ({e!r})") from e
+        if not isinstance(value, dict):
+            raise CheckpointError(f"{str(path)!r} has '{key}' metadata that is not a JSON object")
+        out[key] = value
+    return out
+
+
+def read_header(path: str | os.PathLike) -> dict[str, Any]:
+    """{format, version, part, config (dict), meta (dict)} of a checkpoint, without loading any tensor."""
+    p, handle = _open(path)
+    with handle as f:
+        return _header(p, f)
+
+
+def _st_dtype_name(code: str) -> str:
+    dt = ST_DTYPES.get(code)
+    return str(dt).removeprefix("torch.") if dt is not None else code
+
+
+def _listing(names: list[str], limit: int = 12) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f", … ({len(names)} in all)" if len(names) > limit else "")
+
+
+# ---- load -------------------------------------------------------------------------------------------
+def load(model: Transformer, path: str | os.PathLike, strict_config: bool = True) -> dict[str, Any]:
+    """Load the part stored in `path` into `model` in place; returns the checkpoint's meta dict.
+
+    Checks, before touching the model: the file is a dspark-lab safetensors checkpoint; its config equals
+    the model's (with strict_config=False only `dtype` may differ, and tensors are cast to the model's
+    dtypes); the exact set of tensor names of the part; every shape and dtype. Any failure raises
+    CheckpointError and leaves the model unchanged."""
+    p, handle = _open(path)
+    with handle as f:
+        return _load_open(model, p, f, strict_config)
+
+
+def _load_open(model: Transformer, p: Path, handle: Any, strict_config: bool) -> dict[str, Any]:
+    header = _header(p, handle)
+    try:
+        file_cfg = config_from_dict(header["config"])
+    except CheckpointError as e:
+        raise CheckpointError(f"{str(p)!r}: {e}") from e
+    model_cfg = getattr(model, "cfg", None)
+    if not isinstance(model_cfg, ModelConfig):
+        raise CheckpointError(f"load needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
+
+    diff = _config_diff(file_cfg, model_cfg)
+    cast = not strict_config and diff == ["dtype"]
+    if diff and not cast:
+        lines = "; ".join(f"{n}: file {getattr(file_cfg, n)!r}, model {getattr(model_cfg, n)!r}" for n in diff)
+        hint = " (strict_config=False allows only dtype to differ)" if "dtype" in diff else ""
+        raise CheckpointError(f"{str(p)!r} was saved with a different config — {lines}{hint}")
+
+    part = header["part"]
+    own = part_tensors(model, part)
+    # what the file must hold: the model's own tensors, or, when casting, those of the file's config
+    ref = part_tensors(build_model(file_cfg, device="meta"), part) if cast else own
+    names = set(handle.keys())
+    missing = sorted(set(ref) - names)
+    unexpected = sorted(names - set(ref))
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing {len(missing)} tensor(s): {_listing(missing)}")
+        if unexpected:
+            parts.append(f"unexpected {len(unexpected)} tensor(s): {_listing(unexpected)}")
+        raise CheckpointError(f"{str(p)!r} (part {part!r}) does not fit the model: " + "; ".join(parts))
+
+    who = f"a {file_cfg.dtype} model of this config" if cast else "the model"
+    bad = []
+    for name in sorted(ref):
+        sl = handle.get_slice(name)
+        shape, code = tuple(sl.get_shape()), sl.get_dtype()
+        want_shape, want_dtype = tuple(ref[name].shape), ref[name].dtype
+        if shape != want_shape or ST_DTYPES.get(code) != want_dtype or tuple(own[name].shape) != want_shape:
+            bad.append(
+                f"tensor {name!r}: file has shape {shape} dtype {_st_dtype_name(code)}, "
+                f"{who} has shape {want_shape} dtype {str(want_dtype).removeprefix('torch.')}"
+            )
+    if bad:
+        more = f"; … ({len(bad)} in all)" if len(bad) > 12 else ""
+        raise CheckpointError(f"{str(p)!r} does not fit the model: " + "; ".join(bad[:12]) + more)
+
+    staged = {}
+    for name in ref:
+        try:
+            t = handle.get_tensor(name)
+        except Exception as e:
+            raise CheckpointError(f"{str(p)!r}: tensor {name!r} could not be read ({e})") from e
+        if cast:  # strict_config=False: the file's dtype → the model's dtype (e.g. float32 → float64)
+            t = t.to(own[name].dtype)
+        staged[name] = t
+    with torch.no_grad():
+        for name, t in staged.items():
+            own[name].copy_(t)
+    return header["meta"]
+
+
+def load_model(
+    path_target: str | os.PathLike,
+    path_draft: str | os.PathLike | None = None,
+    device: str | torch.device | None = None,
+) -> Transformer:
+    """A model built from the config stored in `path_target` (the lab tokenizer's compress map when the
+    vocabulary matches), with the target part loaded (or everything, for an "all" file) and then the draft
+    part from `path_draft` if given (its config must equal the target's). Without a draft file, the draft
+    layers of a "target" file keep the seed-0 init."""
+    header = read_header(path_target)
+    if header["part"] not in ("target", "all"):
+        raise CheckpointError(
+            f"{str(path_target)!r} holds part {header['part']!r}: load_model needs a 'target' or 'all' checkpoint first"
+        )
+    if path_draft is not None:
+        part = read_header(path_draft)["part"]
+        if part != "draft":
+            raise CheckpointError(f"{str(path_draft)!r} holds part {part!r}: path_draft must be a 'draft' checkpoint")
+    model = build_model(config_from_dict(header["config"]))
+    load(model, path_target)
+    if path_draft is not None:
+        load(model, path_draft)
+    return model.to(device) if device is not None else model

@@ -1,0 +1,151 @@
+"""Train the tiny target on the toy corpus (next-token cross-entropy, QAT through the FP8/FP4 simulation).
+
+What learns how:
+- every projection, norm, mHC coefficient, expert and Engram table: AdamW on the cross-entropy, with
+  straight-through gradients through the quantize→dequantize of the caches and the MXFP4 experts;
+- the router's correction bias: not by gradient (it only selects) but by the auxiliary-loss-free
+  balancing rule — after each step, bias_e += γ · sign(mean load − load_e);
+- the indexers: not at all here (their top-k is a discrete choice; the real model trains them with a
+  separate distillation loss), and the DSpark draft: later, against the frozen target.
+Training runs in float32 for speed and the result is cast to the lab preset's float64.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from dspark_mini import Transformer, build_model
+from dspark_mini.config import ModelConfig
+
+
+@dataclass
+class TrainLog:
+    steps: list[int] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    val_steps: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    val_accuracy: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def windows(ids: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator) -> torch.Tensor:
+    """Random [batch, seq_len + 1] windows of a token stream (inputs = [:, :-1], targets = [:, 1:])."""
+    if ids.numel() < seq_len + 2:
+        raise ValueError(f"token stream of {ids.numel()} ids is too short for seq_len = {seq_len}")
+    starts = torch.randint(0, ids.numel() - seq_len - 1, (batch,), generator=gen)
+    return torch.stack([ids[s : s + seq_len + 1] for s in starts.tolist()])
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, ids: torch.Tensor, seq_len: int, max_windows: int = 16) -> tuple[float, float]:
+    """Mean next-token loss and accuracy over consecutive windows of a held-out stream."""
+    n = min(max_windows, (ids.numel() - 1) // seq_len)
+    if n < 1:
+        raise ValueError(f"validation stream of {ids.numel()} ids is too short for seq_len = {seq_len}")
+    x = torch.stack([ids[i * seq_len : i * seq_len + seq_len + 1] for i in range(n)])
+    logits = model(x[:, :-1]).logits.float()
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+    acc = (logits.argmax(-1) == x[:, 1:]).float().mean()
+    return float(loss), float(acc)
+
+
+def balance_router_biases(model: Transformer, loads: list[torch.Tensor], rate: float) -> None:
+    """Auxiliary-loss-free balancing: push each gate's bias towards equal expert load."""
+    with torch.no_grad():
+        for block, load in zip(model.layers, loads, strict=True):
+            load = load.to(block.ffn.gate.bias.dtype)
+            block.ffn.gate.bias.add_(rate * torch.sign(load.mean() - load))
+
+
+def train_target(
+    cfg: ModelConfig,
+    train_ids: torch.Tensor,
+    val_ids: torch.Tensor,
+    steps: int = 400,
+    batch: int = 16,
+    seq_len: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+    bias_rate: float = 1e-3,
+    eval_every: int = 50,
+    on_step: Callable[[int, float], None] | None = None,
+) -> tuple[Transformer, TrainLog]:
+    """Train the backbone (not the draft) and return it in the preset's dtype, with its loss curve."""
+    for name, v in (("steps", steps), ("batch", batch), ("seq_len", seq_len), ("eval_every", eval_every)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
+    if not lr > 0:
+        raise ValueError(f"lr = {lr!r} is invalid: allowed > 0")
+    if seq_len > cfg.max_seq_len:
+        raise ValueError(f"seq_len = {seq_len} is invalid: allowed 1..{cfg.max_seq_len} (max_seq_len)")
+    torch.manual_seed(seed)
+    model = build_model(cfg.replace(dtype="float32"), seed=seed)
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model.train()
+    params = [p for n, p in model.named_parameters() if not n.startswith("mtp.") and not n.endswith("gate.bias")]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95)
+    )
+    warmup = max(1, steps // 20)
+
+    def lr_at(step: int) -> float:  # linear warm-up, cosine decay to 10 %
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+    loads: list[torch.Tensor] = []
+    hooks = [
+        blk.ffn.gate.register_forward_hook(
+            lambda mod, inp, out: loads.append(torch.bincount(out[1].flatten(), minlength=mod.bias.numel()))
+        )
+        for blk in model.layers
+    ]
+    gen = torch.Generator().manual_seed(seed)
+    log = TrainLog()
+    t0 = time.perf_counter()
+    try:
+        for step in range(steps):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            x = windows(train_ids, batch, seq_len, gen)
+            loads.clear()
+            logits = model(x[:, :-1]).logits
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), x[:, 1:].reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            balance_router_biases(model, loads, bias_rate)
+            log.steps.append(step + 1)
+            log.train_loss.append(float(loss.detach()))
+            if (step + 1) % eval_every == 0 or step + 1 == steps:
+                model.eval()
+                vl, va = evaluate(model, val_ids, seq_len)
+                model.train()
+                log.val_steps.append(step + 1)
+                log.val_loss.append(vl)
+                log.val_accuracy.append(va)
+            if on_step is not None:
+                on_step(step + 1, log.train_loss[-1])
+    finally:
+        for h in hooks:
+            h.remove()
+    log.seconds = time.perf_counter() - t0
+    model.eval()
+    # back to the preset's dtype (float64 for `lab`); parts that did not train keep their exact init
+    final = build_model(cfg, seed=seed)
+    with torch.no_grad():
+        for (name, p), (name2, q) in zip(final.named_parameters(), model.named_parameters(), strict=True):
+            assert name == name2
+            if not torch.equal(q, start[name]):
+                p.copy_(q.to(p.dtype))
+    return final, log
