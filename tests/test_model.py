@@ -245,9 +245,17 @@ def test_gradients_reach_every_trained_part_through_the_quantized_caches(lab_cfg
     out = m(x[:, :-1])
     torch.nn.functional.cross_entropy(out.logits.reshape(-1, lab_cfg.vocab_size), x[:, 1:].reshape(-1)).backward()
     silent = {n for n, p in m.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0}
-    expected = {n for n, _ in m.named_parameters()
-                if n.startswith("mtp.") or n.endswith("ffn.gate.bias") or ".attn.indexer." in n}
+    expected = {
+        n
+        for n, _ in m.named_parameters()
+        if n.startswith("mtp.") or n.endswith("ffn.gate.bias") or ".attn.indexer." in n
+    }
     assert silent == expected
-    for name in ("layers.0.attn.wkv.weight", "layers.1.attn.compressor.wgate.weight", "layers.0.engram.embed.weight",
-                 "layers.4.attn.compressor.wkv.weight", "layers.0.ffn.experts.0.w1.weight"):
+    for name in (
+        "layers.0.attn.wkv.weight",
+        "layers.1.attn.compressor.wgate.weight",
+        "layers.0.engram.embed.weight",
+        "layers.4.attn.compressor.wkv.weight",
+        "layers.0.ffn.experts.0.w1.weight",
+    ):
         assert name not in silent
