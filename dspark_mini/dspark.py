@@ -101,6 +101,35 @@ class DSparkDraft(nn.Module):
         """What each draft layer's window ring stores for these target positions.  → {layer: [B, S, Dh]}"""
         return {blk.layer_id: blk.attn.latent(main_x, positions)[1] for blk in self.layers}
 
+    def block_pass(
+        self, anchor: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache, block_size: int, trace=None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The parallel part: [anchor, noise × (k−1)] through the draft blocks → positions [k], h [B, k, D],
+        base logits U [B, k, V]. Every row attends to the ring and to the whole block."""
+        cfg = self.cfg
+        B, p = anchor.size(0), cache.length
+        block = torch.full((B, block_size), cfg.dspark_noise_token_id, dtype=torch.long, device=anchor.device)
+        block[:, 0] = anchor
+        positions = torch.arange(p, p + block_size, device=anchor.device)  # [k]
+        x = embed(block).unsqueeze(2).repeat(1, 1, cfg.hc_mult, 1)  # [B, k, hc, D]
+        pre = identity_pre_mix(B, block_size, cfg.hc_mult, hp_dtype(cfg), anchor.device)
+        shared = SharedAttention()
+        for blk in self.layers:
+            rec = trace.recorder(blk.layer_id) if trace is not None else None
+            x, pre = blk(x, pre, positions, shared, cache, None, rec)
+        h = hc_pre(x, pre)  # [B, k, D]
+        return positions, h, head(self.norm(h).to(head.weight.dtype))  # U_i [B, k, V]
+
+    def teacher_forced(
+        self, anchor: torch.Tensor, prev: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: the Markov head fed the true previous tokens (prev [B, k]: anchor, x_1 .. x_{k−1}) instead
+        of its own samples, all positions at once. → draft logits [B, k, V], confidence logits [B, k]."""
+        _, h, base = self.block_pass(anchor, embed, head, cache, prev.size(1))
+        bias, e = self.markov_head(prev)  # [B, k, V], [B, k, r]
+        conf = self.confidence_head(torch.cat([h, e.to(h.dtype)], -1).to(self.confidence_head.weight.dtype))
+        return base + bias.to(base.dtype), conf.squeeze(-1)
+
     def forward(
         self,
         anchor: torch.Tensor,
@@ -122,23 +151,12 @@ class DSparkDraft(nn.Module):
             raise ValueError(
                 f"block size = {block_size!r} is invalid: allowed 1..{cfg.dspark_block_size} (the trained draft block)"
             )
-        B = anchor.size(0)
         p = cache.length
         if p == 0:
             raise ValueError("the draft needs the target to have processed a prompt first (empty cache)")
         if p + block_size > cfg.max_seq_len:
             raise ValueError(f"draft block would reach position {p + block_size - 1}: max_seq_len = {cfg.max_seq_len}")
-        block = torch.full((B, block_size), cfg.dspark_noise_token_id, dtype=torch.long, device=anchor.device)
-        block[:, 0] = anchor
-        positions = torch.arange(p, p + block_size, device=anchor.device)  # [k]
-        x = embed(block).unsqueeze(2).repeat(1, 1, cfg.hc_mult, 1)  # [B, k, hc, D]
-        pre = identity_pre_mix(B, block_size, cfg.hc_mult, hp_dtype(cfg), anchor.device)
-        shared = SharedAttention()
-        for blk in self.layers:
-            rec = trace.recorder(blk.layer_id) if trace is not None else None
-            x, pre = blk(x, pre, positions, shared, cache, None, rec)
-        h = hc_pre(x, pre)  # [B, k, D]
-        base = head(self.norm(h).to(head.weight.dtype))  # [B, k, V] U_i
+        positions, h, base = self.block_pass(anchor, embed, head, cache, block_size, trace)
         prev = anchor
         tokens, logits, probs, conf = [], [], [], []
         for i in range(block_size):  # the Markov head: the only sequential part

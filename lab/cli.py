@@ -30,6 +30,7 @@ examples:
   dspark-lab profile --json                         parity, tap mix, acceptance, verify cost with conditions
   dspark-lab data --out runs/corpus                 write and describe the toy corpus (3 domains)
   dspark-lab train target --steps 400 --out runs/target.safetensors
+  dspark-lab train draft --target runs/target.safetensors --out runs/draft.safetensors
 """
 
 
@@ -130,11 +131,14 @@ def parser() -> argparse.ArgumentParser:
         help="train the tiny target on the toy corpus",
         description="Train the `lab` target on the toy corpus (next-token cross-entropy with QAT through the FP8/FP4 "
         "simulation; the router bias by the loss-free balancing rule) and save a safetensors checkpoint with its "
-        "config and loss curve. Drafter training comes next.",
+        "config and loss curve; then the DSpark draft against the frozen target (CE 0.1 / L1 0.9 / confidence BCE "
+        "1.0, position weights exp(−(k−1)/4), teacher-forced Markov head).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    t.add_argument("what", choices=["target"], help="what to train")
+    t.add_argument("what", choices=["target", "draft"], help="the target, or the DSpark draft against a trained target")
+    t.add_argument("--target", default="runs/target.safetensors", help="(draft) the trained target checkpoint")
+    t.add_argument("--kind", default="dspark", choices=["dspark"], help="(draft) drafter kind (baselines: next)")
     t.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
     t.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
     t.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default 64)")

@@ -15,7 +15,7 @@ from dspark_mini.checkpoint import save
 
 from .corpus import build_corpus, mix, split, token_stream
 from .steps import check_lang
-from .training import train_target
+from .training import train_draft, train_target
 
 
 def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
@@ -25,6 +25,8 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         raise ValueError(f"--out = {args.out!r}: allowed a path ending in .safetensors")
     if isinstance(args.lines, bool) or args.lines < 1:
         raise ValueError(f"--lines = {args.lines!r}: allowed an integer ≥ 1")
+    if args.what == "draft":
+        return main_train_draft(args, console, lang, out)
     cfg = get_config("lab")
     corpus = build_corpus(args.seed, args.lines)
     train_lines, val_lines = split(mix(corpus, args.seed), 0.1, args.seed)
@@ -84,3 +86,54 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         console.print(t)
         console.print(f"saved {path} · {log.seconds:.1f} s · {int(train_ids.numel())} training tokens")
     return report
+
+
+def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out: Path) -> dict[str, Any]:
+    """`dspark-lab train draft`: load the trained target, train its DSpark draft, save the draft part."""
+    from dspark_mini.checkpoint import load_model
+
+    target = load_model(args.target)
+    corpus = build_corpus(args.seed, args.lines)
+    train_lines, _ = split(mix(corpus, args.seed), 0.1, args.seed)
+    train_ids = token_stream(train_lines)
+    context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 1)
+    label = "huấn luyện bộ vẽ DSpark" if lang == "vi" else "training the DSpark draft"
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} · loss {task.fields[loss]:.3f}"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=args.json,
+    ) as bar:
+        task = bar.add_task(label, total=args.steps, loss=float("nan"))
+        log = train_draft(
+            target,
+            train_ids,
+            args.steps,
+            args.batch,
+            context,
+            args.lr,
+            args.seed,
+            on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
+        )
+    tail = log.val_accuracy[-max(1, args.steps // 10) :]
+    meta = {
+        "trained": "draft",
+        "kind": args.kind,
+        "target": str(args.target),
+        "steps": args.steps,
+        "batch": args.batch,
+        "context": context,
+        "lr": args.lr,
+        "seed": args.seed,
+        "analytic_acceptance_last_10pct": sum(tail) / len(tail),
+        "seconds": round(log.seconds, 1),
+    }
+    path = save(target, out, part="draft", meta=meta)
+    if not args.json:
+        console.print(
+            f"saved {path} · {log.seconds:.1f} s · analytic acceptance (last 10 %): "
+            f"{meta['analytic_acceptance_last_10pct']:.3f}"
+        )
+    return {"checkpoint": str(path), "meta": meta, "curve": {"loss": log.train_loss, "accept": log.val_accuracy}}

@@ -149,3 +149,95 @@ def train_target(
             if not torch.equal(q, start[name]):
                 p.copy_(q.to(p.dtype))
     return final, log
+
+
+def draft_losses(
+    logits: torch.Tensor, conf_logit: torch.Tensor, labels: torch.Tensor, target_probs: torch.Tensor, gamma: float
+) -> dict[str, torch.Tensor]:
+    """The DSpark losses over one block (paper §3.3): position weights w_k = exp(−(k−1)/γ),
+    CE on the true tokens, ‖p_d − p_t‖₁ (2 × TV) to the target, and BCE of the confidence head against the
+    analytic acceptance c* = 1 − ½‖p_d − p_t‖₁ (detached). Each term is a weighted mean over positions.
+
+    logits [B, k, V] (after the Markov bias), conf_logit [B, k], labels [B, k], target_probs [B, k, V].
+    """
+    k = logits.size(1)
+    w = torch.exp(-torch.arange(k, dtype=torch.float32) / gamma)  # [k]
+    logp = torch.log_softmax(logits.float(), -1)
+    ce = -logp.gather(-1, labels[..., None]).squeeze(-1)  # [B, k]
+    l1 = (logp.exp() - target_probs.float()).abs().sum(-1)  # [B, k]
+    label = (1 - 0.5 * l1).clamp(0, 1).detach()
+    bce = F.binary_cross_entropy_with_logits(conf_logit.float(), label, reduction="none")
+
+    def mean(t: torch.Tensor) -> torch.Tensor:
+        return (t * w).sum() / (w.sum() * t.size(0))
+
+    return {"ce": mean(ce), "l1": mean(l1), "conf": mean(bce), "accept": mean(label)}
+
+
+def train_draft(
+    target: Transformer,
+    train_ids: torch.Tensor,
+    steps: int = 300,
+    batch: int = 16,
+    context: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+    weights: tuple[float, float, float] = (0.1, 0.9, 1.0),
+    gamma: float = 4.0,
+    on_step: Callable[[int, float], None] | None = None,
+) -> TrainLog:
+    """Train the DSpark draft (`mtp.*`) in place against the frozen target; the shared embed and head stay frozen.
+
+    Each step takes `batch` windows, picks one anchor position a ≥ 1 (shared by the batch), fills the draft rings
+    from the target's taps at positions < a (with gradients into main_proj/main_norm and the ring projections),
+    runs the block [x_a, noise…] with the Markov head teacher-forced on the true tokens, and minimises
+    α_ce·CE + α_tv·‖p_d − p_t‖₁ + α_conf·BCE(c, c*) (α = 0.1 / 0.9 / 1.0) with position weights exp(−(k−1)/γ).
+    """
+    from dspark_mini.kv_cache import KVCache
+
+    cfg = target.cfg
+    k = cfg.dspark_block_size
+    if target.mtp is None:
+        raise ValueError("the target has no draft layers (n_mtp_layers = 0)")
+    for name, v in (("steps", steps), ("batch", batch), ("context", context)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
+    if context + k + 1 > cfg.max_seq_len:
+        raise ValueError(f"context = {context} is invalid: allowed 1..{cfg.max_seq_len - k - 1}")
+    torch.manual_seed(seed)
+    params = [p for n, p in target.named_parameters() if n.startswith("mtp.")]
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    log = TrainLog()
+    t0 = time.perf_counter()
+    target.train()
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr * min(1.0, (step + 1) / max(1, steps // 20)) * (0.1 + 0.9 * (1 - step / steps))
+        x = windows(train_ids, batch, context + k, gen)  # [B, context + k + 1]
+        a = int(torch.randint(1, context + 1, (1,), generator=gen))  # anchor position
+        with torch.no_grad():
+            out = target(x[:, : a + k])  # taps at every position, target logits for the block's rows
+        p_t = torch.softmax(out.logits[:, a : a + k].float(), -1)  # slot i predicts x_{a+i+1}
+        taps = {l: t[:, :a] for l, t in out.taps.items()}
+        positions = torch.arange(a)
+        cache = KVCache(cfg, batch, dtype=next(target.mtp.parameters()).dtype)
+        for layer, rows in target.mtp.ring_rows(target.mtp.main_x(taps), positions).items():
+            cache.windows[layer].write(rows, positions)  # with gradients: the ring projections learn
+        cache.length = a
+        prev = x[:, a : a + k]  # anchor, then the true tokens: teacher forcing
+        logits, conf = target.mtp.teacher_forced(x[:, a], prev, target.embed, target.head, cache)
+        losses = draft_losses(logits, conf, x[:, a + 1 : a + k + 1], p_t, gamma)
+        loss = weights[0] * losses["ce"] + weights[1] * losses["l1"] + weights[2] * losses["conf"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        log.steps.append(step + 1)
+        log.train_loss.append(float(loss.detach()))
+        log.val_accuracy.append(float(losses["accept"]))  # the analytic acceptance on the training block
+        if on_step is not None:
+            on_step(step + 1, log.train_loss[-1])
+    target.eval()
+    log.seconds = time.perf_counter() - t0
+    return log

@@ -4,6 +4,7 @@ its recorded numbers, and the CLI commands behave."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -109,3 +110,62 @@ def test_data_command_json(capsys) -> None:
     assert main(["data", "--json", "--lines", "40"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert set(d["domains"]) >= {"math", "code", "chat"}
+
+
+def test_draft_losses_match_a_naive_computation() -> None:
+    from lab.training import draft_losses
+
+    g = torch.Generator().manual_seed(0)
+    logits, conf = torch.randn(2, 3, 7, generator=g), torch.randn(2, 3, generator=g)
+    labels = torch.randint(0, 7, (2, 3), generator=g)
+    p_t = torch.softmax(torch.randn(2, 3, 7, generator=g), -1)
+    got = draft_losses(logits, conf, labels, p_t, gamma=4.0)
+    w = [math.exp(-k / 4.0) for k in range(3)]
+    ce = l1 = bce = 0.0
+    for b in range(2):
+        for k in range(3):
+            p_d = torch.softmax(logits[b, k], -1)
+            ce += w[k] * -math.log(float(p_d[labels[b, k]]))
+            dist = float((p_d - p_t[b, k]).abs().sum())
+            l1 += w[k] * dist
+            c, y = 1 / (1 + math.exp(-float(conf[b, k]))), 1 - dist / 2
+            bce += w[k] * -(y * math.log(c) + (1 - y) * math.log(1 - c))
+    norm = 2 * sum(w)
+    assert abs(float(got["ce"]) - ce / norm) < 1e-5 and abs(float(got["l1"]) - l1 / norm) < 1e-5
+    assert abs(float(got["conf"]) - bce / norm) < 1e-5
+
+
+def test_draft_training_changes_only_the_draft_and_raises_acceptance(trained, streams) -> None:
+    from lab.training import train_draft
+
+    model, _ = trained
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    log = train_draft(model, streams[0], steps=30, batch=8, context=16, seed=3)
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all(n.startswith("mtp.") for n in changed)  # embed, head and the target stay frozen
+    assert "mtp.markov_head.embed.weight" in changed and "mtp.confidence_head.weight" in changed
+    first, last = sum(log.val_accuracy[:5]) / 5, sum(log.val_accuracy[-5:]) / 5
+    assert last > first  # the analytic acceptance 1 − ½‖p_d − p_t‖₁ on the training blocks rises
+
+
+def test_cli_trains_a_draft_against_a_saved_target(tmp_path, capsys) -> None:
+    target, draft = tmp_path / "t.safetensors", tmp_path / "d.safetensors"
+    common = ["--batch", "4", "--seq-len", "16", "--lines", "40", "--json"]
+    assert main(["train", "target", "--steps", "3", "--out", str(target), *common]) == 0
+    capsys.readouterr()
+    assert main(["train", "draft", "--target", str(target), "--steps", "4", "--out", str(draft), *common]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert read_header(draft)["part"] == "draft" and report["meta"]["kind"] == "dspark"
+    assert len(report["curve"]["loss"]) == 4
+    base = load_model(target)
+    both = load_model(target, draft)
+    names = [n for n, _ in both.named_parameters()]
+    same = {
+        n for (n, p), (_, q) in zip(both.named_parameters(), base.named_parameters(), strict=True) if torch.equal(p, q)
+    }
+    assert {n for n in names if not n.startswith("mtp.")} <= same  # the draft file changed only the draft
+    assert any(n.startswith("mtp.") and n not in same for n in names)
+    assert (
+        main(["train", "draft", "--target", str(tmp_path / "missing.safetensors"), "--steps", "1", "--out", str(draft)])
+        == 2
+    )
