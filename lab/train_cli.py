@@ -18,6 +18,18 @@ from .steps import check_lang
 from .training import train_draft, train_target
 
 
+def progress(console: Console, quiet: bool) -> Progress:
+    """A rich progress bar with the running loss (silent under --json)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} · loss {task.fields[loss]:.3f}"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet,
+    )
+
+
 def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     lang = check_lang(args.lang)
     out = Path(args.out)
@@ -32,14 +44,7 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     train_lines, val_lines = split(mix(corpus, args.seed), 0.1, args.seed)
     train_ids, val_ids = token_stream(train_lines), token_stream(val_lines)
     label = "huấn luyện mô hình mục tiêu" if lang == "vi" else "training the target"
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} · loss {task.fields[loss]:.3f}"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=args.json,
-    ) as bar:
+    with progress(console, args.json) as bar:
         task = bar.add_task(label, total=args.steps, loss=float("nan"))
         model, log = train_target(
             cfg,
@@ -98,14 +103,7 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
     train_ids = token_stream(train_lines)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 1)
     label = "huấn luyện bộ vẽ DSpark" if lang == "vi" else "training the DSpark draft"
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} · loss {task.fields[loss]:.3f}"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=args.json,
-    ) as bar:
+    with progress(console, args.json) as bar:
         task = bar.add_task(label, total=args.steps, loss=float("nan"))
         log = train_draft(
             target,
