@@ -138,7 +138,12 @@ def parser() -> argparse.ArgumentParser:
     )
     t.add_argument("what", choices=["target", "draft"], help="the target, or the DSpark draft against a trained target")
     t.add_argument("--target", default="runs/target.safetensors", help="(draft) the trained target checkpoint")
-    t.add_argument("--kind", default="dspark", choices=["dspark"], help="(draft) drafter kind (baselines: next)")
+    t.add_argument(
+        "--kind",
+        default="dspark",
+        choices=["dspark", "dflash"],
+        help="(draft) dspark (Markov + confidence heads) or the dflash baseline (parallel only)",
+    )
     t.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
     t.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
     t.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default 64)")

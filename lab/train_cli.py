@@ -102,7 +102,7 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
     train_lines, _ = split(mix(corpus, args.seed), 0.1, args.seed)
     train_ids = token_stream(train_lines)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 1)
-    label = "huấn luyện bộ vẽ DSpark" if lang == "vi" else "training the DSpark draft"
+    label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"
     with progress(console, args.json) as bar:
         task = bar.add_task(label, total=args.steps, loss=float("nan"))
         log = train_draft(
@@ -113,6 +113,7 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
             context,
             args.lr,
             args.seed,
+            kind=args.kind,
             on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
         )
     tail = log.val_accuracy[-max(1, args.steps // 10) :]

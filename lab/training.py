@@ -151,6 +151,9 @@ def train_target(
     return final, log
 
 
+DRAFT_KINDS = ("dspark", "dflash")
+
+
 def draft_losses(
     logits: torch.Tensor, conf_logit: torch.Tensor, labels: torch.Tensor, target_probs: torch.Tensor, gamma: float
 ) -> dict[str, torch.Tensor]:
@@ -182,8 +185,9 @@ def train_draft(
     context: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
-    weights: tuple[float, float, float] = (0.1, 0.9, 1.0),
+    weights: tuple[float, float, float] | None = None,
     gamma: float = 4.0,
+    kind: str = "dspark",
     on_step: Callable[[int, float], None] | None = None,
 ) -> TrainLog:
     """Train the DSpark draft (`mtp.*`) in place against the frozen target; the shared embed and head stay frozen.
@@ -192,7 +196,14 @@ def train_draft(
     from the target's taps at positions < a (with gradients into main_proj/main_norm and the ring projections),
     runs the block [x_a, noise…] with the Markov head teacher-forced on the true tokens, and minimises
     α_ce·CE + α_tv·‖p_d − p_t‖₁ + α_conf·BCE(c, c*) (α = 0.1 / 0.9 / 1.0) with position weights exp(−(k−1)/γ).
+    kind="dflash" is the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
+    (its bias is then 0 at inference too), no confidence head, and plain CE (α = 1 / 0 / 0), as DeepSpec's
+    DFlash baseline.
     """
+    if kind not in DRAFT_KINDS:
+        raise ValueError(f"kind = {kind!r} is invalid: allowed {DRAFT_KINDS}")
+    if weights is None:
+        weights = (0.1, 0.9, 1.0) if kind == "dspark" else (1.0, 0.0, 0.0)
     from dspark_mini.kv_cache import KVCache
 
     cfg = target.cfg
@@ -205,7 +216,11 @@ def train_draft(
     if context + k + 1 > cfg.max_seq_len:
         raise ValueError(f"context = {context} is invalid: allowed 1..{cfg.max_seq_len - k - 1}")
     torch.manual_seed(seed)
-    params = [p for n, p in target.named_parameters() if n.startswith("mtp.")]
+    frozen = ("mtp.markov_head.", "mtp.confidence_head.") if kind == "dflash" else ()
+    if kind == "dflash":
+        with torch.no_grad():
+            target.mtp.markov_head.head.weight.zero_()  # W2 = 0: no bigram correction, a purely parallel draft
+    params = [p for n, p in target.named_parameters() if n.startswith("mtp.") and not n.startswith(frozen)]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
     log = TrainLog()

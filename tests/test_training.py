@@ -169,3 +169,15 @@ def test_cli_trains_a_draft_against_a_saved_target(tmp_path, capsys) -> None:
         main(["train", "draft", "--target", str(tmp_path / "missing.safetensors"), "--steps", "1", "--out", str(draft)])
         == 2
     )
+
+
+def test_dflash_baseline_trains_without_the_sequential_part(streams) -> None:
+    from lab.training import train_draft
+
+    model = build_model(get_config("lab"), seed=5)
+    conf_before = model.mtp.confidence_head.weight.detach().clone()
+    train_draft(model, streams[0], steps=4, batch=4, context=12, seed=5, kind="dflash")
+    assert torch.count_nonzero(model.mtp.markov_head.head.weight) == 0  # W2 = 0: no Markov bias
+    assert torch.equal(model.mtp.confidence_head.weight, conf_before)  # no confidence head training
+    with pytest.raises(ValueError, match="kind = 'eagle9' is invalid"):
+        train_draft(model, streams[0], steps=1, kind="eagle9")
