@@ -117,7 +117,7 @@ class Attention(nn.Module):
         angles = rope_angles(positions, self.inv_freq)  # [S, r/2]
         qr = self.q_norm(self.wq_a(x))  # [B, S, Rq]
         q = apply_rope(self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim)), angles)  # [B, S, H, Dh]
-        kv_raw, kv = self.latent(x, positions)  # [B, S, Dh] each
+        kv_raw, kv = self.latent(x, positions, angles)  # [B, S, Dh] each
         if pending is not None and not self.is_draft:  # a draft block's own rows are never stored
             pending.window[self.layer_id] = kv
 
@@ -162,9 +162,12 @@ class Attention(nn.Module):
             rec("6A", "window_kv", kv)
         return y
 
-    def latent(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def latent(
+        self, x: torch.Tensor, positions: torch.Tensor, angles: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The shared K = V latent of each row: RoPE(kv_norm(wkv(x))), then FP8 QDQ.  → raw, stored [B, S, Dh]"""
-        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), rope_angles(positions, self.inv_freq))
+        angles = rope_angles(positions, self.inv_freq) if angles is None else angles
+        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), angles)
         return kv_raw, (fake_quant(kv_raw, fp8_qdq, 32) if self.cfg.kv_quant else kv_raw)
 
     def _compress(self, x, cache, pending, shared: SharedAttention, rec) -> None:
