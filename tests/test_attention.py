@@ -14,24 +14,13 @@ import dspark_mini.attention as attention_mod
 from dspark_mini.attention import SharedAttention, sparse_attention
 from dspark_mini.indexer import window_mask
 from dspark_mini.rope import apply_rope, rope_angles, rope_inv_freq
+from tests.helpers import naive_rope
 
 F64 = torch.float64
 NEG = float("-inf")
 
 
 # ---- naive references ---------------------------------------------------------------------------
-def naive_rope(x: torch.Tensor, positions, inv_freq, rope_dim: int, sign: float = 1.0) -> torch.Tensor:
-    """Rotate the last rope_dim channels of x [B, S, (H,) C]: pair (2j, 2j+1) as a complex number × e^{i·p·f_j}."""
-    out = x.clone()
-    base = x.shape[-1] - rope_dim
-    for si, p in enumerate(positions):
-        for j in range(rope_dim // 2):
-            ang = sign * float(p) * float(inv_freq[j])
-            z = torch.complex(x[:, si, ..., base + 2 * j], x[:, si, ..., base + 2 * j + 1])
-            z = z * complex(math.cos(ang), math.sin(ang))
-            out[:, si, ..., base + 2 * j] = z.real
-            out[:, si, ..., base + 2 * j + 1] = z.imag
-    return out
 
 
 def naive_sparse_attention(q, kv, mask, sink, scale):

@@ -6,8 +6,6 @@ scalar re-implementations of §4.3-§4.6.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from conftest import make_tokens
@@ -16,27 +14,13 @@ from dspark_mini.compressor import Compressor
 from dspark_mini.indexer import Indexer, select_candidate_blocks, stable_topk, visible_counts, window_mask
 from dspark_mini.quant import fp4_qdq
 from dspark_mini.schedule import layer_roles, role_counts
+from tests.helpers import naive_rope
 
 F64 = torch.float64
 NEG = float("-inf")
 
 
 # ---- naive helpers ------------------------------------------------------------------------------
-def naive_rope(x: torch.Tensor, positions, inv_freq, rope_dim: int, sign: float = 1.0) -> torch.Tensor:
-    """Rotate the last rope_dim channels of x [..., S, (H,) C] pair by pair as complex numbers.
-
-    positions index dim 1 of x (x is [B, S, C] or [B, S, H, C])."""
-    out = x.clone()
-    C = x.shape[-1]
-    base = C - rope_dim
-    for si, p in enumerate(positions):
-        for j in range(rope_dim // 2):
-            ang = sign * float(p) * float(inv_freq[j])
-            z = torch.complex(x[:, si, ..., base + 2 * j], x[:, si, ..., base + 2 * j + 1])
-            z = z * complex(math.cos(ang), math.sin(ang))
-            out[:, si, ..., base + 2 * j] = z.real
-            out[:, si, ..., base + 2 * j + 1] = z.imag
-    return out
 
 
 def naive_rmsnorm(v, weight, eps):

@@ -19,6 +19,7 @@ import dspark_mini.attention as attention_mod
 from dspark_mini import Trace, build_model, get_config
 from dspark_mini.dspark import DraftOutput, sample, token_distribution
 from dspark_mini.model import draft
+from tests.helpers import assert_same_snapshot
 
 F64 = torch.float64
 
@@ -34,16 +35,6 @@ def prefill(model, tokens):
     with torch.no_grad():
         out = model(tokens, cache=cache)
     return cache, out
-
-
-def assert_same_snapshot(a: dict, b: dict, atol: float = 0.0) -> None:
-    assert sorted(a) == sorted(b)
-    for k in a:
-        assert a[k].shape == b[k].shape, k
-        if a[k].is_floating_point():
-            torch.testing.assert_close(a[k], b[k], rtol=0, atol=atol, msg=k)
-        else:
-            assert torch.equal(a[k], b[k]), k
 
 
 @pytest.fixture(scope="module")

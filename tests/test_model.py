@@ -8,18 +8,9 @@ import torch
 from conftest import make_tokens
 
 from dspark_mini import build_model, count_params
+from tests.helpers import assert_same_snapshot
 
 F64 = torch.float64
-
-
-def assert_same_snapshot(a: dict, b: dict, atol: float = 1e-12) -> None:
-    assert sorted(a) == sorted(b)
-    for k in a:
-        assert a[k].shape == b[k].shape, k
-        if a[k].is_floating_point():
-            torch.testing.assert_close(a[k], b[k], rtol=0, atol=atol, msg=k)
-        else:
-            assert torch.equal(a[k], b[k]), k
 
 
 def run_chunks(model, tokens, chunks):
@@ -58,7 +49,7 @@ def test_incremental_equals_full_forward(lab_model, prompt, full, chunks):
     assert diff < 1e-11  # float64: only rounding differences
     # and every chunking leaves the same cache
     _, ref_cache = run_chunks(lab_model, prompt, [23])
-    assert_same_snapshot(cache.snapshot(), ref_cache.snapshot())
+    assert_same_snapshot(cache.snapshot(), ref_cache.snapshot(), atol=1e-12)
 
 
 def test_cache_contents_after_prompt(lab_model, lab_cfg, prompt):
@@ -141,7 +132,7 @@ def test_partial_commit_is_rollback(lab_model, prompt, n):
         if n:
             lab_model(prompt[:, 9 : 9 + n], cache=ref)
     assert cache.length == 9 + n
-    assert_same_snapshot(cache.snapshot(), ref.snapshot())
+    assert_same_snapshot(cache.snapshot(), ref.snapshot(), atol=1e-12)
     # and decoding continues identically from both caches
     with torch.no_grad():
         nxt = prompt[:, 9 + n : 10 + n]

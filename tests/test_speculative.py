@@ -35,6 +35,7 @@ from dspark_mini.speculative import (
     speculative_round,
     verify_block,
 )
+from tests.helpers import assert_same_snapshot
 
 F64 = torch.float64
 Z_999 = 3.090232306167813  # Φ⁻¹(0.999)
@@ -100,17 +101,6 @@ def tile_cache(model, cache, batch: int):
     out.engram_history = cache.engram_history.expand(batch, -1).clone()
     out.length = cache.length
     return out
-
-
-def assert_same_snapshot(a: dict, b: dict, atol: float) -> None:
-    assert sorted(a) == sorted(b)
-    for k in a:
-        assert a[k].shape == b[k].shape, k
-        if a[k].is_floating_point():
-            diff = float((a[k] - b[k]).abs().max()) if a[k].numel() else 0.0
-            assert diff <= atol, f"{k}: max |Δ| = {diff:.3g}"
-        else:
-            assert torch.equal(a[k], b[k]), k
 
 
 def check_greedy_round(r: Round, k: int) -> None:

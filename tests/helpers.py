@@ -1,0 +1,33 @@
+"""Naive references and comparisons shared by several test files (no fixtures here: see conftest.py)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def naive_rope(x: torch.Tensor, positions, inv_freq, rope_dim: int, sign: float = 1.0) -> torch.Tensor:
+    """Rotate the last rope_dim channels of x [B, S, (H,) C] pair by pair: (2j, 2j+1) as a complex number
+    × e^{i·sign·p·f_j}, with p the position of dim 1. Python loops, no vectorization."""
+    out = x.clone()
+    base = x.shape[-1] - rope_dim
+    for si, p in enumerate(positions):
+        for j in range(rope_dim // 2):
+            ang = sign * float(p) * float(inv_freq[j])
+            z = torch.complex(x[:, si, ..., base + 2 * j], x[:, si, ..., base + 2 * j + 1])
+            z = z * complex(math.cos(ang), math.sin(ang))
+            out[:, si, ..., base + 2 * j] = z.real
+            out[:, si, ..., base + 2 * j + 1] = z.imag
+    return out
+
+
+def assert_same_snapshot(a: dict, b: dict, atol: float = 0.0) -> None:
+    """Two `KVCache.snapshot()`s hold the same named tensors: floats within atol, integers exactly."""
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k].shape == b[k].shape, k
+        if a[k].is_floating_point():
+            torch.testing.assert_close(a[k], b[k], rtol=0, atol=atol, msg=k)
+        else:
+            assert torch.equal(a[k], b[k]), k
