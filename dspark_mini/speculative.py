@@ -22,7 +22,7 @@ import torch
 from .dspark import sample, token_distribution
 from .model import Transformer, draft
 
-ACCEPTED, REJECTED, RESAMPLED, BONUS = "accepted", "rejected", "resampled", "bonus"
+ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS = "accepted", "rejected", "not verified", "resampled", "bonus"
 
 
 @dataclass
@@ -192,7 +192,7 @@ def speculative_round(
     result = []
     for b, v in enumerate(verdicts):
         status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < k else [])
-        status += ["not verified"] * (k - len(status))
+        status += [NOT_VERIFIED] * (k - len(status))
         drafts = d.tokens[b].tolist()
         last = drafts[n_min] if v.n_accepted > n_min else v.next_token
         result.append(

@@ -26,15 +26,14 @@ from dspark_mini import get_config
 from dspark_mini.config import ModelConfig
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
-from dspark_mini.speculative import ACCEPTED, BONUS, REJECTED, RESAMPLED, Round
+from dspark_mini.speculative import ACCEPTED, BONUS, NOT_VERIFIED, REJECTED, RESAMPLED, Round
 from dspark_mini.tokenizer import LabTokenizer
 
 from .profiling import reliability
-from .steps import STEP_IDS, check_lang, get_step, ui
+from .steps import STEP_IDS, check_lang, get_step, ui, verify_label
 from .walkthrough import Walk, role_name, sinkhorn_errors
 
 TEMPLATE = "plotly_white"
-NOT_VERIFIED = "not verified"
 SUBLAYERS: tuple[str, ...] = ("attn", "ffn")
 LOG_FLOOR = 1e-18  # an exact 0 cannot sit on a log axis: drawn at this floor instead
 
@@ -139,7 +138,6 @@ TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
             "en": "round {i} · pos {pos}<br>anchor '{anchor}'",
         },
         "target_col": {"vi": "forward thật", "en": "target"},
-        "not_verified": {"vi": "không xét", "en": "not verified"},
         "replaces": {"vi": "thay token nháp d{i}", "en": "replaces draft d{i}"},
         "after": {"vi": "sau d{k}", "en": "after d{k}"},
         "argmax": {"vi": "argmax của forward thật", "en": "target argmax"},
@@ -791,13 +789,7 @@ def draft_strip(round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenize
     ys = [
         tr("round", lang, i=n + 1, pos=r.position, anchor=token_text(tokenizer, r.anchor)) for n, r in enumerate(rounds)
     ]
-    status_text = {
-        ACCEPTED: ui("accepted", lang),
-        REJECTED: ui("rejected", lang),
-        NOT_VERIFIED: tr("not_verified", lang),
-        RESAMPLED: ui("resampled", lang),
-        BONUS: ui("bonus", lang),
-    }
+    status_text = {kind: verify_label(kind, lang) for kind in STRIP_KINDS}
     z, text, hover = [], [], []
     for r in rounds:
         zr: list[int | None] = [None] * (k + 1)

@@ -69,8 +69,12 @@ def parity(model, tokens: torch.Tensor) -> float:
 @torch.no_grad()
 def tap_mix_error(model, tokens: torch.Tensor) -> float:
     """max |Δ| between the 0.5/0.5 mix of the taps and the mean of the two parts (lab: exactly 0)."""
-    taps = model(tokens).taps
-    parts = [taps[l] for l in model.cfg.dspark_target_layer_ids]
+    return mix_error(model(tokens).taps, model.cfg.dspark_target_layer_ids)
+
+
+def mix_error(taps: dict[int, torch.Tensor], layer_ids: tuple[int, ...]) -> float:
+    """max |Δ| between Σ (1/n)·tap and the mean of the n taps — the lab's 0.5/0.5 check (exactly 0)."""
+    parts = [taps[l] for l in layer_ids]
     w = 1.0 / len(parts)
     mix = sum(w * t for t in parts)
     return float((mix - torch.stack(parts).mean(0)).abs().max())

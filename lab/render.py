@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .steps import get_column, ui
+from .steps import get_column, ui, verify_label
 from .walkthrough import StepView, ViewTable, fmt_params
 
 
@@ -157,11 +157,7 @@ def render_generate(console: Console, report, lang: str) -> None:
             strip.append(show(t), style=STRIP_STYLE[st])
         strip.append(show(r.next_token), style=STRIP_STYLE[r.next_kind])
     strip.append("│", style="dim")
-    legend = Text("  ").join(
-        Text(ui(k, lang) if k in ("accepted", "rejected", "resampled", "bonus") else k, style=v)
-        for k, v in STRIP_STYLE.items()
-        if k != "anchor"
-    )
+    legend = Text("  ").join(Text(verify_label(k, lang), style=v) for k, v in STRIP_STYLE.items() if k != "anchor")
     console.print(
         Panel(Group(strip, legend), title="DSpark: draft → verify, one strip segment per round", title_align="left")
     )

@@ -833,6 +833,7 @@ UI: dict[str, dict[str, str]] = {
     "rejected": {"vi": "bị từ chối", "en": "rejected"},
     "resampled": {"vi": "lấy mẫu lại", "en": "resampled"},
     "bonus": {"vi": "token thưởng", "en": "bonus"},
+    "not_verified": {"vi": "không xét", "en": "not verified"},
     "accepted_length": {"vi": "Độ dài chấp nhận τ", "en": "Accepted length τ"},
     "acceptance_rate": {"vi": "Tỉ lệ token nháp được giữ", "en": "Acceptance rate"},
     "parity": {"vi": "Parity logits", "en": "Logit parity"},
@@ -863,6 +864,11 @@ def ui(key: str, lang: str) -> str:
     if key not in UI:
         raise ValueError(f"unknown UI key {key!r}: allowed {', '.join(sorted(UI))}")
     return UI[key][check_lang(lang)]
+
+
+def verify_label(status: str, lang: str) -> str:
+    """The label of a verify outcome (accepted, rejected, not verified, resampled, bonus) in `lang`."""
+    return ui(status.replace(" ", "_"), lang)
 
 
 def _check_registry() -> None:

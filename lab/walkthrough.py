@@ -23,7 +23,8 @@ from dspark_mini.schedule import LayerRole, layer_roles
 from dspark_mini.speculative import Round, speculative_round
 from dspark_mini.tokenizer import LabTokenizer
 
-from .steps import STEP_IDS, Step, check_lang, get_step, ui
+from .profiling import mix_error
+from .steps import STEP_IDS, Step, check_lang, get_step, ui, verify_label
 
 DEFAULT_PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
 WALK_PRESETS = ("lab",)
@@ -108,7 +109,6 @@ NOTES = {
     "pos_col": {"vi": "Vị trí", "en": "Position"},
     "pt_col": {"vi": "p_t(x) của forward thật", "en": "target p_t(x)"},
     "status": {"vi": "Kết quả verify", "en": "Verify"},
-    "not_verified": {"vi": "không xét", "en": "not verified"},
     "engram_id": {"vi": "Mã Engram (nén)", "en": "Engram id (compressed)"},
     "emb_norm": {"vi": "‖embedding‖ trung bình mỗi token", "en": "mean ‖embedding‖ per token"},
     "doubly": {
@@ -707,7 +707,7 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
 def verdict_text(w: Walk, lang: str) -> str:
     """One line on what verify did in the walk's round."""
     rd = w.round
-    kind = ui("resampled", lang) if rd.next_kind == "resampled" else ui("bonus", lang)
+    kind = verify_label(rd.next_kind, lang)
     return note(
         "verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau, t=w.tokenizer.token_text(rd.next_token), kind=kind
     )
@@ -737,24 +737,24 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     rows = [[l, r(t.norm()), r(t.mean()), r(t.std())] for l, t in zip(cfg.dspark_target_layer_ids, taps, strict=True)]
     v.tables.append(ViewTable(note("taps", lang), [ui("layer", lang), "‖h‖", ui("mean", lang), ui("std", lang)], rows))
     if cfg.dspark_tap_mix == "mean":
-        stacked = torch.stack([w.taps[l] for l in cfg.dspark_target_layer_ids])
-        weights = 1.0 / len(taps)
-        mix = sum(weights * w.taps[l] for l in cfg.dspark_target_layer_ids)
-        v.checks.append(Check(note("mix_check", lang), float((mix - stacked.mean(0)).abs().max()), 0.0))
+        v.checks.append(Check(note("mix_check", lang), mix_error(w.taps, cfg.dspark_target_layer_ids), 0.0))
     v.facts += [(note("uniform", lang), r(1.0 / cfg.vocab_size, 5)), (note("max_p", lang), r(probs.max(), 5))]
     rd = w.round
-    status = {
-        "accepted": ui("accepted", lang),
-        "rejected": ui("rejected", lang),
-        "not verified": note("not_verified", lang),
-    }
     rows = [
-        [rd.position + 1 + i, tok_text(w, t), r(pd), r(c), r(pt), tok_text(w, rd.target_argmax[i]), status[st]]
+        [
+            rd.position + 1 + i,
+            tok_text(w, t),
+            r(pd),
+            r(c),
+            r(pt),
+            tok_text(w, rd.target_argmax[i]),
+            verify_label(st, lang),
+        ]
         for i, (t, pd, c, pt, st) in enumerate(
             zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status, strict=True)
         )
     ]
-    nxt = ui("resampled", lang) if rd.next_kind == "resampled" else ui("bonus", lang)
+    nxt = verify_label(rd.next_kind, lang)
     rows.append(
         [
             rd.position + 1 + rd.n_accepted,

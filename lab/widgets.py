@@ -23,7 +23,7 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from .plots import default_layer, draft_strip, logits_bar, resolve_layer, step_figures, step_layers, token_text
-from .steps import COLUMNS, FLOW, STEP_IDS, Step, check_lang, get_column, get_step, steps_in_column, ui
+from .steps import COLUMNS, FLOW, STEP_IDS, Step, check_lang, get_column, get_step, steps_in_column, ui, verify_label
 from .walkthrough import (
     DEFAULT_PROMPT,
     StepView,
@@ -69,7 +69,6 @@ TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
         },
         "inspector": {"vi": "Bộ soi bước 6B", "en": "Step 6B inspector"},
         "verify_col": {"vi": "Kết quả verify", "en": "Verify"},
-        "not_verified": {"vi": "không xét", "en": "not verified"},
     }
 )
 
@@ -544,11 +543,6 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
     p_d(x), confidence c, p_t(x), the target's argmax, the verdict) and the verdict line."""
     walk, lang = state.walk, state.lang
     rd = walk.round
-    status = {
-        "accepted": ui("accepted", lang),
-        "rejected": ui("rejected", lang),
-        "not verified": tx("not_verified", lang),
-    }
     rows = [
         {
             "position": rd.position + 1 + i,
@@ -558,7 +552,7 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
             "target_prob": pt,
             "target_token": token_text(walk.tokenizer, rd.target_argmax[i]),
             "status": st,
-            "status_text": status[st],
+            "status_text": verify_label(st, lang),
         }
         for i, (t, pd, c, pt, st) in enumerate(
             zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status, strict=True)
