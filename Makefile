@@ -1,7 +1,7 @@
 # The few commands everyone uses. `make lab` and `make test` set up a fresh machine on their own.
 PY ?= python3
 
-.PHONY: install lab notebooks test bench lint sync
+.PHONY: install lab notebooks test bench lint sync weights
 install:
 	$(PY) -m pip install -q -r requirements.txt -e .
 
@@ -20,6 +20,10 @@ test: install
 
 bench: install
 	$(PY) bench/bench_budgets.py
+	$(PY) bench/bench_speculative.py
+
+weights: install
+	$(PY) -m lab train all --out lab/weights
 
 lint:
 	$(PY) -m ruff check dspark_mini lab tests bench

@@ -32,6 +32,8 @@ VERSION = "1"
 PARTS = ("all", "target", "draft")
 DRAFT_PREFIX = "mtp."
 SUFFIX = ".safetensors"
+# config fields that shape only the draft: a "target" part loads into a model whatever they say
+DRAFT_ONLY_FIELDS = ("dspark_markov_kind",)
 
 # safetensors dtype codes → torch dtypes (for checks and messages)
 ST_DTYPES = {
@@ -313,6 +315,8 @@ def _load_open(model: Transformer, p: Path, handle: Any, strict_config: bool) ->
         raise CheckpointError(f"load needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
 
     diff = _config_diff(file_cfg, model_cfg)
+    if header["part"] == "target":
+        diff = [n for n in diff if n not in DRAFT_ONLY_FIELDS]
     cast = not strict_config and diff == ["dtype"]
     if diff and not cast:
         lines = "; ".join(f"{n}: file {getattr(file_cfg, n)!r}, model {getattr(model_cfg, n)!r}" for n in diff)
@@ -371,19 +375,33 @@ def load_model(
 ) -> Transformer:
     """A model built from the config stored in `path_target` (the lab tokenizer's compress map when the
     vocabulary matches), with the target part loaded (or everything, for an "all" file) and then the draft
-    part from `path_draft` if given (its config must equal the target's). Without a draft file, the draft
-    layers of a "target" file keep the seed-0 init."""
+    part from `path_draft` if given (its config must equal the target's, except the draft-only fields such as
+    dspark_markov_kind: the model is then built with the draft's). Without a draft file, the draft layers of a
+    "target" file keep the seed-0 init."""
     header = read_header(path_target)
     if header["part"] not in ("target", "all"):
         raise CheckpointError(
             f"{str(path_target)!r} holds part {header['part']!r}: load_model needs a 'target' or 'all' checkpoint first"
         )
+    cfg_dict = header["config"]
     if path_draft is not None:
-        part = read_header(path_draft)["part"]
-        if part != "draft":
-            raise CheckpointError(f"{str(path_draft)!r} holds part {part!r}: path_draft must be a 'draft' checkpoint")
-    model = build_model(config_from_dict(header["config"]))
-    load(model, path_target)
+        draft_header = read_header(path_draft)
+        if draft_header["part"] != "draft":
+            raise CheckpointError(
+                f"{str(path_draft)!r} holds part {draft_header['part']!r}: path_draft must be a 'draft' checkpoint"
+            )
+        if header["part"] == "target":
+            cfg_dict = {
+                **cfg_dict,
+                **{n: draft_header["config"][n] for n in DRAFT_ONLY_FIELDS if n in draft_header["config"]},
+            }
+    model = build_model(config_from_dict(cfg_dict))
+    meta = load(model, path_target)
     if path_draft is not None:
-        load(model, path_draft)
+        meta = load(model, path_draft)
+    if model.mtp is not None and meta.get("confidence_temperatures") is not None:
+        try:  # STS calibration fitted after training (lab/calibration.py)
+            model.mtp.set_confidence_temperatures(meta["confidence_temperatures"])
+        except ValueError as e:
+            raise CheckpointError(f"{str(path_draft or path_target)!r}: {e}") from e
     return model.to(device) if device is not None else model

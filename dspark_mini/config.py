@@ -27,6 +27,7 @@ class ConfigError(ValueError):
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 TAP_MIXES = ("mean", "concat_proj")
+MARKOV_KINDS = ("vanilla", "rnn")
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,12 @@ class ModelConfig:
     engram_pad_id: int = 2  # raw token id whose compressed id pads missing history | 2
     engram_compressed_vocab_size: int = 0  # size of the folded vocabulary | 99,092
     # ---- DSpark (6B) ----------------------------------------------------------------------------
-    dspark_block_size: int = 3  # draft block [anchor, noise × (k-1)] | 5
+    dspark_block_size: int = 5  # draft block [anchor, noise × (k-1)] | 5
     dspark_noise_token_id: int = 0  # id of the noise token filling the block | 128,799
     dspark_target_layer_ids: tuple[int, ...] = (3, 4)  # tap layers (attention inputs) | (37, 38, 39)
     dspark_tap_mix: str = "mean"  # "mean": equal mix of taps | "concat_proj": concat → main_proj
     dspark_markov_rank: int = 16  # rank r of the Markov head | 256
+    dspark_markov_kind: str = "vanilla"  # "vanilla": bias = W2·W1[x_{k−1}] | "rnn": a gated state (paper eq. 6)
     dspark_n_routed_experts: int = 4  # draft-layer routed experts | 128
     dspark_n_activated_experts: int = 1  # draft-layer top-k | 3
     # ---- numerics -------------------------------------------------------------------------------
@@ -319,6 +321,7 @@ class ModelConfig:
         taps = layer_ids("dspark_target_layer_ids", L)
         need(len(taps) >= 1, "dspark_target_layer_ids", "at least one tap layer")
         need(self.dspark_tap_mix in TAP_MIXES, "dspark_tap_mix", f"one of {TAP_MIXES}")
+        need(self.dspark_markov_kind in MARKOV_KINDS, "dspark_markov_kind", f"one of {MARKOV_KINDS}")
         need(
             is_int(self.dspark_noise_token_id) and 0 <= self.dspark_noise_token_id < self.vocab_size,
             "dspark_noise_token_id",

@@ -54,7 +54,9 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
 
 
 class MarkovHead(nn.Module):
-    """Rank-r bigram correction: bias(prev, ·) = head · embed[prev]  (checkpoint `markov_head.embed/.head`)."""
+    """Rank-r bigram correction: bias(prev, ·) = head · embed[prev]  (checkpoint `markov_head.embed/.head`).
+
+    The step API (`start` → `step` per position) is shared with `RNNHead`; the vanilla head has no state."""
 
     def __init__(self, vocab_size: int, rank: int, dtype: torch.dtype):
         super().__init__()
@@ -65,6 +67,53 @@ class MarkovHead(nn.Module):
         """prev [...] → bias [..., V], W1[prev] [..., r]."""
         e = self.embed(prev)
         return self.head(e), e
+
+    def start(self, batch: int, like: torch.Tensor) -> None:
+        return None
+
+    def step(self, prev: torch.Tensor, h: torch.Tensor, state) -> tuple[torch.Tensor, torch.Tensor, None]:
+        """prev [B], h [B, D] (unused) → bias [B, V], W1[prev] [B, r], no state."""
+        bias, e = self(prev)
+        return bias, e, None
+
+    def teacher_forced(self, prev: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """All positions at once from the true previous tokens prev [B, k] → bias [B, k, V], W1[prev] [B, k, r]."""
+        return self(prev)
+
+
+class RNNHead(nn.Module):
+    """The paper's RNN head (eq. 6): a gated state carries the whole drafted prefix, not just the last token.
+
+    z_k = [s_{k−1}; W1[x_{k−1}]; h_k] → one Linear(2r + D → 3r) → gate g, candidate c, output o;
+    s_k = σ(g)·s_{k−1} + (1 − σ(g))·tanh(c), s_0 = 0; bias_k = W2·tanh(o)."""
+
+    def __init__(self, vocab_size: int, rank: int, dim: int, dtype: torch.dtype):
+        super().__init__()
+        self.rank = rank
+        self.embed = nn.Embedding(vocab_size, rank, dtype=dtype)  # W1 [V, r]
+        self.cell = Linear(2 * rank + dim, 3 * rank, bias=True, dtype=dtype)  # [3r, 2r + D]
+        self.head = Linear(rank, vocab_size, bias=False, dtype=dtype)  # W2 [V, r]
+
+    def start(self, batch: int, like: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(batch, self.rank, dtype=self.head.weight.dtype, device=like.device)  # s_0 [B, r]
+
+    def step(self, prev: torch.Tensor, h: torch.Tensor, state: torch.Tensor):
+        """prev [B], h [B, D], s_{k−1} [B, r] → bias [B, V], W1[prev] [B, r], s_k [B, r]."""
+        e = self.embed(prev)
+        g, c, o = self.cell(torch.cat([state, e, h.to(e.dtype)], -1)).chunk(3, dim=-1)  # [B, r] each
+        gate = torch.sigmoid(g)
+        state = gate * state + (1 - gate) * torch.tanh(c)
+        return self.head(torch.tanh(o)), e, state
+
+    def teacher_forced(self, prev: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unrolled over the block with the true previous tokens prev [B, k] → bias [B, k, V], W1 [B, k, r]."""
+        state = self.start(prev.size(0), prev)
+        biases, embeds = [], []
+        for i in range(prev.size(1)):
+            bias, e, state = self.step(prev[:, i], h[:, i], state)
+            biases.append(bias)
+            embeds.append(e)
+        return torch.stack(biases, 1), torch.stack(embeds, 1)
 
 
 class DSparkDraft(nn.Module):
@@ -85,8 +134,25 @@ class DSparkDraft(nn.Module):
         self.main_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
         self.layers = nn.ModuleList(Block(cfg, cfg.n_layers + i) for i in range(cfg.n_mtp_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
-        self.markov_head = MarkovHead(cfg.vocab_size, cfg.dspark_markov_rank, dt)
+        self.markov_head = (
+            RNNHead(cfg.vocab_size, cfg.dspark_markov_rank, cfg.dim, dt)
+            if cfg.dspark_markov_kind == "rnn"
+            else MarkovHead(cfg.vocab_size, cfg.dspark_markov_rank, dt)
+        )
         self.confidence_head = Linear(cfg.dim + cfg.dspark_markov_rank, 1, bias=False, dtype=hp)  # w [1, D + r]
+        # STS calibration (lab/calibration.py): c_i = σ(logit_i / T_i); None = raw head (all T_i = 1)
+        self.confidence_temperatures: tuple[float, ...] | None = None
+
+    def set_confidence_temperatures(self, temperatures) -> None:
+        """Install per-position STS temperatures (one per block position, each > 0), or None for the raw head."""
+        if temperatures is None:
+            self.confidence_temperatures = None
+            return
+        t = tuple(float(x) for x in temperatures)
+        k = self.cfg.dspark_block_size
+        if len(t) != k or not all(x > 0 and x < float("inf") for x in t):
+            raise ValueError(f"confidence temperatures = {temperatures!r} are invalid: allowed {k} values, each > 0")
+        self.confidence_temperatures = t
 
     def main_x(self, taps: dict[int, torch.Tensor]) -> torch.Tensor:
         """The drafter's view of the target at every position.  taps {layer: [B, S, D]} → [B, S, D]"""
@@ -126,7 +192,7 @@ class DSparkDraft(nn.Module):
         """Training: the Markov head fed the true previous tokens (prev [B, k]: anchor, x_1 .. x_{k−1}) instead
         of its own samples, all positions at once. → draft logits [B, k, V], confidence logits [B, k]."""
         _, h, base = self.block_pass(anchor, embed, head, cache, prev.size(1))
-        bias, e = self.markov_head(prev)  # [B, k, V], [B, k, r]
+        bias, e = self.markov_head.teacher_forced(prev, h)  # [B, k, V], [B, k, r]
         conf = self.confidence_head(torch.cat([h, e.to(h.dtype)], -1).to(self.confidence_head.weight.dtype))
         return base + bias.to(base.dtype), conf.squeeze(-1)
 
@@ -157,14 +223,16 @@ class DSparkDraft(nn.Module):
         if p + block_size > cfg.max_seq_len:
             raise ValueError(f"draft block would reach position {p + block_size - 1}: max_seq_len = {cfg.max_seq_len}")
         positions, h, base = self.block_pass(anchor, embed, head, cache, block_size, trace)
-        prev = anchor
+        prev, state = anchor, self.markov_head.start(anchor.size(0), h)
         tokens, logits, probs, conf = [], [], [], []
         for i in range(block_size):  # the Markov head: the only sequential part
-            bias, e = self.markov_head(prev)  # [B, V], [B, r]
+            bias, e, state = self.markov_head.step(prev, h[:, i], state)  # [B, V], [B, r]
             li = base[:, i] + bias.to(base.dtype)
             pi = token_distribution(li, temperature)
             xi = sample(pi, generator)
-            c = torch.sigmoid(self.confidence_head(torch.cat([h[:, i], e], -1).to(self.confidence_head.weight.dtype)))
+            z = self.confidence_head(torch.cat([h[:, i], e], -1).to(self.confidence_head.weight.dtype))  # [B, 1]
+            temps = self.confidence_temperatures
+            c = torch.sigmoid(z if temps is None else z / temps[i])
             tokens.append(xi)
             logits.append(li)
             probs.append(pi)

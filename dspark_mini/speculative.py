@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .drafters import Drafter, DSparkDrafter
 from .dspark import sample, token_distribution
-from .model import Transformer, draft
+from .model import Transformer
 
 ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS = "accepted", "rejected", "not verified", "resampled", "bonus"
 
@@ -126,20 +127,28 @@ def check_prompt(model: Transformer, prompt: torch.Tensor, max_new_tokens: int) 
     model.check_tokens(prompt, None)
 
 
-def check_block(model: Transformer, block_size: int | None) -> int:
-    k = model.cfg.dspark_block_size if block_size is None else block_size
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= model.cfg.dspark_block_size:
-        raise ValueError(
-            f"block size = {k!r} is invalid: allowed 1..{model.cfg.dspark_block_size} (the trained draft block)"
-        )
+def check_block(model: Transformer, block_size: int | None, drafter: Drafter | None = None) -> int:
+    top = model.cfg.dspark_block_size if drafter is None else drafter.max_block(model)
+    k = top if block_size is None else block_size
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= top:
+        raise ValueError(f"block size = {k!r} is invalid: allowed 1..{top} (the trained draft block)")
     return k
 
 
-def prefill(model: Transformer, prompt: torch.Tensor, temperature: float, gen: torch.Generator):
+def prefill(
+    model: Transformer,
+    prompt: torch.Tensor,
+    temperature: float,
+    gen: torch.Generator,
+    drafter: Drafter | None = None,
+):
     """Run the prompt, sample the first new token (the first anchor) for every sequence."""
     cache = model.new_cache(prompt.size(0))
-    logits = model(prompt, cache=cache, last_only=True).logits[:, -1]  # [B, V]
-    return cache, sample(token_distribution(logits, temperature), gen)  # [B]
+    out = model(prompt, cache=cache, last_only=drafter is None)
+    if drafter is not None:
+        drafter.reset(prompt.size(0))
+        drafter.observe(prompt, out, prompt.size(1))
+    return cache, sample(token_distribution(out.logits[:, -1], temperature), gen)  # [B]
 
 
 @torch.no_grad()
@@ -170,15 +179,18 @@ def speculative_round(
     gen: torch.Generator | None,
     residual: bool = True,
     trace=None,
+    drafter: Drafter | None = None,
 ) -> list[Round]:
     """Draft k tokens after each anchor [B], verify them in one forward, commit the kept prefix (+ anchor).
 
     In a batch every sequence commits the same number of rows: the shortest verdict n_min. A sequence that
     kept more drafts appends its draft n_min + 1 (the verifier accepted it) instead of its own next token, so
     each committed token is still exactly what the target would have produced.
+    `drafter` defaults to the model's own DSpark draft (see `drafters.py` for the others).
     """
+    drafter = DSparkDrafter() if drafter is None else drafter
     p = cache.length
-    d = draft(model, anchors, cache, block_size, temperature, gen, trace)
+    d = drafter.propose(model, cache, anchors, block_size, temperature, gen, trace)
     rows = torch.cat([anchors[:, None], d.tokens], dim=1)  # [B, k + 1]
     out = model(rows, cache=cache, commit=False)  # the verify forward: nothing stored yet
     target = token_distribution(out.logits, temperature)  # [B, k + 1, V]
@@ -186,6 +198,7 @@ def speculative_round(
     verdicts = [verify_block(d.tokens[b], d.probs[b], target[b], gen, residual) for b in range(anchors.size(0))]
     n_min = min(v.n_accepted for v in verdicts)
     cache.commit(out.pending, n_min + 1)  # anchor + kept drafts; the other rows were never written
+    drafter.observe(rows, out, n_min + 1)
     shown = target if temperature > 0 else torch.softmax(out.logits, -1)
     tp = shown[:, :k].gather(-1, d.tokens[..., None]).squeeze(-1)  # [B, k]
     argmax = out.logits.argmax(-1)  # [B, k + 1]
@@ -223,20 +236,23 @@ def generate_speculative(
     temperature: float = 0.0,
     seed: int = 0,
     residual: bool = True,
+    drafter: Drafter | None = None,
 ) -> GenerateResult:
-    """DSpark speculative decoding: one draft pass + one verify forward per round (prompts [B, S])."""
+    """Speculative decoding: one draft + one verify forward per round (prompts [B, S]); the model's DSpark
+    draft unless another `drafter` is given."""
     check_prompt(model, prompt, max_new_tokens)
-    k_max = check_block(model, block_size)
+    drafter = DSparkDrafter() if drafter is None else drafter
+    k_max = check_block(model, block_size, drafter)
     token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
     gen = torch.Generator(device=model.device).manual_seed(seed)
     t0 = time.perf_counter()
-    cache, anchors = prefill(model, prompt, temperature, gen)
+    cache, anchors = prefill(model, prompt, temperature, gen, drafter)
     tokens = [[int(a)] for a in anchors]
     rounds: list[list[Round]] = []
     while len(tokens[0]) < max_new_tokens:
         k = min(k_max, max_new_tokens - len(tokens[0]))
         anchors = torch.tensor([t[-1] for t in tokens], device=model.device)
-        rs = speculative_round(model, cache, anchors, k, temperature, gen, residual)
+        rs = speculative_round(model, cache, anchors, k, temperature, gen, residual, drafter=drafter)
         rounds.append(rs)
         for t, r in zip(tokens, rs, strict=True):
             t += r.committed

@@ -24,13 +24,16 @@ examples:
   dspark-lab walk                                   every step, English
   dspark-lab walk --lang vi --step 6B               the destination step, in Vietnamese
   dspark-lab walk --prompt "The model predicts the next token." --seed 3 --json
+  dspark-lab walk --step 6B --weights untrained     the same screen before training: confidences near 1/V
   dspark-lab inspect --preset flash --json          551.88 B backbone, 196.61 B Engram, 14.23 B draft, 890 B/token
-  dspark-lab generate --max-new-tokens 48 --block 3 plain vs DSpark speculative decoding, side by side
+  dspark-lab generate --max-new-tokens 48 --block 5 plain vs DSpark speculative decoding, side by side
   dspark-lab generate --temperature 1 --seed 7      sampled: same distribution as the target, other tokens
   dspark-lab profile --json                         parity, tap mix, acceptance, verify cost with conditions
   dspark-lab data --out runs/corpus                 write and describe the toy corpus (3 domains)
   dspark-lab train target --steps 400 --out runs/target.safetensors
-  dspark-lab train draft --target runs/target.safetensors --out runs/draft.safetensors
+  dspark-lab train draft --kind eagle3 --target runs/target.safetensors --out runs/eagle3.safetensors
+  dspark-lab train all --out lab/weights            rebuild every shipped weight file (≈ 12 min on 2 cores)
+  dspark-lab eval --json                            τ, acceptance per position, tokens/s per drafter and domain
 """
 
 
@@ -42,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile,data,train}")
+    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile,data,train,eval}")
 
     w = sub.add_parser(
         "walk",
@@ -59,9 +62,15 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
     w.add_argument("--prompt", default=None, help="text to run (newline, ASCII and Vietnamese letters)")
     w.add_argument("--seed", type=int, default=0, help="seed of the untrained weights (same seed → same numbers)")
-    w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B (1..trained block, 3)")
+    w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B (1..trained block, 5)")
     w.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
+    w.add_argument(
+        "--weights",
+        default="trained",
+        choices=["trained", "untrained"],
+        help="trained: the shipped lab weights (default); untrained: the seeded random init",
+    )
 
     i = sub.add_parser(
         "inspect",
@@ -89,12 +98,18 @@ def parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--prompt", default=None, help="text to continue")
     g.add_argument("--max-new-tokens", type=int, default=32, help="new tokens to produce (default 32)")
-    g.add_argument("--block", type=int, default=None, help="draft block size k (1..trained block, default 3)")
+    g.add_argument("--block", type=int, default=None, help="draft block size k (1..trained block, default 5)")
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     g.add_argument("--seed", type=int, default=0, help="seed of the weights and of the sampling")
     g.add_argument("--lang", default="en", help="vi or en")
     g.add_argument("--preset", default="lab", help="model preset (lab)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g.add_argument(
+        "--weights",
+        default="trained",
+        choices=["trained", "untrained"],
+        help="trained: the shipped lab weights (default); untrained: the seeded random init",
+    )
 
     f = sub.add_parser(
         "profile",
@@ -112,6 +127,12 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--cache-length", type=int, default=48, help="tokens in the cache before the verify (default 48)")
     f.add_argument("--lang", default="en", help="vi or en")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
+    f.add_argument(
+        "--weights",
+        default="trained",
+        choices=["trained", "untrained"],
+        help="trained: the shipped lab weights (default); untrained: the seeded random init",
+    )
 
     from .corpus import add_data_arguments
 
@@ -136,13 +157,21 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    t.add_argument("what", choices=["target", "draft"], help="the target, or the DSpark draft against a trained target")
+    t.add_argument(
+        "what",
+        choices=["target", "draft", "all"],
+        help="the target; one drafter against a trained target; or all: every shipped file from scratch",
+    )
     t.add_argument("--target", default="runs/target.safetensors", help="(draft) the trained target checkpoint")
     t.add_argument(
         "--kind",
         default="dspark",
-        choices=["dspark", "dflash"],
-        help="(draft) dspark (Markov + confidence heads) or the dflash baseline (parallel only)",
+        choices=["dspark", "dspark-rnn", "dflash", "eagle3", "mtp1"],
+        help="(draft) dspark (Markov + confidence heads), dspark-rnn (RNN head), or a baseline: dflash (parallel "
+        "only), eagle3 (autoregressive, training-time test), mtp1 (one token)",
+    )
+    t.add_argument(
+        "--quick", action="store_true", help="(all) tiny settings: checks the pipeline in a minute (CI smoke run)"
     )
     t.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
     t.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
@@ -150,9 +179,36 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
     t.add_argument("--seed", type=int, default=0, help="seed of the weights, the corpus and the batches")
     t.add_argument("--lines", type=int, default=2000, help="corpus lines per domain (default 2000)")
-    t.add_argument("--out", default="runs/target.safetensors", help="checkpoint path (.safetensors)")
+    t.add_argument(
+        "--out",
+        default=None,
+        help="checkpoint path (.safetensors; default runs/target.safetensors) — for `all` a folder (default "
+        "runs/weights; `--out lab/weights` replaces the shipped files)",
+    )
     t.add_argument("--lang", default="en", help="vi or en")
     t.add_argument("--json", action="store_true", help="print the training report as JSON")
+
+    e = sub.add_parser(
+        "eval",
+        help="τ per domain per drafter, acceptance per position, threshold sweep, tokens/s (shipped weights)",
+        description="A mini DeepSpec evaluation of the trained drafters: accepted length τ per domain at "
+        "temperature 1 and greedy (Table 1), conditional acceptance per draft position (Figure 2), a static "
+        "confidence-threshold sweep (Figure 5), and wall-clock tokens/s of plain vs speculative decoding.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    e.add_argument(
+        "--drafters",
+        default="dspark,dspark-rnn,dflash,eagle3,mtp1",
+        help="comma-separated drafters (default all five)",
+    )
+    e.add_argument("--weights-dir", default=None, help="folder of the weights (default: the shipped lab/weights)")
+    e.add_argument("--prompts", type=int, default=16, help="held-out prompts per domain (default 16)")
+    e.add_argument("--max-new-tokens", type=int, default=48, help="new tokens per prompt (default 48)")
+    e.add_argument("--speed-prompts", type=int, default=2, help="prompts per domain timed at batch 1 (default 2)")
+    e.add_argument("--seed", type=int, default=0, help="seed of the prompts and the sampling")
+    e.add_argument("--lang", default="en", help="vi or en")
+    e.add_argument("--json", action="store_true", help="per drafter and domain: tau, cond_accept, tokens/s ratio")
     return p
 
 
@@ -197,9 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                 tuple(args.step) if args.step else None,
                 args.block,
                 args.temperature,
+                args.weights,
             )
             if args.json:
                 out = {
+                    "weights": args.weights,
                     "preset": args.preset,
                     "prompt": prompt,
                     "seed": args.seed,
@@ -213,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "generate":
             from .generation import compare
 
-            report = compare(args.prompt, args.preset, args.max_new_tokens, args.block, args.temperature, args.seed)
+            report = compare(
+                args.prompt, args.preset, args.max_new_tokens, args.block, args.temperature, args.seed, args.weights
+            )
             if args.json:
                 print(json.dumps(to_jsonable(report.to_json()), ensure_ascii=False, indent=1))
             else:
@@ -230,13 +290,21 @@ def main(argv: list[str] | None = None) -> int:
             report = main_train(args, console)
             if args.json:
                 print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
+        elif args.command == "eval":
+            from .eval_cli import main_eval
+
+            report = main_eval(args, console, lang)
+            if args.json:
+                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
         elif args.command == "profile":
             from .profiling import profile
 
             if args.reps < 1 or args.cache_length < 1:
                 raise ValueError(f"--reps = {args.reps} and --cache-length = {args.cache_length}: allowed ≥ 1")
             with console.status("profiling step 6B…"):
-                report = profile(args.preset, args.seed, reps=args.reps, cache_len=args.cache_length)
+                report = profile(
+                    args.preset, args.seed, reps=args.reps, cache_len=args.cache_length, weights=args.weights
+                )
             if args.json:
                 print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
             else:
@@ -257,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                 from .render import render_inspect
 
                 render_inspect(console, report, lang)
-    except (ConfigError, TokenizerError, ValueError) as e:
+    except (ConfigError, TokenizerError, ValueError, FileNotFoundError) as e:
         err.print(f"[red]error:[/red] {e}")
         return 2
     return 0

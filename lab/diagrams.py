@@ -300,7 +300,7 @@ def _taps(preset: str, lang: str) -> str:
 
 
 def _block(preset: str, lang: str) -> str:
-    """ "lab: k = 3 = [anchor, noise×2]"."""
+    """ "lab: k = 5 = [anchor, noise×4]"."""
     k = _dspark_facts()[preset].k
     return f"{_preset_name(preset, lang)}: k = {k} = [anchor, noise×{k - 1}]"
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import torch
 
-from dspark_mini import build_model, get_config, get_tokenizer
+from dspark_mini import get_config, get_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 
 from .walkthrough import DEFAULT_PROMPT
+from .weights import lab_model
 
 
 @dataclass
@@ -79,7 +80,9 @@ def compare(
     block: int | None = None,
     temperature: float = 0.0,
     seed: int = 0,
+    weights: str = "trained",
 ) -> Comparison:
+    """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained")."""
     if preset != "lab":
         raise ValueError(f"generate preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
     prompt = DEFAULT_PROMPT if prompt is None else prompt
@@ -88,7 +91,7 @@ def compare(
     cfg = get_config(preset)
     tok = get_tokenizer(cfg)
     ids = tok.encode(prompt)
-    model = build_model(cfg, seed=seed)
+    model = lab_model(weights, seed)
     x = torch.tensor([ids], dtype=torch.long)
     spec = generate_speculative(model, x, max_new_tokens, block, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)

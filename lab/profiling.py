@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from dspark_mini import build_model, get_config
+from dspark_mini import get_config
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 
 
@@ -117,13 +117,25 @@ def profile(
     reps: int = 15,
     cache_len: int = 48,
     temperature: float = 0.0,
+    weights: str = "trained",
 ) -> dict[str, Any]:
-    """Everything `dspark-lab profile` reports, as data."""
+    """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
+    (the language they learned); untrained ones after random token ids."""
+    from .weights import lab_model
+
     cfg = get_config(preset)
-    model = build_model(cfg, seed=seed)
+    if preset != "lab":
+        raise ValueError(f"profile preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
+    model = lab_model(weights, seed)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)
+    if weights == "trained":
+        from .corpus import DOMAINS
+        from .evaluation import eval_prompts
+
+        per = -(-prompts // len(DOMAINS))
+        batch = torch.cat([eval_prompts(d, per, 12, seed) for d in DOMAINS])[:prompts]
     spec = generate_speculative(model, batch, new_tokens, temperature=temperature, seed=seed)
     rounds = [r for rs in spec.rounds for r in rs]
     stats = acceptance_stats(rounds)
@@ -138,6 +150,7 @@ def profile(
             "draft_probability": reliability(rounds, 5, "draft_probs"),
         },
         "acceptance_conditions": {
+            "weights": weights,
             "prompts": prompts,
             "new_tokens": new_tokens,
             "temperature": temperature,

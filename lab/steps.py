@@ -604,7 +604,7 @@ STEPS: tuple[Step, ...] = (
                 "LM head gộp 4 làn bằng pre-mix cuối (hc_pre), chuẩn hóa RMSNorm rồi chiếu ra logits [B, V]; "
                 "song song đó DSpark lấy hidden của các lớp đích (lab: lớp 3 và 4 trộn 0.5/0.5; mô hình "
                 "thật: L37..39 nối lại rồi chiếu), cho đi qua các lớp nháp trên khối token nháp [anchor, "
-                "noise×(k−1)] (lab k = 3, thật k = 5), và bộ vẽ Markov head (hạng 256 ở quy mô thật) vẽ lần "
+                "noise×(k−1)] (lab k = 5 như bản thật), và bộ vẽ Markov head (hạng 256 ở quy mô thật) vẽ lần "
                 "lượt từng token nháp. Mỗi token nháp mang confidence — xác suất của token nháp theo phân "
                 "phối draft, p_d(x) — và giá trị của đầu tin cậy c = σ(w·[h; W1[x_prev]]), dự đoán token đó "
                 "có sống sót qua verify hay không; cả hai đều chưa phải là kết quả giữ token sau verify, vì "
@@ -620,7 +620,7 @@ STEPS: tuple[Step, ...] = (
                 "The head collapses the 4 lanes with the last pre-mix (hc_pre), applies RMSNorm and projects "
                 "to logits [B, V]; alongside, DSpark taps the hidden states of the target layers (lab: "
                 "layers 3 and 4 mixed 0.5/0.5; real: L37..39 concatenated and projected), runs them through "
-                "its draft layers over a block [anchor, noise×(k−1)] (lab k = 3, real k = 5), and the Markov "
+                "its draft layers over a block [anchor, noise×(k−1)] (lab k = 5, as the real model), and the Markov "
                 "head (rank 256 at real scale) drafts the tokens one after another. Each draft token carries "
                 "its draft probability p_d(x), which the Vietnamese lesson calls 'confidence', and the "
                 "confidence head's value c = σ(w·[h; W1[x_prev]]), a prediction of whether the token will "
@@ -643,15 +643,15 @@ STEPS: tuple[Step, ...] = (
                 "logits [B, V]: các token đứng đầu kèm logit và xác suất",
                 "từng vị trí của khối nháp: token nháp, confidence p_d(x), đầu tin cậy c, và kết quả verify "
                 "(giữ, bị từ chối, lấy mẫu lại, token thưởng)",
-                "trọng số chưa huấn luyện: confidence chỉ quanh 1/V; không con số nào là token được giữ khi "
-                "chưa chạy verify",
+                "trọng số chưa huấn luyện: confidence chỉ quanh 1/V; đã huấn luyện: c cao ở những chỗ verify "
+                "giữ token; không con số nào là token được giữ khi chưa chạy verify",
             ),
             "en": (
                 "logits [B, V]: the top tokens with logit and probability",
                 "each draft position: draft token, draft probability p_d(x), confidence c, and what verify "
                 "did (accepted, rejected, resampled, bonus)",
-                "untrained weights: draft probabilities sit near 1/V; neither number is acceptance until "
-                "verify has run",
+                "untrained weights: draft probabilities sit near 1/V; trained: c is high where verify keeps the "
+                "token; neither number is acceptance until verify has run",
             ),
         },
         module="dspark",
@@ -845,6 +845,16 @@ UI: dict[str, dict[str, str]] = {
         "en": (
             "Untrained weights: draft probabilities sit near 1/V and say nothing about the language yet; "
             "load the trained weights to see how many tokens verify keeps."
+        ),
+    },
+    "note_trained": {
+        "vi": (
+            "Trọng số đã huấn luyện (lab/weights, `dspark-lab train all`): confidence c là ước lượng đã hiệu chỉnh "
+            "(STS) của xác suất token được giữ; so nó với cột verify."
+        ),
+        "en": (
+            "Trained weights (lab/weights, `dspark-lab train all`): the confidence c is a calibrated (STS) estimate "
+            "of the chance that verify keeps the token; compare it with the verify column."
         ),
     },
     # profiling

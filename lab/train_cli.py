@@ -32,7 +32,9 @@ def progress(console: Console, quiet: bool) -> Progress:
 
 def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     lang = check_lang(args.lang)
-    out = Path(args.out)
+    if args.what == "all":
+        return main_train_all(args, console)
+    out = Path(args.out or ("runs/target.safetensors" if args.what == "target" else f"runs/{args.kind}.safetensors"))
     if out.suffix != ".safetensors":
         raise ValueError(f"--out = {args.out!r}: allowed a path ending in .safetensors")
     if isinstance(args.lines, bool) or args.lines < 1:
@@ -93,11 +95,45 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     return report
 
 
+def main_train_all(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """`dspark-lab train all`: every shipped file from scratch (see lab/train_all.py)."""
+    import dataclasses
+
+    from .train_all import QUICK, Recipe, train_all
+
+    base = QUICK if args.quick else Recipe()
+    recipe = dataclasses.replace(base, seed=args.seed)
+    out = Path(args.out or "runs/weights")
+    if out.suffix:
+        raise ValueError(f"--out = {args.out!r}: `train all` writes a folder, allowed a path without a suffix")
+    report = train_all(out, recipe, console, quiet=args.json)
+    if not args.json:
+        s = report["summary"]
+        t = Table(title=f"{out} · {report['seconds']['total']:.0f} s", title_justify="left")
+        for c in ("drafter", "τ (T = 1)", "τ (greedy)", "tokens/s spec ÷ plain"):
+            t.add_column(c)
+        for k, m in s["mean_tau"].items():
+            ratios = list(s["tokens_per_s_ratio"].get(k, {}).values())
+            t.add_row(k, f"{m['t1']:.2f}", f"{m['greedy']:.2f}", f"{sum(ratios) / max(1, len(ratios)):.2f}")
+        console.print(t)
+        if "dspark_over_dflash" in s:
+            r = s["dspark_over_dflash"]
+            console.print(f"DSpark ÷ DFlash mean τ: {r['t1']:.2f} (T = 1), {r['greedy']:.2f} (greedy)")
+    return report
+
+
 def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out: Path) -> dict[str, Any]:
-    """`dspark-lab train draft`: load the trained target, train its DSpark draft, save the draft part."""
-    from dspark_mini.checkpoint import load_model
+    """`dspark-lab train draft`: load the trained target, train one drafter against it, save it."""
+    from dspark_mini import build_model
+    from dspark_mini.checkpoint import load, load_model
 
     target = load_model(args.target)
+    if args.kind in ("eagle3", "mtp1"):
+        return main_train_baseline(args, console, lang, out, target)
+    if args.kind == "dspark-rnn":  # the same target with the RNN head in its draft
+        rnn = build_model(target.cfg.replace(dspark_markov_kind="rnn"), seed=args.seed)
+        load(rnn, args.target)
+        target = rnn
     corpus = build_corpus(args.seed, args.lines)
     train_lines, _ = split(mix(corpus, args.seed), 0.1, args.seed)
     train_ids = token_stream(train_lines)
@@ -116,8 +152,12 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
             kind=args.kind,
             on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
         )
+    return draft_report(args, console, out, log, save(target, out, part="draft", meta=draft_meta(args, log, context)))
+
+
+def draft_meta(args: argparse.Namespace, log, context: int) -> dict[str, Any]:
     tail = log.val_accuracy[-max(1, args.steps // 10) :]
-    meta = {
+    return {
         "trained": "draft",
         "kind": args.kind,
         "target": str(args.target),
@@ -126,13 +166,45 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
         "context": context,
         "lr": args.lr,
         "seed": args.seed,
-        "analytic_acceptance_last_10pct": sum(tail) / len(tail),
+        "accuracy_last_10pct": sum(tail) / len(tail),
         "seconds": round(log.seconds, 1),
     }
-    path = save(target, out, part="draft", meta=meta)
+
+
+def draft_report(args: argparse.Namespace, console: Console, out: Path, log, path: Path) -> dict[str, Any]:
+    from dspark_mini.baselines import read_baseline_header
+    from dspark_mini.checkpoint import read_header
+
+    meta = (read_baseline_header(path) if args.kind in ("eagle3", "mtp1") else read_header(path))["meta"]
     if not args.json:
+        what = "accuracy" if args.kind == "mtp1" else "analytic acceptance"
         console.print(
-            f"saved {path} · {log.seconds:.1f} s · analytic acceptance (last 10 %): "
-            f"{meta['analytic_acceptance_last_10pct']:.3f}"
+            f"saved {path} · {log.seconds:.1f} s · {what} (last 10 % of steps): {meta['accuracy_last_10pct']:.3f}"
         )
     return {"checkpoint": str(path), "meta": meta, "curve": {"loss": log.train_loss, "accept": log.val_accuracy}}
+
+
+def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, out: Path, target) -> dict[str, Any]:
+    """Eagle3-style or MTP-1 drafter against the frozen target, saved as its own module file."""
+    from dspark_mini.baselines import save_baseline
+
+    from .train_baselines import train_eagle3, train_mtp1
+
+    corpus = build_corpus(args.seed, args.lines)
+    train_ids = token_stream(split(mix(corpus, args.seed), 0.1, args.seed)[0])
+    context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 2)
+    trainer = train_eagle3 if args.kind == "eagle3" else train_mtp1
+    label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"
+    with progress(console, args.json) as bar:
+        task = bar.add_task(label, total=args.steps, loss=float("nan"))
+        module, log = trainer(
+            target,
+            train_ids,
+            args.steps,
+            args.batch,
+            context,
+            args.lr,
+            args.seed,
+            on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
+        )
+    return draft_report(args, console, out, log, save_baseline(module, out, meta=draft_meta(args, log, context)))

@@ -151,7 +151,7 @@ def train_target(
     return final, log
 
 
-DRAFT_KINDS = ("dspark", "dflash")
+DRAFT_KINDS = ("dspark", "dspark-rnn", "dflash")  # drafters that live in the model (`mtp.*`)
 
 
 def draft_losses(
@@ -177,44 +177,83 @@ def draft_losses(
     return {"ce": mean(ce), "l1": mean(l1), "conf": mean(bce), "accept": mean(label)}
 
 
+def anchor_blocks(
+    target: Transformer, x: torch.Tensor, n_anchors: int, gen: torch.Generator
+) -> tuple[torch.Tensor, ...]:
+    """Cut `n_anchors` draft blocks out of each window x [B, S + 1] with one frozen target forward.
+
+    Anchor a (a ≥ W = window_size, so its draft ring is full) needs: the drafter's view main_x of positions
+    a − W … a − 1 (the ring), the anchor x_a, the true tokens x_{a+1} … x_{a+k} and the target's next-token
+    distributions at a … a + k − 1. The draft only sees relative positions (RoPE), so every block is placed at
+    the same positions: ring at 0 … W − 1, block at W … W + k − 1 — many anchors, one batched draft pass.
+    → taps_ring {layer: [B·A, W, D]}, anchor [B·A], prev [B·A, k], labels [B·A, k], p_t [B·A, k, V]
+    """
+    cfg = target.cfg
+    W, k = cfg.window_size, cfg.dspark_block_size
+    B, S = x.size(0), x.size(1) - 1
+    if S < W + k:
+        raise ValueError(f"windows of {S} tokens are too short: allowed ≥ window_size + block = {W + k}")
+    with torch.no_grad():
+        out = target(x[:, :S])  # taps at every position, the target's distributions
+    hi = S - k  # the last anchor whose block stays inside the window
+    A = min(n_anchors, hi - W + 1)
+    anchors = torch.stack([torch.randperm(hi - W + 1, generator=gen)[:A] + W for _ in range(B)])  # [B, A]
+    rows = torch.arange(B)[:, None]
+    ring_idx = anchors[..., None] + torch.arange(-W, 0)  # [B, A, W]
+    blk_idx = anchors[..., None] + torch.arange(k)  # [B, A, k]: positions a … a + k − 1
+    taps = {l: t[rows[..., None], ring_idx].flatten(0, 1) for l, t in out.taps.items()}  # [B·A, W, D]
+    prev = x[rows[..., None], blk_idx].flatten(0, 1)  # [B·A, k]: anchor, x_{a+1} … x_{a+k−1}
+    labels = x[rows[..., None], blk_idx + 1].flatten(0, 1)  # [B·A, k]
+    p_t = torch.softmax(out.logits[rows[..., None], blk_idx].float(), -1).flatten(0, 1)  # [B·A, k, V]
+    return taps, prev[:, 0], prev, labels, p_t
+
+
 def train_draft(
     target: Transformer,
     train_ids: torch.Tensor,
     steps: int = 300,
-    batch: int = 16,
+    batch: int = 8,
     context: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
     weights: tuple[float, float, float] | None = None,
     gamma: float = 4.0,
     kind: str = "dspark",
+    anchors: int = 8,
     on_step: Callable[[int, float], None] | None = None,
 ) -> TrainLog:
     """Train the DSpark draft (`mtp.*`) in place against the frozen target; the shared embed and head stay frozen.
 
-    Each step takes `batch` windows, picks one anchor position a ≥ 1 (shared by the batch), fills the draft rings
-    from the target's taps at positions < a (with gradients into main_proj/main_norm and the ring projections),
-    runs the block [x_a, noise…] with the Markov head teacher-forced on the true tokens, and minimises
-    α_ce·CE + α_tv·‖p_d − p_t‖₁ + α_conf·BCE(c, c*) (α = 0.1 / 0.9 / 1.0) with position weights exp(−(k−1)/γ).
-    kind="dflash" is the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
+    Each step takes `batch` windows of `context` + k tokens, runs the frozen target once, cuts `anchors` blocks
+    per window (`anchor_blocks`), fills each block's draft rings from the target's taps before its anchor (with
+    gradients into main_norm/main_proj and the ring projections), runs [x_a, noise…] with the Markov head
+    teacher-forced on the true tokens, and minimises α_ce·CE + α_tv·‖p_d − p_t‖₁ + α_conf·BCE(c, c*)
+    (α = 0.1 / 0.9 / 1.0) with position weights exp(−(k−1)/γ).
+    kind="dspark-rnn": the same with the RNN head (the target's config must say dspark_markov_kind = "rnn").
+    kind="dflash": the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
     (its bias is then 0 at inference too), no confidence head, and plain CE (α = 1 / 0 / 0), as DeepSpec's
     DFlash baseline.
     """
     if kind not in DRAFT_KINDS:
         raise ValueError(f"kind = {kind!r} is invalid: allowed {DRAFT_KINDS}")
     if weights is None:
-        weights = (0.1, 0.9, 1.0) if kind == "dspark" else (1.0, 0.0, 0.0)
+        weights = (1.0, 0.0, 0.0) if kind == "dflash" else (0.1, 0.9, 1.0)
     from dspark_mini.kv_cache import KVCache
 
     cfg = target.cfg
-    k = cfg.dspark_block_size
+    k, W = cfg.dspark_block_size, cfg.window_size
     if target.mtp is None:
         raise ValueError("the target has no draft layers (n_mtp_layers = 0)")
-    for name, v in (("steps", steps), ("batch", batch), ("context", context)):
+    want = "rnn" if kind == "dspark-rnn" else "vanilla"
+    if kind != "dflash" and cfg.dspark_markov_kind != want:
+        raise ValueError(
+            f"kind = {kind!r} needs dspark_markov_kind = {want!r} in the model config (got {cfg.dspark_markov_kind!r})"
+        )
+    for name, v in (("steps", steps), ("batch", batch), ("context", context), ("anchors", anchors)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
-    if context + k + 1 > cfg.max_seq_len:
-        raise ValueError(f"context = {context} is invalid: allowed 1..{cfg.max_seq_len - k - 1}")
+    if not W <= context <= cfg.max_seq_len - k - 1:
+        raise ValueError(f"context = {context} is invalid: allowed {W}..{cfg.max_seq_len - k - 1}")
     torch.manual_seed(seed)
     frozen = ("mtp.markov_head.", "mtp.confidence_head.") if kind == "dflash" else ()
     if kind == "dflash":
@@ -225,24 +264,22 @@ def train_draft(
     gen = torch.Generator().manual_seed(seed)
     log = TrainLog()
     t0 = time.perf_counter()
+    dtype = next(target.mtp.parameters()).dtype
+    ring_pos = torch.arange(W)
     target.train()
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr * min(1.0, (step + 1) / max(1, steps // 20)) * (0.1 + 0.9 * (1 - step / steps))
         x = windows(train_ids, batch, context + k, gen)  # [B, context + k + 1]
-        a = int(torch.randint(1, context + 1, (1,), generator=gen))  # anchor position
-        with torch.no_grad():
-            out = target(x[:, : a + k])  # taps at every position, target logits for the block's rows
-        p_t = torch.softmax(out.logits[:, a : a + k].float(), -1)  # slot i predicts x_{a+i+1}
-        taps = {l: t[:, :a] for l, t in out.taps.items()}
-        positions = torch.arange(a)
-        cache = KVCache(cfg, batch, dtype=next(target.mtp.parameters()).dtype)
-        for layer, rows in target.mtp.ring_rows(target.mtp.main_x(taps), positions).items():
-            cache.windows[layer].write(rows, positions)  # with gradients: the ring projections learn
-        cache.length = a
-        prev = x[:, a : a + k]  # anchor, then the true tokens: teacher forcing
-        logits, conf = target.mtp.teacher_forced(x[:, a], prev, target.embed, target.head, cache)
-        losses = draft_losses(logits, conf, x[:, a + 1 : a + k + 1], p_t, gamma)
+        target.eval()
+        taps, anchor, prev, labels, p_t = anchor_blocks(target, x, anchors, gen)
+        target.train()
+        cache = KVCache(cfg, anchor.numel(), dtype=dtype)
+        for layer, rows in target.mtp.ring_rows(target.mtp.main_x(taps), ring_pos).items():
+            cache.windows[layer].write(rows, ring_pos)  # with gradients: the ring projections learn
+        cache.length = W
+        logits, conf = target.mtp.teacher_forced(anchor, prev, target.embed, target.head, cache)
+        losses = draft_losses(logits, conf, labels, p_t, gamma)
         loss = weights[0] * losses["ce"] + weights[1] * losses["l1"] + weights[2] * losses["conf"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -250,7 +287,7 @@ def train_draft(
         opt.step()
         log.steps.append(step + 1)
         log.train_loss.append(float(loss.detach()))
-        log.val_accuracy.append(float(losses["accept"]))  # the analytic acceptance on the training block
+        log.val_accuracy.append(float(losses["accept"]))  # the analytic acceptance on the training blocks
         if on_step is not None:
             on_step(step + 1, log.train_loss[-1])
     target.eval()

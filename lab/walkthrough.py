@@ -25,6 +25,7 @@ from dspark_mini.tokenizer import LabTokenizer
 
 from .profiling import mix_error
 from .steps import STEP_IDS, Step, check_lang, get_step, ui, verify_label
+from .weights import lab_model
 
 DEFAULT_PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
 WALK_PRESETS = ("lab",)
@@ -112,8 +113,12 @@ NOTES = {
     "engram_id": {"vi": "Mã Engram (nén)", "en": "Engram id (compressed)"},
     "emb_norm": {"vi": "‖embedding‖ trung bình mỗi token", "en": "mean ‖embedding‖ per token"},
     "doubly": {
-        "vi": "comb ≈ song ngẫu nhiên sau {n} vòng (mọi lớp)",
-        "en": "comb ≈ doubly stochastic after {n} iterations (all layers)",
+        "vi": "mỗi cột của comb có tổng 1 sau lượt chuẩn hóa cột thứ {n} (mọi lớp)",
+        "en": "every column of comb sums to 1 after column pass {n} (all layers)",
+    },
+    "rows_left": {
+        "vi": "max |tổng hàng − 1| còn lại sau {n} vòng (mọi lớp; logits sắc sau huấn luyện hội tụ chậm hơn)",
+        "en": "max |row sum − 1| left after {n} iterations (all layers; sharp trained logits converge slower)",
     },
     "part": {"vi": "Phần", "en": "Part"},
     "enc_dec": {"vi": "encoder / decoder", "en": "encoder / decoder"},
@@ -212,6 +217,7 @@ class Walk:
     temperature: float = 0.0
     draft_trace: Trace | None = None  # what the draft pass recorded
     views: dict[str, StepView] = field(default_factory=dict)
+    weights: str = "untrained"  # "trained" (lab/weights) or "untrained" (the seeded init)
 
 
 def run_walk(
@@ -222,8 +228,12 @@ def run_walk(
     steps: tuple[str, ...] | None = None,
     block: int | None = None,
     temperature: float = 0.0,
+    weights: str = "trained",
 ) -> Walk:
-    """Tokenize, run one traced forward (and a second for the parity check), one DSpark round, the views."""
+    """Tokenize, run one traced forward (and a second for the parity check), one DSpark round, the views.
+
+    weights="trained" loads the shipped lab weights (target + DSpark draft); "untrained" builds the seeded
+    random init. The seed also drives the sampling of the round."""
     lang = check_lang(lang)
     if preset not in WALK_PRESETS:
         raise ValueError(
@@ -243,7 +253,7 @@ def run_walk(
         )
     block = check_block(cfg, block)
     token_distribution(torch.zeros(1), temperature)  # validates the temperature
-    model = build_model(cfg, seed=seed)
+    model = lab_model(weights, seed)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
     with torch.no_grad():
@@ -251,7 +261,7 @@ def run_walk(
         out = model(tokens, cache=cache, trace=trace)
         again = model(tokens, cache=model.new_cache(1), commit=False)  # same input, same path
     parity = float((out.logits - again.logits).abs().max())
-    walk = Walk(cfg, tok, model, prompt, tokens, trace, out.logits, out.taps, parity, seed, cache)
+    walk = Walk(cfg, tok, model, prompt, tokens, trace, out.logits, out.taps, parity, seed, cache, weights=weights)
     walk = redraft(walk, block, temperature, views=False)
     return build_views(walk, lang, wanted)
 
@@ -433,8 +443,9 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     all_combs = torch.stack(
         [tr.get("2A", k, l) for l in tr.layers("2A") if l < w.cfg.n_layers for k in ("attn_comb", "ffn_comb")]
     )  # the prompt's forward (draft layers: 3 rows)
-    worst = max(float((all_combs.sum(-1) - 1).abs().max()), float((all_combs.sum(-2) - 1).abs().max()))
-    v.checks.append(Check(note("doubly", lang, n=w.cfg.hc_sinkhorn_iters), worst, 1e-3))
+    n = w.cfg.hc_sinkhorn_iters
+    v.checks.append(Check(note("doubly", lang, n=n), float((all_combs.sum(-2) - 1).abs().max()), 1e-3))
+    v.facts.append((note("rows_left", lang, n=n), f"{float((all_combs.sum(-1) - 1).abs().max()):.2e}"))
     return v
 
 
@@ -787,8 +798,13 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
         (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),
         (ui("block_size", lang), rd.block),
         (ui("temperature", lang), w.temperature),
+        (ui("weights", lang), ui(w.weights, lang)),
     ]
-    v.notes += [verdict_text(w, lang), note("not_acceptance", lang), ui("warning_untrained", lang)]
+    v.notes += [
+        verdict_text(w, lang),
+        note("not_acceptance", lang),
+        ui("warning_untrained" if w.weights == "untrained" else "note_trained", lang),
+    ]
     return v
 
 

@@ -38,7 +38,7 @@ from .walkthrough import (
     view_5a,
 )
 
-WEIGHTS: tuple[str, ...] = ("untrained", "trained")
+WEIGHTS: tuple[str, ...] = ("trained", "untrained")
 FIELDS: tuple[str, ...] = ("prompt", "seed", "block", "temperature", "lang", "weights", "step", "layer")
 FORWARD_FIELDS: frozenset[str] = frozenset({"prompt", "seed", "weights"})
 DRAFT_FIELDS: frozenset[str] = frozenset({"block", "temperature"})
@@ -50,13 +50,6 @@ AUTO_LAYER = "auto"  # the layer dropdown's value for "each step's default" (a D
 
 TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
     {
-        "trained_missing": {
-            "vi": "Trọng số đã huấn luyện chưa được phát hành kèm lab: lab đang chạy trọng số chưa huấn luyện "
-            "(khởi tạo ngẫu nhiên theo seed). Lựa chọn này sẽ hoạt động khi có tệp trọng số.",
-            "en": "Trained weights are not shipped yet: the lab runs untrained weights (random init from the seed). "
-            "This option will work once the checkpoint is shipped.",
-        },
-        "trained_option": {"vi": "đã huấn luyện (chưa có)", "en": "trained (not shipped yet)"},
         "auto": {"vi": "tự động", "en": "auto"},
         "recomputed": {"vi": "đã tính lại", "en": "recomputed"},
         "display_only": {"vi": "chỉ hiển thị lại", "en": "display only"},
@@ -96,18 +89,18 @@ class LabState:
         lang: str = "en",
         block: int | None = None,
         temperature: float = 0.0,
-        weights: str = "untrained",
+        weights: str = "trained",
         step: str = "1A",
         layer: int | None = None,
     ) -> None:
         lang = check_lang(lang)
-        check_weights(weights, lang)
         walk = run_walk(
             check_prompt(prompt),
             seed=check_seed(seed),
             lang=lang,
             block=block,
             temperature=check_temperature(temperature),
+            weights=check_weights(weights),
         )
         self._init(walk, lang, weights, step, layer, runs={"forward": 1, "draft": 1, "views": 1})
 
@@ -122,7 +115,7 @@ class LabState:
         if lang != built or set(walk.views) != set(STEP_IDS):
             walk = build_views(walk, lang)
             runs["views"] = 1
-        state._init(walk, lang, "untrained", step, layer, runs)
+        state._init(walk, lang, walk.weights, step, layer, runs)
         return state
 
     def _init(self, walk: Walk, lang: str, weights: str, step: str, layer: int | None, runs: dict[str, int]) -> None:
@@ -157,7 +150,7 @@ class LabState:
         if name == "lang":
             return check_lang(value)
         if name == "weights":
-            return check_weights(value, self.lang)
+            return check_weights(value)
         if name == "step":
             return get_step(value).id
         if name == "layer":
@@ -180,6 +173,7 @@ class LabState:
                 lang=values["lang"],
                 block=values["block"],
                 temperature=values["temperature"],
+                weights=values["weights"],
             )
             recomputed = {"forward", "draft", "views"}
         else:
@@ -233,9 +227,7 @@ def check_temperature(temperature: Any) -> float:
     return float(temperature)
 
 
-def check_weights(weights: Any, lang: str = "en") -> str:
-    if weights == "trained":
-        raise ValueError(tx("trained_missing", lang))
+def check_weights(weights: Any) -> str:
     if weights not in WEIGHTS:
         raise ValueError(f"weights = {weights!r} is invalid: allowed {', '.join(map(repr, WEIGHTS))}")
     return weights
@@ -715,7 +707,7 @@ class LabApp:
 
     def weight_options(self) -> list[tuple[str, str]]:
         lang = self.state.lang
-        return [(ui("untrained", lang), "untrained"), (tx("trained_option", lang), "trained")]
+        return [(ui(w, lang), w) for w in WEIGHTS]
 
     def layer_options(self) -> list[tuple[str, int | str]]:
         lang = self.state.lang

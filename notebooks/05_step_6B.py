@@ -22,12 +22,13 @@ from rich import print as show
 
 from dspark_mini.speculative import acceptance_stats, generate_speculative
 from lab import plots, widgets
+from lab.evaluation import eval_prompts
 from lab.exercises import check
 from lab.render import render_view
 from lab.walkthrough import redraft, run_walk
 
 torch.set_num_threads(1)
-walk = run_walk(PROMPT, seed=SEED, lang=LANG)
+walk = run_walk(PROMPT, seed=SEED, lang=LANG)  # the shipped trained weights (lab/weights)
 cfg = walk.cfg
 print("taps", cfg.dspark_target_layer_ids, "mixed", cfg.dspark_tap_mix, "· block", cfg.dspark_block_size,
       "· Markov rank", cfg.dspark_markov_rank)
@@ -62,16 +63,29 @@ assert len(rd.draft) == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  #
 plots.draft_strip(rd, walk.tokenizer, lang=LANG)
 
 # %% [markdown]
-# **EN** — Draft probability and confidence are the drafter's own numbers; neither is acceptance. Untrained, p_d sits
-# near 1/V and c at σ(0) = 0.5: nothing is learned yet, so verify keeps almost nothing.
+# **EN** — Draft probability and confidence are the drafter's own numbers; neither is acceptance — only verify
+# decides. With the trained weights both are high where the draft is right. The same round on the *untrained*
+# weights (the seeded random init) shows the picture of noise: p_d near 1/V and c at σ(0) = 0.5.
 #
-# **VI** — Confidence p_d(x) và đầu tin cậy c là con số của bộ vẽ; không con số nào là việc token được giữ. Chưa huấn
-# luyện thì p_d quanh 1/V và c bằng σ(0) = 0.5: chưa học gì, nên verify gần như không giữ token nào.
-#
+# **VI** — Confidence p_d(x) và đầu tin cậy c là con số của bộ vẽ; không con số nào là việc token được giữ — chỉ
+# verify quyết định. Với trọng số đã huấn luyện, cả hai đều cao ở chỗ bản nháp đúng. Cùng vòng đó trên trọng số *chưa*
+# huấn luyện (khởi tạo ngẫu nhiên theo seed) là bức tranh nhiễu: p_d quanh 1/V và c bằng σ(0) = 0.5.
+
+# %%
+raw = run_walk(PROMPT, seed=SEED, lang=LANG, steps=("6B",), weights="untrained")
+for name, w in (("trained", walk), ("untrained", raw)):
+    r = w.round
+    print(f"{name:9s} p_d {[round(p, 3) for p in r.draft_probs]}  c {[round(c, 3) for c in r.confidence]}  "
+          f"kept {r.n_accepted} of {r.block}")
+assert max(raw.round.draft_probs) < 20 / cfg.vocab_size  # probe: untrained = noise, a few × 1/V
+assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
+
+# %% [markdown]
+
 # ## Block size changes only the draft / Độ dài khối chỉ đổi phần nháp
 
 # %%
-for k in (1, 2, 3):
+for k in (1, 3, 5):
     w = redraft(walk, k, 0.0)
     assert w.trace is walk.trace and len(w.round.draft) == k  # probe: the prompt forward is reused
     print(f"k = {k}: draft {[walk.tokenizer.token_text(t) for t in w.round.draft]} → kept {w.round.n_accepted}")
@@ -81,7 +95,7 @@ widgets.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
 # ## Acceptance by position / Tỉ lệ giữ theo vị trí
 
 # %%
-prompts = torch.randint(4, cfg.vocab_size, (8, 12), generator=torch.Generator().manual_seed(SEED))
+prompts = torch.cat([eval_prompts(d, 3, 12, seed=SEED) for d in ("math", "code", "chat")])  # held-out lines
 spec = generate_speculative(walk.model, prompts, 24, seed=SEED)
 stats = acceptance_stats([r for rs in spec.rounds for r in rs])
 print("mean accepted length τ =", round(stats["mean_accepted_length"], 3), "· acceptance rate =",

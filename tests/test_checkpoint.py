@@ -96,7 +96,7 @@ def test_config_dict_round_trip_json_safe(cfg):
 
 @settings(max_examples=25, deadline=None)
 @given(
-    window=st.integers(3, 64),
+    window=st.integers(5, 64),  # ≥ the lab draft block (5)
     theta=st.floats(1.0, 1e6, allow_nan=False),
     extra=st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
 )

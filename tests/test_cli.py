@@ -34,10 +34,12 @@ def test_walk_prints_every_step_in_both_languages(capsys) -> None:
 def test_walk_json_has_all_steps_and_is_deterministic(capsys) -> None:
     a = run_json(capsys, "walk", "--json", "--seed", "3")
     b = run_json(capsys, "walk", "--json", "--seed", "3")
-    c = run_json(capsys, "walk", "--json", "--seed", "4")
-    assert list(a["steps"]) == list(STEP_IDS)
+    c = run_json(capsys, "walk", "--json", "--seed", "4", "--weights", "untrained")
+    assert list(a["steps"]) == list(STEP_IDS) and a["weights"] == "trained" and c["weights"] == "untrained"
     assert a == b  # same seed → same printed numbers
-    assert a["steps"]["6B"]["tables"] != c["steps"]["6B"]["tables"]  # another seed → other weights
+    assert a["steps"]["6B"]["tables"] != c["steps"]["6B"]["tables"]  # untrained weights → other numbers
+    d = run_json(capsys, "walk", "--json", "--seed", "5", "--weights", "untrained")
+    assert c["steps"]["6B"]["tables"] != d["steps"]["6B"]["tables"]  # untrained: the seed picks the weights
     assert all(ch["ok"] for s in a["steps"].values() for ch in s["checks"])
 
 
@@ -84,12 +86,12 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
         (["walk", "--lang", "fr"], "unknown language 'fr'"),
         (["walk", "--prompt", "   "], "prompt is empty"),
         (["walk", "--prompt", "hi ✓"], "U+2713"),
-        (["walk", "--prompt", "a" * 600], "allowed 1..252"),
+        (["walk", "--prompt", "a" * 600], "allowed 1..250"),
         (["walk", "--preset", "flash"], "inspect --preset flash"),
         (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
-        (["walk", "--block", "0"], "block size = 0 is invalid: allowed 1..3"),
+        (["walk", "--block", "0"], "block size = 0 is invalid: allowed 1..5"),
         (["walk", "--temperature", "-1"], "temperature = -1.0 is invalid"),
-        (["generate", "--block", "4"], "block size = 4 is invalid: allowed 1..3"),
+        (["generate", "--block", "6"], "block size = 6 is invalid: allowed 1..5"),
         (["generate", "--block", "0"], "block size = 0 is invalid"),
         (["generate", "--temperature", "-0.5"], "temperature = -0.5 is invalid: allowed ≥ 0"),
         (["generate", "--prompt", ""], "prompt is empty"),
@@ -103,6 +105,12 @@ def test_bad_input_gives_a_clear_error(capsys, argv, needle) -> None:
     assert main(argv) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert needle in err
+
+
+def test_unknown_weights_name_the_choices(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["walk", "--weights", "pretrained"])
+    assert e.value.code == 2 and "choose from 'trained', 'untrained'" in capsys.readouterr().err
 
 
 def test_help_teaches(capsys) -> None:
@@ -140,14 +148,16 @@ def test_generate_renders_strip(capsys) -> None:
 def test_profile_json(capsys) -> None:
     p = run_json(capsys, "profile", "--json", "--reps", "3", "--cache-length", "20")
     assert p["parity"]["max_abs_diff"] == 0.0 and p["tap_mix"]["max_abs_diff"] == 0.0
-    assert set(p["verify_cost"]) == {"1", "2", "3"}
+    assert set(p["verify_cost"]) == {"1", "2", "3", "4", "5"}
     for d in p["verify_cost"].values():
         assert d["verify_s"]["p50"] <= d["verify_s"]["p95"] <= d["verify_s"]["p99"]
         assert set(d["k_decodes_s"]) >= {"p50", "p95", "p99"}
     c = p["conditions"]
     assert {"batch", "cache_length", "threads", "dtype", "device", "torch", "cpu"} <= set(c) and c["cache_length"] == 20
     per = p["acceptance"]["per_position"]
-    assert [row["position"] for row in per] == [1, 2, 3] and all(row["mean_confidence"] is not None for row in per)
+    assert [row["position"] for row in per] == [1, 2, 3, 4, 5]
+    assert all(row["mean_confidence"] is not None for row in per) and p["acceptance_conditions"]["weights"] == "trained"
+    assert p["acceptance"]["mean_accepted_length"] > 1.5  # trained drafts after held-out corpus prompts get kept
 
 
 def test_redraft_and_language_switch_reuse_the_forward(walk_en) -> None:
@@ -156,7 +166,7 @@ def test_redraft_and_language_switch_reuse_the_forward(walk_en) -> None:
     w2 = redraft(walk_en, 1, 0.0)
     assert w2.trace is walk_en.trace and w2.model is walk_en.model  # no new forward over the prompt
     assert w2.round.block == 1 and len(w2.views["6B"].tables[-1].rows) == 2  # 1 draft row + the target's token
-    assert walk_en.round.block == 3  # the original walk is unchanged
+    assert walk_en.round.block == 5  # the original walk is unchanged
     assert walk_en.prompt_cache.length == walk_en.tokens.size(1)  # rounds ran on copies of the prompt cache
     vi = build_views(walk_en, "vi")
     assert vi.views["6B"].tables[0].columns[1] == "Token" and vi.trace is walk_en.trace

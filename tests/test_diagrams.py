@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from dspark_mini import get_config
+
 pytest.importorskip("mermaid")
 
 from lab import diagrams  # noqa: E402
@@ -200,7 +202,15 @@ def test_flow_6b_content(lang):
     for key in ("accepted", "rejected", "resampled", "bonus", "tap_layers", "draft_probability", "confidence"):
         assert ui(key, lang) in src, key
     # numbers from the lab and flash presets
-    for needle in ("L37..39", "0.5/0.5", "k = 3 = [anchor, noise×2]", "k = 5 = [anchor, noise×4]", "256", "main_proj"):
+    k = get_config("lab").dspark_block_size
+    for needle in (
+        "L37..39",
+        "0.5/0.5",
+        f"k = {k} = [anchor, noise×{k - 1}]",
+        "k = 5 = [anchor, noise×4]",
+        "256",
+        "main_proj",
+    ):
         assert needle in src, needle
     assert ("lớp 3 và 4" if lang == "vi" else "layers 3 and 4") in src
     g = parse(src)

@@ -210,7 +210,7 @@ def test_6b_teaches_draft_probability_confidence_and_verify():
         assert needed in en and needed in vi, needed
     assert "layers 3 and 4 mixed 0.5/0.5" in en and "lớp 3 và 4 trộn 0.5/0.5" in vi
     assert "L37..39" in en and "L37..39" in vi
-    assert "k = 3" in en and "k = 5" in en and "rank 256" in en and "hạng 256" in vi
+    assert "lab k = 5" in en and "k = 5" in vi and "rank 256" in en and "hạng 256" in vi
     # two different numbers, neither of them acceptance
     assert "draft probability" in en and "p_d(x)" in en and "'confidence'" in en
     assert "xác suất của token nháp theo phân phối draft" in vi  # the glossary's lab term

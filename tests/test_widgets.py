@@ -90,8 +90,8 @@ def test_no_op_changes_recompute_and_notify_nothing(state):
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"block": 0}, r"block size = 0 is invalid: allowed 1..3"),
-        ({"block": 4}, r"block size = 4 is invalid"),
+        ({"block": 0}, r"block size = 0 is invalid: allowed 1..5"),
+        ({"block": 6}, r"block size = 6 is invalid"),
         ({"block": "2"}, r"block size = '2' is invalid"),
         ({"block": True}, r"block size = True is invalid"),
         ({"temperature": -0.1}, r"temperature = -0.1 is invalid: allowed a number ≥ 0"),
@@ -103,8 +103,7 @@ def test_no_op_changes_recompute_and_notify_nothing(state):
         ({"layer": 8}, r"layer = 8 is invalid: allowed None \(each step's default\) or 0..7"),
         ({"layer": -1}, r"layer = -1 is invalid"),
         ({"lang": "fr"}, r"unknown language 'fr'"),
-        ({"weights": "bogus"}, r"weights = 'bogus' is invalid: allowed 'untrained', 'trained'"),
-        ({"weights": "trained"}, r"Trained weights are not shipped yet"),
+        ({"weights": "bogus"}, r"weights = 'bogus' is invalid: allowed 'trained', 'untrained'"),
         ({"colour": "red"}, r"unknown setting 'colour': allowed prompt, seed"),
         ({"block": 2, "temperature": -1.0}, r"temperature = -1.0 is invalid"),
     ],
@@ -116,12 +115,14 @@ def test_bad_input_is_refused_and_nothing_changes(state, changes, message):
     assert state.walk is walk and repr(state) == before
 
 
-def test_trained_weights_note_in_vietnamese(walk):
+def test_switching_weights_reruns_the_forward_and_changes_the_draft(walk):
     state = W.LabState.from_walk(walk, lang="vi")
-    with pytest.raises(ValueError, match="Trọng số đã huấn luyện chưa được phát hành"):
-        state.update(weights="trained")
-    with pytest.raises(ValueError, match="not shipped yet"):
-        W.LabState(weights="trained")
+    assert state.weights == "trained"
+    assert state.update(weights="untrained") == {"forward", "draft", "views"}
+    untrained = state.walk.round
+    assert state.walk.weights == "untrained" and max(untrained.draft_probs) < 20 / walk.cfg.vocab_size
+    state.update(weights="trained")
+    assert state.walk.round.draft_probs == walk.round.draft_probs  # back to the same trained numbers
 
 
 def test_constructor_validates_and_is_deterministic(walk):
@@ -232,7 +233,7 @@ def test_inspector_block_slider_redrafts_only(state):
     box = W.inspector_6b(state)
     assert isinstance(box, widgets.VBox)
     slider = one(box, "dspark-block-slider")
-    assert (slider.min, slider.max, slider.value) == (1, 3, 3)
+    assert (slider.min, slider.max, slider.value) == (1, 5, 5)
     trace = state.walk.trace
     logits_shown = one(box, "dspark-logits").outputs
     for k in (1, 2, 3, 2):
@@ -288,7 +289,7 @@ def test_app_controls(state):
     block, temp = one(app, "dspark-control-block"), one(app, "dspark-control-temperature")
     assert (block.min, block.max) == (1, state.walk.cfg.dspark_block_size) and (temp.min, temp.max) == (0.0, 2.0)
     assert [v for _, v in one(app, "dspark-control-lang").options] == ["vi", "en"]
-    assert [v for _, v in one(app, "dspark-control-weights").options] == ["untrained", "trained"]
+    assert [v for _, v in one(app, "dspark-control-weights").options] == ["trained", "untrained"]
     layer = one(app, "dspark-control-layer")
     assert [v for _, v in layer.options] == [W.AUTO_LAYER] + list(range(state.walk.cfg.n_layers))
     assert layer.value == W.AUTO_LAYER and layer.label == "auto"  # a real selection, not an empty dropdown
@@ -325,11 +326,11 @@ def test_app_lang_layer_and_weights(state):
     assert one(app, "dspark-control-layer").value == 6  # relabelled options keep the choice
     one(app, "dspark-control-layer").value = W.AUTO_LAYER
     assert state.layer is None and "lớp 0" in one(area, "dspark-panel-body").value
-    weights = one(app, "dspark-control-weights")
-    weights.value = "trained"
-    assert weights.value == "untrained" and state.weights == "untrained"
-    assert "chưa được phát hành" in W.find_widgets(app, "dspark-status")[0].value
     assert state.runs["forward"] == 0
+    weights = one(app, "dspark-control-weights")
+    weights.value = "untrained"
+    assert state.weights == "untrained" and state.runs["forward"] == 1
+    assert [label for label, _ in weights.options] == ["đã huấn luyện", "chưa huấn luyện"]
 
 
 def test_app_refuses_an_empty_prompt_and_reruns_on_a_new_one(state):

@@ -1,0 +1,252 @@
+"""`dspark-lab train all`: rebuild every shipped weight file from scratch, calibrate, evaluate, write the report.
+
+  1. corpus (seeded, in the repo) → 2. the target → 3. five drafters against the frozen target, two at a time
+  (dspark, dspark-rnn, dflash, eagle3, mtp1; each process one thread) → 4. STS temperatures for the DSpark
+  confidence heads from held-out rounds → 5. quality (τ, acceptance, threshold sweep) per drafter →
+  6. wall-clock tokens/s of plain vs speculative decoding, alone on the machine, one drafter after the other
+  → `report.json` beside the weights.
+Everything is seeded and single-threaded, so a rerun writes the same weights and the same τ; only the seconds
+and tokens/s change with the machine. `--quick` runs the same code with tiny settings (the CI smoke run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing as mp
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dspark_mini import build_model, get_config
+from dspark_mini.baselines import save_baseline
+from dspark_mini.checkpoint import load, load_model, read_header, save
+from dspark_mini.drafters import DSparkDrafter
+
+from .calibration import calibration_report, fit_sts
+from .corpus import build_corpus, mix, split, token_stream
+from .evaluation import calibration_rounds, conditions, decay, macro_tau, quality, speed
+from .evaluation import eval_prompts as held_out_prompts
+from .training import evaluate, train_draft, train_target
+from .weights import DRAFTERS, MODEL_DRAFTERS, load_drafter
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Every setting of a full rebuild (stored in report.json)."""
+
+    seed: int = 0
+    lines: int = 2000  # corpus lines per domain
+    target_steps: int = 400
+    target_batch: int = 16
+    target_seq_len: int = 64
+    target_lr: float = 3e-3
+    draft_steps: int = 300
+    draft_batch: int = 8
+    draft_context: int = 32
+    draft_anchors: int = 8  # blocks cut from each window per step
+    draft_lr: float = 3e-3
+    baseline_steps: int = 300
+    baseline_batch: int = 16
+    baseline_context: int = 32
+    calib_prompts: int = 16  # per domain, for STS
+    eval_prompts: int = 16  # per domain
+    max_new_tokens: int = 48
+    speed_prompts: int = 2  # per domain
+    jobs: int = 2  # drafters trained at the same time
+
+
+QUICK = Recipe(
+    lines=40,
+    target_steps=3,
+    target_batch=4,
+    target_seq_len=16,
+    draft_steps=3,
+    draft_batch=2,
+    draft_context=12,
+    draft_anchors=2,
+    baseline_steps=3,
+    baseline_batch=2,
+    baseline_context=12,
+    calib_prompts=2,
+    eval_prompts=2,
+    max_new_tokens=8,
+    speed_prompts=1,
+)
+
+
+def corpus_streams(recipe: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
+    corpus = build_corpus(recipe.seed, recipe.lines)
+    train_lines, val_lines = split(mix(corpus, recipe.seed), 0.1, recipe.seed)
+    return token_stream(train_lines), token_stream(val_lines)
+
+
+def draft_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> dict[str, Any]:
+    """Train one drafter against the saved target, calibrate it (DSpark kinds), save it, measure its quality."""
+    torch.set_num_threads(1)
+    r = Recipe(**recipe)
+    out = Path(out_dir)
+    train_ids, _ = corpus_streams(r)
+
+    def tick(step: int, loss: float) -> None:
+        if queue is not None:
+            queue.put((kind, step))
+
+    t0 = time.perf_counter()
+    meta: dict[str, Any] = {"trained": "draft", "kind": kind, "seed": r.seed}
+    if kind in MODEL_DRAFTERS:
+        target_path = out / "target.safetensors"
+        cfg = load_model(target_path).cfg.replace(dspark_markov_kind="rnn" if kind == "dspark-rnn" else "vanilla")
+        model = build_model(cfg, seed=r.seed)
+        load(model, target_path)  # the draft-only fields may differ from the target file's
+        log = train_draft(
+            model,
+            train_ids,
+            r.draft_steps,
+            r.draft_batch,
+            r.draft_context,
+            r.draft_lr,
+            r.seed,
+            kind=kind,
+            anchors=r.draft_anchors,
+            on_step=tick,
+        )
+        meta.update(steps=r.draft_steps, batch=r.draft_batch, anchors=r.draft_anchors, context=r.draft_context)
+        meta["train_seconds"] = round(log.seconds, 1)
+        if kind != "dflash":  # STS on held-out rounds (another held-out seed than the evaluation's)
+            conf, kept = calibration_rounds(model, DSparkDrafter(kind), r.calib_prompts, r.max_new_tokens, seed=1)
+            temps = fit_sts(conf, kept)
+            meta["confidence_temperatures"] = temps
+            meta["sts"] = calibration_report(conf, kept, temps)
+            model.mtp.set_confidence_temperatures(temps)
+        save(model, out / f"{kind}.safetensors", part="draft", meta=meta)
+    else:
+        from .train_baselines import train_eagle3, train_mtp1
+
+        trainer = train_eagle3 if kind == "eagle3" else train_mtp1
+        model = load_model(out / "target.safetensors")
+        module, log = trainer(
+            model, train_ids, r.baseline_steps, r.baseline_batch, r.baseline_context, seed=r.seed, on_step=tick
+        )
+        meta.update(steps=r.baseline_steps, batch=r.baseline_batch, context=r.baseline_context)
+        meta["train_seconds"] = round(log.seconds, 1)
+        save_baseline(module, out / f"{kind}.safetensors", meta=meta)
+    # evaluate what was saved, loaded back the way the lab loads it
+    model, drafter = load_drafter(kind, out)
+    result = quality(model, drafter, n_prompts=r.eval_prompts, max_new_tokens=r.max_new_tokens, seed=r.seed)
+    return {"kind": kind, "meta": meta, "quality": result, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def train_all(out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quiet: bool = False) -> dict[str, Any]:
+    """The whole rebuild; returns (and writes) the report."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    t_start = time.perf_counter()
+    report: dict[str, Any] = {"recipe": dataclasses.asdict(recipe), "seconds": {}}
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    )
+    with bar:
+        # 1–2. corpus and target
+        train_ids, val_ids = corpus_streams(recipe)
+        task = bar.add_task("target", total=recipe.target_steps)
+        model, log = train_target(
+            get_config("lab"),
+            train_ids,
+            val_ids,
+            recipe.target_steps,
+            recipe.target_batch,
+            recipe.target_seq_len,
+            recipe.target_lr,
+            recipe.seed,
+            eval_every=max(1, recipe.target_steps // 8),
+            on_step=lambda s, _: bar.update(task, completed=s),
+        )
+        val_loss, val_acc = evaluate(model, val_ids, recipe.target_seq_len)  # in the shipped dtype (float64)
+        target_meta = {
+            "trained": "target",
+            "seed": recipe.seed,
+            "steps": recipe.target_steps,
+            "train_tokens": int(train_ids.numel()),
+            "val_loss": val_loss,
+            "val_accuracy": val_acc,
+            "val_seq_len": recipe.target_seq_len,
+            "curve": {"val_steps": log.val_steps, "val_loss": log.val_loss, "val_accuracy": log.val_accuracy},
+        }
+        save(model, out / "target.safetensors", part="target", meta=target_meta)
+        report["target"] = target_meta
+        report["seconds"]["target"] = round(log.seconds, 1)
+
+        # 3–5. drafters, two processes at a time
+        t0 = time.perf_counter()
+        steps = {k: (recipe.draft_steps if k in MODEL_DRAFTERS else recipe.baseline_steps) for k in DRAFTERS}
+        tasks = {k: bar.add_task(k, total=steps[k]) for k in DRAFTERS}
+        ctx = mp.get_context("spawn")
+        with ctx.Manager() as manager:
+            queue = manager.Queue()
+            with ProcessPoolExecutor(max_workers=recipe.jobs, mp_context=ctx) as pool:
+                futures = [pool.submit(draft_job, k, str(out), dataclasses.asdict(recipe), queue) for k in DRAFTERS]
+                while not all(f.done() for f in futures):
+                    while not queue.empty():
+                        kind, step = queue.get()
+                        bar.update(tasks[kind], completed=step)
+                    time.sleep(0.2)
+                results = [f.result() for f in futures]
+        report["seconds"]["drafters"] = round(time.perf_counter() - t0, 1)
+        report["drafters"] = {r["kind"]: {"train": r["meta"], "quality": r["quality"]} for r in results}
+
+        # 6. tokens/s, alone
+        t0 = time.perf_counter()
+        task = bar.add_task("tokens/s", total=len(DRAFTERS))
+        for i, kind in enumerate(DRAFTERS):
+            model, drafter = load_drafter(kind, out)
+            for domain, row in report["drafters"][kind]["quality"].items():
+                prompts = held_out_prompts(domain, recipe.speed_prompts, seed=recipe.seed)
+                row["speed"] = speed(model, drafter, prompts, recipe.max_new_tokens)
+            bar.update(task, completed=i + 1)
+        report["seconds"]["speed"] = round(time.perf_counter() - t0, 1)
+    report["conditions"] = conditions(recipe.eval_prompts, recipe.max_new_tokens, recipe.speed_prompts, recipe.seed) | {
+        "jobs": recipe.jobs
+    }
+    report["summary"] = summary(report)
+    report["seconds"]["total"] = round(time.perf_counter() - t_start, 1)
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers: mean τ per drafter, DSpark / DFlash, acceptance decay, tokens/s ratios."""
+    view = {"drafters": {k: v["quality"] for k, v in report["drafters"].items()}}
+    mean = {k: {t: macro_tau(view, k, t) for t in ("t1", "greedy")} for k in view["drafters"]}
+    out: dict[str, Any] = {"mean_tau": mean}
+    if "dspark" in mean and "dflash" in mean:
+        out["dspark_over_dflash"] = {t: mean["dspark"][t] / mean["dflash"][t] for t in ("t1", "greedy")}
+    out["decay"] = {
+        k: {d: {t: decay(r[t]["cond_accept"]) for t in ("t1", "greedy")} for d, r in rows.items()}
+        for k, rows in view["drafters"].items()
+    }
+    out["tokens_per_s_ratio"] = {
+        k: {d: r["speed"]["ratio"] for d, r in rows.items() if "speed" in r} for k, rows in view["drafters"].items()
+    }
+    return out
+
+
+def check_shipped(out_dir: str | Path) -> list[str]:
+    """The files a complete rebuild leaves (used by tests and the CLI)."""
+    out = Path(out_dir)
+    names = ["target.safetensors", *(f"{k}.safetensors" for k in DRAFTERS), "report.json"]
+    missing = [n for n in names if not (out / n).is_file()]
+    if not missing:
+        read_header(out / "target.safetensors")
+    return missing

@@ -1,0 +1,84 @@
+"""The shipped trained weights (lab/weights): they load, reproduce the numbers recorded when they were made,
+stay lossless, and make step 6B a lesson instead of noise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dspark_mini.speculative import generate_plain, generate_speculative
+from lab.evaluation import decay, eval_prompts, quality
+from lab.train_all import Recipe, check_shipped, corpus_streams
+from lab.training import evaluate
+from lab.walkthrough import run_walk
+from lab.weights import DRAFTERS, WEIGHTS_DIR, lab_model, load_drafter, report
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return report()
+
+
+def test_every_shipped_file_is_there_and_small():
+    assert check_shipped(WEIGHTS_DIR) == []
+    total = sum(p.stat().st_size for p in WEIGHTS_DIR.iterdir())
+    assert total < 32 * 2**20  # the whole set stays a small download
+
+
+def test_target_reproduces_its_recorded_accuracy(recorded):
+    recipe = Recipe(**recorded["recipe"])
+    _, val_ids = corpus_streams(recipe)
+    loss, acc = evaluate(lab_model("trained"), val_ids, recorded["target"]["val_seq_len"])
+    assert acc == pytest.approx(recorded["target"]["val_accuracy"], abs=1e-9)
+    assert loss == pytest.approx(recorded["target"]["val_loss"], abs=1e-6)
+    assert acc > 0.6  # far above chance (1/510): the target learned the grammars
+
+
+@pytest.fixture(scope="module")
+def remeasured(recorded):
+    """DSpark and DFlash-style τ re-measured with the recorded settings (deterministic: same prompts, seeds)."""
+    r = Recipe(**recorded["recipe"])
+    out = {}
+    for name in ("dspark", "dflash"):
+        model, drafter = load_drafter(name)
+        out[name] = quality(model, drafter, n_prompts=r.eval_prompts, max_new_tokens=r.max_new_tokens, seed=r.seed)
+    return out
+
+
+def test_drafters_reproduce_their_recorded_tau(recorded, remeasured):
+    for name, rows in remeasured.items():
+        for domain, row in rows.items():
+            for label in ("t1", "greedy"):
+                want = recorded["drafters"][name]["quality"][domain][label]["tau"]
+                assert row[label]["tau"] == pytest.approx(want, abs=0.02), (name, domain, label)
+
+
+def test_dspark_beats_the_dflash_baseline_and_decays_less(remeasured):
+    for label in ("t1", "greedy"):
+        mean = {n: sum(r[label]["tau"] for r in rows.values()) / len(rows) for n, rows in remeasured.items()}
+        assert mean["dspark"] >= 1.15 * mean["dflash"], (label, mean)
+        dec = {
+            n: sum(decay(r[label]["cond_accept"]) for r in rows.values()) / len(rows) for n, rows in remeasured.items()
+        }
+        assert dec["dspark"] < dec["dflash"], (label, dec)
+
+
+@pytest.mark.parametrize("name", DRAFTERS)
+def test_trained_drafters_stay_lossless(name):
+    model, drafter = load_drafter(name)
+    prompts = torch.cat([eval_prompts(d, 2, 10, seed=7) for d in ("math", "code", "chat")])
+    spec = generate_speculative(model, prompts, 40, drafter=drafter)
+    assert spec.tokens == generate_plain(model, prompts, 40).tokens
+    assert sum(r.n_accepted for rs in spec.rounds for r in rs) > 0  # trained drafts do get kept
+
+
+def test_walk_6b_on_trained_weights_is_far_above_the_untrained_level():
+    trained, untrained = (run_walk(steps=("6B",), weights=w) for w in ("trained", "untrained"))
+    V = trained.cfg.vocab_size
+    for w in (trained, untrained):
+        assert len(w.round.draft) == w.cfg.dspark_block_size
+    assert max(untrained.round.draft_probs) < 20 / V  # noise: a few times 1/V
+    assert sum(trained.round.draft_probs) / len(trained.round.draft_probs) > 100 / V
+    assert trained.round.confidence[0] > 0.5 and trained.round.n_accepted >= 1
+    facts = dict(trained.views["6B"].facts)
+    assert "trained" in facts.values()
