@@ -57,10 +57,10 @@ def collect_rounds(
     max_new_tokens: int,
     temperature: float,
     seed: int = 0,
-    batch: int = 8,
+    batch: int = 1,
     block_size: int | None = None,
 ) -> list[Round]:
-    """Every round of every prompt (batched `batch` prompts at a time; each round keeps its own verdict)."""
+    """Every round of every prompt, `batch` prompts at a time (see `quality` for why 1 is the honest choice)."""
     rounds: list[Round] = []
     for i in range(0, prompts.size(0), batch):
         res = generate_speculative(
@@ -137,9 +137,13 @@ def quality(
     max_new_tokens: int = 48,
     seed: int = 0,
     on_progress: Callable[[str], None] | None = None,
+    batch: int = 1,
+    keep_rounds: bool = False,
 ) -> dict[str, Any]:
     """Per domain: τ and acceptance at temperature 1 ("t1") and greedy ("greedy"); for drafters with a
-    confidence head also the threshold sweep (temperature 1)."""
+    confidence head also the threshold sweep (temperature 1). Batch 1 by default, as DeepSpec's evaluator:
+    in a batch every sequence commits the shortest verdict, so a sequence that kept more re-drafts text it has
+    already drafted, which inflates its τ."""
     for name, v in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
@@ -150,23 +154,43 @@ def quality(
         prompts = eval_prompts(domain, n_prompts, seed=seed)
         row: dict[str, Any] = {}
         for label, T in (("t1", 1.0), ("greedy", 0.0)):
-            rounds = collect_rounds(model, drafter, prompts, max_new_tokens, T, seed)
+            rounds = collect_rounds(model, drafter, prompts, max_new_tokens, T, seed, batch)
             row[label] = summarize(rounds)
             if label == "t1" and drafter.has_confidence:
                 row["threshold_sweep"] = threshold_sweep(rounds)
+                if keep_rounds:
+                    row["rounds_t1"] = rounds  # for a pooled held-out calibration (not JSON: pop it)
         out[domain] = row
     return out
 
 
+def heldout_calibration(rounds: Sequence[Round], temperatures: Sequence[float] | None) -> list[dict[str, Any]]:
+    """Per position, on rounds the STS temperatures were *not* fitted on: the ECE of the survival the drafter
+    reported (calibrated) and of the raw head's (logits multiplied back by T_i), against "drafts 1..i kept"."""
+    from .calibration import calibration_report, to_logits
+
+    full = [r for r in rounds if r.block == max(x.block for x in rounds)]
+    conf = torch.tensor([r.confidence for r in full], dtype=torch.float64)  # [N, k] as reported
+    kept = torch.tensor([r.n_accepted for r in full])
+    k = conf.size(1)
+    temps = list(temperatures) if temperatures is not None else [1.0] * k
+    raw = torch.sigmoid(to_logits(conf) * torch.tensor(temps[:k], dtype=torch.float64))  # undo z / T_i
+    shown = calibration_report(raw, kept, temps[:k])
+    return [
+        {"position": row["position"], "ece_raw": row["ece_before"], "ece_sts": row["ece_after"], "n": row["n"]}
+        for row in shown
+    ]
+
+
 def calibration_rounds(
-    model, drafter: Drafter, n_prompts: int = 16, max_new_tokens: int = 48, seed: int = 1
+    model, drafter: Drafter, n_prompts: int = 16, max_new_tokens: int = 48, seed: int = 1, batch: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Held-out verified rounds at temperature 1 for STS (prompts of every domain, another held-out seed than
     the evaluation's): confidences [N, k] and kept drafts [N] of the rounds that proposed the full block."""
     conf, kept = [], []
     for domain in DOMAINS:
         prompts = eval_prompts(domain, n_prompts, seed=seed)
-        for r in collect_rounds(model, drafter, prompts, max_new_tokens, 1.0, seed):
+        for r in collect_rounds(model, drafter, prompts, max_new_tokens, 1.0, seed, batch):
             if r.block == model.cfg.dspark_block_size:
                 conf.append(r.confidence)
                 kept.append(r.n_accepted)

@@ -643,15 +643,15 @@ STEPS: tuple[Step, ...] = (
                 "logits [B, V]: các token đứng đầu kèm logit và xác suất",
                 "từng vị trí của khối nháp: token nháp, confidence p_d(x), đầu tin cậy c, và kết quả verify "
                 "(giữ, bị từ chối, lấy mẫu lại, token thưởng)",
-                "trọng số chưa huấn luyện: confidence chỉ quanh 1/V; đã huấn luyện: c cao ở những chỗ verify "
-                "giữ token; không con số nào là token được giữ khi chưa chạy verify",
+                "trọng số chưa huấn luyện: confidence chỉ quanh 1/V; đã huấn luyện: p_d và c cao hơn 1/V rất nhiều, "
+                "c ước lượng (trung bình, ở T = 1) khả năng verify giữ token; không con số nào là token được giữ",
             ),
             "en": (
                 "logits [B, V]: the top tokens with logit and probability",
                 "each draft position: draft token, draft probability p_d(x), confidence c, and what verify "
                 "did (accepted, rejected, resampled, bonus)",
-                "untrained weights: draft probabilities sit near 1/V; trained: c is high where verify keeps the "
-                "token; neither number is acceptance until verify has run",
+                "untrained weights: draft probabilities sit near 1/V; trained: p_d and c rise far above it, c "
+                "estimating (on average, at T = 1) the chance verify keeps the token; neither number is acceptance",
             ),
         },
         module="dspark",

@@ -28,7 +28,7 @@ from dspark_mini.drafters import DSparkDrafter
 
 from .calibration import calibration_report, fit_sts
 from .corpus import build_corpus, mix, split, token_stream
-from .evaluation import calibration_rounds, conditions, decay, macro_tau, quality, speed
+from .evaluation import calibration_rounds, conditions, decay, heldout_calibration, macro_tau, quality, speed
 from .evaluation import eval_prompts as held_out_prompts
 from .training import evaluate, train_draft, train_target
 from .weights import DRAFTERS, MODEL_DRAFTERS, load_drafter
@@ -44,19 +44,20 @@ class Recipe:
     target_batch: int = 16
     target_seq_len: int = 64
     target_lr: float = 3e-3
-    draft_steps: int = 300
+    target_threads: int = 2  # the target trains alone: both cores (the drafters run one thread per process)
+    draft_steps: int = 600
     draft_batch: int = 8
     draft_context: int = 32
     draft_anchors: int = 8  # blocks cut from each window per step
     draft_lr: float = 3e-3
-    baseline_steps: int = 300
+    baseline_steps: int = 400  # eagle3 and mtp1 (their own small modules)
     baseline_batch: int = 16
     baseline_context: int = 32
-    calib_prompts: int = 16  # per domain, for STS
-    eval_prompts: int = 16  # per domain
-    max_new_tokens: int = 48
+    calib_prompts: int = 12  # per domain, for STS (a seed the evaluation does not use)
+    eval_prompts: int = 12  # per domain
+    max_new_tokens: int = 40
     speed_prompts: int = 2  # per domain
-    jobs: int = 2  # drafters trained at the same time
+    jobs: int = 2  # processes for the drafters' training and evaluation
 
 
 QUICK = Recipe(
@@ -75,6 +76,7 @@ QUICK = Recipe(
     eval_prompts=2,
     max_new_tokens=8,
     speed_prompts=1,
+    target_threads=1,
 )
 
 
@@ -84,8 +86,8 @@ def corpus_streams(recipe: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
     return token_stream(train_lines), token_stream(val_lines)
 
 
-def draft_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> dict[str, Any]:
-    """Train one drafter against the saved target, calibrate it (DSpark kinds), save it, measure its quality."""
+def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> dict[str, Any]:
+    """Train one drafter against the saved target, calibrate it (DSpark kinds: STS), save it; → its meta."""
     torch.set_num_threads(1)
     r = Recipe(**recipe)
     out = Path(out_dir)
@@ -95,7 +97,6 @@ def draft_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
         if queue is not None:
             queue.put((kind, step))
 
-    t0 = time.perf_counter()
     meta: dict[str, Any] = {"trained": "draft", "kind": kind, "seed": r.seed}
     if kind in MODEL_DRAFTERS:
         target_path = out / "target.safetensors"
@@ -117,10 +118,12 @@ def draft_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
         meta.update(steps=r.draft_steps, batch=r.draft_batch, anchors=r.draft_anchors, context=r.draft_context)
         meta["train_seconds"] = round(log.seconds, 1)
         if kind != "dflash":  # STS on held-out rounds (another held-out seed than the evaluation's)
+            t0 = time.perf_counter()
             conf, kept = calibration_rounds(model, DSparkDrafter(kind), r.calib_prompts, r.max_new_tokens, seed=1)
             temps = fit_sts(conf, kept)
             meta["confidence_temperatures"] = temps
             meta["sts"] = calibration_report(conf, kept, temps)
+            meta["sts_seconds"] = round(time.perf_counter() - t0, 1)
             model.mtp.set_confidence_temperatures(temps)
         save(model, out / f"{kind}.safetensors", part="draft", meta=meta)
     else:
@@ -134,10 +137,24 @@ def draft_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
         meta.update(steps=r.baseline_steps, batch=r.baseline_batch, context=r.baseline_context)
         meta["train_seconds"] = round(log.seconds, 1)
         save_baseline(module, out / f"{kind}.safetensors", meta=meta)
-    # evaluate what was saved, loaded back the way the lab loads it
-    model, drafter = load_drafter(kind, out)
-    result = quality(model, drafter, n_prompts=r.eval_prompts, max_new_tokens=r.max_new_tokens, seed=r.seed)
-    return {"kind": kind, "meta": meta, "quality": result, "seconds": round(time.perf_counter() - t0, 1)}
+    return meta
+
+
+def eval_job(kind: str, out_dir: str, recipe: dict[str, Any]) -> dict[str, Any]:
+    """The quality of one saved drafter, loaded back the way the lab loads it (batch 1, held-out prompts)."""
+    torch.set_num_threads(1)
+    r = Recipe(**recipe)
+    t0 = time.perf_counter()
+    model, drafter = load_drafter(kind, out_dir)
+    result = quality(
+        model, drafter, n_prompts=r.eval_prompts, max_new_tokens=r.max_new_tokens, seed=r.seed, keep_rounds=True
+    )
+    out: dict[str, Any] = {"quality": result}
+    if drafter.has_confidence:  # the STS temperatures judged on the evaluation's rounds, all domains pooled
+        rounds = [x for row in result.values() for x in row.pop("rounds_t1")]
+        out["heldout_calibration"] = heldout_calibration(rounds, model.mtp.confidence_temperatures)
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
 
 
 def train_all(out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quiet: bool = False) -> dict[str, Any]:
@@ -161,6 +178,7 @@ def train_all(out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quie
         # 1–2. corpus and target
         train_ids, val_ids = corpus_streams(recipe)
         task = bar.add_task("target", total=recipe.target_steps)
+        torch.set_num_threads(recipe.target_threads)  # alone on the machine for now
         model, log = train_target(
             get_config("lab"),
             train_ids,
@@ -173,6 +191,7 @@ def train_all(out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quie
             eval_every=max(1, recipe.target_steps // 8),
             on_step=lambda s, _: bar.update(task, completed=s),
         )
+        torch.set_num_threads(1)
         val_loss, val_acc = evaluate(model, val_ids, recipe.target_seq_len)  # in the shipped dtype (float64)
         target_meta = {
             "trained": "target",
@@ -188,23 +207,37 @@ def train_all(out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quie
         report["target"] = target_meta
         report["seconds"]["target"] = round(log.seconds, 1)
 
-        # 3–5. drafters, two processes at a time
+        # 3–5. drafters: training jobs first, each one's evaluation as soon as it is saved, `jobs` processes
         t0 = time.perf_counter()
         steps = {k: (recipe.draft_steps if k in MODEL_DRAFTERS else recipe.baseline_steps) for k in DRAFTERS}
-        tasks = {k: bar.add_task(k, total=steps[k]) for k in DRAFTERS}
+        tasks = {k: bar.add_task(k, total=steps[k] + 1) for k in DRAFTERS}  # + 1: the evaluation
+        args = (str(out), dataclasses.asdict(recipe))
+        report["drafters"] = {}
         ctx = mp.get_context("spawn")
         with ctx.Manager() as manager:
             queue = manager.Queue()
             with ProcessPoolExecutor(max_workers=recipe.jobs, mp_context=ctx) as pool:
-                futures = [pool.submit(draft_job, k, str(out), dataclasses.asdict(recipe), queue) for k in DRAFTERS]
-                while not all(f.done() for f in futures):
+                training = {pool.submit(train_job, k, *args, queue): k for k in DRAFTERS}
+                evaluating: dict[Any, str] = {}
+                while training or evaluating:
                     while not queue.empty():
                         kind, step = queue.get()
                         bar.update(tasks[kind], completed=step)
+                    for f in [f for f in training if f.done()]:
+                        kind = training.pop(f)
+                        report["drafters"][kind] = {"train": f.result()}
+                        evaluating[pool.submit(eval_job, kind, *args)] = kind
+                    for f in [f for f in evaluating if f.done()]:
+                        kind = evaluating.pop(f)
+                        result = f.result()
+                        report["drafters"][kind]["quality"] = result["quality"]
+                        if "heldout_calibration" in result:
+                            report["drafters"][kind]["heldout_calibration"] = result["heldout_calibration"]
+                        report["drafters"][kind]["train"]["eval_seconds"] = result["seconds"]
+                        bar.update(tasks[kind], completed=steps[kind] + 1)
                     time.sleep(0.2)
-                results = [f.result() for f in futures]
+        report["drafters"] = {k: report["drafters"][k] for k in DRAFTERS}
         report["seconds"]["drafters"] = round(time.perf_counter() - t0, 1)
-        report["drafters"] = {r["kind"]: {"train": r["meta"], "quality": r["quality"]} for r in results}
 
         # 6. tokens/s, alone
         t0 = time.perf_counter()
