@@ -208,6 +208,9 @@ def evaluate_drafters(
 ) -> dict[str, Any]:
     """Table 1 / Figure 2 / Figure 5 in miniature for every (name → (model, drafter)) entry: `quality` per
     domain, then tokens/s of plain vs speculative decoding (greedy, batch 1) per domain."""
+    for name, v in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
     if isinstance(speed_prompts, bool) or not isinstance(speed_prompts, int) or not 1 <= speed_prompts <= n_prompts:
         raise ValueError(f"speed_prompts = {speed_prompts!r} is invalid: allowed 1..n_prompts ({n_prompts})")
     report: dict[str, Any] = {"conditions": conditions(n_prompts, max_new_tokens, speed_prompts, seed), "drafters": {}}

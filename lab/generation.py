@@ -25,6 +25,7 @@ class Comparison:
     spec: GenerateResult
     texts: list[str]  # token id → display text
     decode: Any  # ids → text
+    weights: str = "trained"
 
     @property
     def identical(self) -> bool:
@@ -38,6 +39,7 @@ class Comparison:
             "block": self.block,
             "temperature": self.temperature,
             "seed": self.seed,
+            "weights": self.weights,
             "plain": {
                 "tokens": self.plain.tokens[0],
                 "text": self.decode(self.plain.tokens[0]),
@@ -96,4 +98,4 @@ def compare(
     spec = generate_speculative(model, x, max_new_tokens, block, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)
     k = cfg.dspark_block_size if block is None else block
-    return Comparison(prompt, ids, k, temperature, seed, plain, spec, list(tok.vocab), tok.decode)
+    return Comparison(prompt, ids, k, temperature, seed, plain, spec, list(tok.vocab), tok.decode, weights)

@@ -64,7 +64,7 @@ def render_view(view: StepView) -> Panel:
 def render_walk(console: Console, walk, lang: str) -> None:
     head = Text(
         f"dspark-lab · {ui('preset', lang)}: {walk.cfg.name} · {ui('seed', lang)}: {walk.seed} · "
-        f"{ui('weights', lang)}: {ui('untrained', lang)}\n{ui('prompt', lang)}: {walk.prompt!r} "
+        f"{ui('weights', lang)}: {ui(walk.weights, lang)}\n{ui('prompt', lang)}: {walk.prompt!r} "
         f"({walk.tokens.size(1)} tokens)",
         style="bold",
     )
@@ -175,7 +175,8 @@ def render_generate(console: Console, report, lang: str) -> None:
         f"{ui('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  rounds: {s['rounds']}  ·  "
         f"tokens: {same}  ·  speed-up: {j['speedup']:.2f}×"
     )
-    console.print(Text(ui("warning_untrained", lang), style="yellow"))
+    if report.weights == "untrained":
+        console.print(Text(ui("warning_untrained", lang), style="yellow"))
 
 
 def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:

@@ -171,3 +171,13 @@ def test_redraft_and_language_switch_reuse_the_forward(walk_en) -> None:
     vi = build_views(walk_en, "vi")
     assert vi.views["6B"].tables[0].columns[1] == "Token" and vi.trace is walk_en.trace
     assert vi.views["2A"].tables[0].title != walk_en.views["2A"].tables[0].title
+
+
+def test_generate_warns_about_untrained_weights_only_when_they_are_used(capsys) -> None:
+    assert main(["generate", "--max-new-tokens", "6"]) == 0
+    trained = capsys.readouterr().out
+    assert main(["generate", "--max-new-tokens", "6", "--weights", "untrained"]) == 0
+    untrained = capsys.readouterr().out
+    assert "Untrained weights" not in trained and "Untrained weights" in untrained
+    report = run_json(capsys, "generate", "--max-new-tokens", "12", "--json")
+    assert report["weights"] == "trained" and report["speculative"]["mean_accepted_length"] > 1.5

@@ -1,0 +1,50 @@
+"""`dspark-lab eval` on the shipped weights: the JSON the issue asks for, the tables, and clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab.cli import main
+
+SMALL = ["--prompts", "1", "--max-new-tokens", "6", "--speed-prompts", "1"]
+
+
+def test_eval_json_has_tau_cond_accept_and_the_speed_ratio(capsys) -> None:
+    assert main(["eval", "--drafters", "dspark,mtp1", *SMALL, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["drafters"]) == {"dspark", "mtp1"}
+    for name, k in (("dspark", 5), ("mtp1", 1)):
+        rows = out["drafters"][name]
+        for domain in ("math", "code", "chat"):
+            r = rows[domain]
+            assert set(r["tau"]) == {"t1", "greedy"} and all(1 <= t <= k + 1 for t in r["tau"].values())
+            assert len(r["cond_accept"]["t1"]) == k and len(r["cond_accept"]["greedy"]) == k
+            s = r["tokens_per_s"]
+            assert r["tokens_per_s_ratio"] == pytest.approx(s["speculative"] / s["plain"])
+        assert rows["mean_tau"]["t1"] == pytest.approx(sum(rows[d]["tau"]["t1"] for d in ("math", "code", "chat")) / 3)
+    assert "threshold_sweep" in out["drafters"]["dspark"]["math"]  # a confidence head: the Figure 5 sweep
+    assert "threshold_sweep" not in out["drafters"]["mtp1"]["math"]
+    assert out["conditions"]["n_prompts"] == 1 and out["conditions"]["threads"] == 1
+
+
+def test_eval_tables_in_vietnamese(capsys) -> None:
+    assert main(["eval", "--drafters", "dflash", *SMALL, "--lang", "vi"]) == 0
+    out = capsys.readouterr().out
+    assert "độ dài chấp nhận τ" in out and "token/giây" in out and "dflash · chat" in out
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["eval", "--drafters", "medusa"], "drafter = 'medusa' is invalid: allowed 'dspark'"),
+        (["eval", "--drafters", " , "], "--drafters is empty"),
+        (["eval", "--weights-dir", "/nonexistent/weights"], "target.safetensors is missing"),
+        (["eval", "--drafters", "dspark", "--prompts", "0"], "n_prompts = 0 is invalid"),
+        (["eval", "--drafters", "dspark", "--prompts", "2", "--speed-prompts", "3"], "speed_prompts = 3 is invalid"),
+    ],
+)
+def test_eval_bad_input(capsys, argv, needle) -> None:
+    assert main(argv) == 2
+    assert needle in " ".join(capsys.readouterr().err.split())
