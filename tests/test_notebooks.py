@@ -26,6 +26,7 @@ ANSWERS = {
     "04_moe": "1.5",
     "05_step_6B": "3",
     "06_lossless": "0.25",
+    "07_train_and_compare": "2.7",
 }
 
 
