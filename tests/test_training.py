@@ -181,3 +181,32 @@ def test_dflash_baseline_trains_without_the_sequential_part(streams) -> None:
     assert torch.equal(model.mtp.confidence_head.weight, conf_before)  # no confidence head training
     with pytest.raises(ValueError, match="kind = 'eagle9' is invalid"):
         train_draft(model, streams[0], steps=1, kind="eagle9")
+
+
+@pytest.mark.parametrize("kind", ["dspark-rnn", "eagle3", "mtp1"])
+def test_cli_trains_every_drafter_kind(tmp_path, capsys, kind) -> None:
+    from dspark_mini.baselines import load_baseline, read_baseline_header
+    from dspark_mini.speculative import generate_plain, generate_speculative
+    from lab.weights import load_drafter
+
+    target = tmp_path / "target.safetensors"
+    common = ["--batch", "2", "--seq-len", "16", "--lines", "40", "--json"]
+    assert main(["train", "target", "--steps", "2", "--out", str(target), *common]) == 0
+    capsys.readouterr()
+    out = tmp_path / f"{kind}.safetensors"
+    assert (
+        main(["train", "draft", "--kind", kind, "--target", str(target), "--steps", "3", "--out", str(out), *common])
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["meta"]["kind"] == kind and len(report["curve"]["loss"]) == 3
+    if kind == "dspark-rnn":
+        assert read_header(out)["config"]["dspark_markov_kind"] == "rnn"
+        model, drafter = load_drafter(kind, tmp_path)
+        assert type(model.mtp.markov_head).__name__ == "RNNHead"
+    else:
+        assert read_baseline_header(out)["kind"] == kind
+        load_baseline(out, load_model(target))
+        model, drafter = load_drafter(kind, tmp_path)
+    prompt = torch.randint(4, model.cfg.vocab_size, (1, 9), generator=torch.Generator().manual_seed(1))
+    assert generate_speculative(model, prompt, 8, drafter=drafter).tokens == generate_plain(model, prompt, 8).tokens
