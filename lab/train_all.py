@@ -21,16 +21,16 @@ from typing import Any
 
 import torch
 
-from dspark_mini import build_model, get_config
+from dspark_mini import get_config
 from dspark_mini.baselines import save_baseline
-from dspark_mini.checkpoint import load, load_model, read_header, save
+from dspark_mini.checkpoint import load_model, read_header, save
 from dspark_mini.drafters import DSparkDrafter
 
 from .calibration import calibration_report, fit_sts
 from .corpus import build_corpus, mix, split, token_stream
 from .evaluation import calibration_rounds, conditions, decay, heldout_calibration, macro_tau, quality, speed
 from .evaluation import eval_prompts as held_out_prompts
-from .training import evaluate, train_draft, train_target
+from .training import evaluate, model_for_draft, train_draft, train_target
 from .weights import DRAFTERS, MODEL_DRAFTERS, load_drafter
 
 
@@ -99,10 +99,7 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
 
     meta: dict[str, Any] = {"trained": "draft", "kind": kind, "seed": r.seed}
     if kind in MODEL_DRAFTERS:
-        target_path = out / "target.safetensors"
-        cfg = load_model(target_path).cfg.replace(dspark_markov_kind="rnn" if kind == "dspark-rnn" else "vanilla")
-        model = build_model(cfg, seed=r.seed)
-        load(model, target_path)  # the draft-only fields may differ from the target file's
+        model = model_for_draft(out / "target.safetensors", kind, r.seed)
         log = train_draft(
             model,
             train_ids,

@@ -15,7 +15,7 @@ from dspark_mini.checkpoint import save
 
 from .corpus import build_corpus, mix, split, token_stream
 from .steps import check_lang
-from .training import train_draft, train_target
+from .training import model_for_draft, train_draft, train_target
 
 
 def progress(console: Console, quiet: bool) -> Progress:
@@ -124,16 +124,11 @@ def main_train_all(args: argparse.Namespace, console: Console) -> dict[str, Any]
 
 def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out: Path) -> dict[str, Any]:
     """`dspark-lab train draft`: load the trained target, train one drafter against it, save it."""
-    from dspark_mini import build_model
-    from dspark_mini.checkpoint import load, load_model
+    from dspark_mini.checkpoint import load_model
 
-    target = load_model(args.target)
     if args.kind in ("eagle3", "mtp1"):
-        return main_train_baseline(args, console, lang, out, target)
-    if args.kind == "dspark-rnn":  # the same target with the RNN head in its draft
-        rnn = build_model(target.cfg.replace(dspark_markov_kind="rnn"), seed=args.seed)
-        load(rnn, args.target)
-        target = rnn
+        return main_train_baseline(args, console, lang, out, load_model(args.target))
+    target = model_for_draft(args.target, args.kind, args.seed)
     corpus = build_corpus(args.seed, args.lines)
     train_lines, _ = split(mix(corpus, args.seed), 0.1, args.seed)
     train_ids = token_stream(train_lines)

@@ -154,6 +154,22 @@ def train_target(
 DRAFT_KINDS = ("dspark", "dspark-rnn", "dflash")  # drafters that live in the model (`mtp.*`)
 
 
+def model_for_draft(target_path, kind: str, seed: int = 0) -> Transformer:
+    """A trained target ready for `train_draft(kind=…)`: its draft built for the kind (the RNN head for
+    "dspark-rnn"), seeded from `seed`, the target part loaded from `target_path`."""
+    from dspark_mini.checkpoint import CheckpointError, config_from_dict, load, read_header
+
+    if kind not in DRAFT_KINDS:
+        raise ValueError(f"kind = {kind!r} is invalid: allowed {DRAFT_KINDS}")
+    header = read_header(target_path)
+    if header["part"] not in ("target", "all"):
+        raise CheckpointError(f"{str(target_path)!r} holds part {header['part']!r}: allowed a 'target' or 'all' file")
+    cfg = config_from_dict(header["config"])
+    model = build_model(cfg.replace(dspark_markov_kind="rnn" if kind == "dspark-rnn" else "vanilla"), seed=seed)
+    load(model, target_path)  # a "target" part loads whatever the draft-only fields say
+    return model
+
+
 def draft_losses(
     logits: torch.Tensor, conf_logit: torch.Tensor, labels: torch.Tensor, target_probs: torch.Tensor, gamma: float
 ) -> dict[str, torch.Tensor]:

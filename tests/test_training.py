@@ -210,3 +210,17 @@ def test_cli_trains_every_drafter_kind(tmp_path, capsys, kind) -> None:
         model, drafter = load_drafter(kind, tmp_path)
     prompt = torch.randint(4, model.cfg.vocab_size, (1, 9), generator=torch.Generator().manual_seed(1))
     assert generate_speculative(model, prompt, 8, drafter=drafter).tokens == generate_plain(model, prompt, 8).tokens
+
+
+def test_model_for_draft_refuses_a_draft_file_and_a_bad_kind(tmp_path) -> None:
+    from dspark_mini.checkpoint import CheckpointError, save
+    from lab.training import model_for_draft
+
+    model = build_model(get_config("lab"), seed=0)
+    save(model, tmp_path / "target.safetensors", part="target")
+    save(model, tmp_path / "draft.safetensors", part="draft")
+    assert type(model_for_draft(tmp_path / "target.safetensors", "dspark-rnn").mtp.markov_head).__name__ == "RNNHead"
+    with pytest.raises(CheckpointError, match="holds part 'draft'"):
+        model_for_draft(tmp_path / "draft.safetensors", "dspark")
+    with pytest.raises(ValueError, match="kind = 'eagle3' is invalid"):
+        model_for_draft(tmp_path / "target.safetensors", "eagle3")
