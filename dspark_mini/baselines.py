@@ -25,7 +25,6 @@ meta}; the shared embed/head/norm of the target are not stored (the module needs
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import uuid
 from pathlib import Path
@@ -45,6 +44,7 @@ from .checkpoint import (
     _to_json,
     config_from_dict,
     config_to_dict,
+    json_metadata,
 )
 from .config import ModelConfig
 from .dspark import DraftOutput, sample, token_distribution
@@ -544,16 +544,7 @@ def _baseline_header(path: Path, handle: Any) -> dict[str, Any]:
     kind = md.get("kind")
     if kind not in BASELINE_KINDS:
         raise CheckpointError(f"{str(path)!r} has kind = {kind!r}: allowed one of {BASELINE_KINDS}")
-    out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "kind": kind}
-    for key in ("config", "meta"):
-        try:
-            value = json.loads(md[key])
-        except (KeyError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"{str(path)!r} has no readable '{key}' JSON in its metadata ({e!r})") from e
-        if not isinstance(value, dict):
-            raise CheckpointError(f"{str(path)!r} has '{key}' metadata that is not a JSON object")
-        out[key] = value
-    return out
+    return {"format": FORMAT, "version": VERSION, "kind": kind, **json_metadata(path, md)}
 
 
 def read_baseline_header(path: str | os.PathLike) -> dict[str, Any]:

@@ -262,7 +262,12 @@ def _header(path: Path, handle: Any) -> dict[str, Any]:
     part = md.get("part")
     if part not in PARTS:
         raise CheckpointError(f"{str(path)!r} has part = {part!r}: allowed one of {PARTS}")
-    out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "part": part}
+    return {"format": FORMAT, "version": VERSION, "part": part, **json_metadata(path, md)}
+
+
+def json_metadata(path: Path, md: dict[str, str]) -> dict[str, dict]:
+    """The header's `config` and `meta` JSON objects (shared with the baseline drafters' files)."""
+    out: dict[str, dict] = {}
     for key in ("config", "meta"):
         try:
             value = json.loads(md[key])
