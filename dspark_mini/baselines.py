@@ -26,25 +26,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from torch import nn
 
 from .checkpoint import (
     ST_DTYPES,
     SUFFIX,
     CheckpointError,
-    _file_mode,
     _open,
     _to_json,
     config_from_dict,
     config_to_dict,
     json_metadata,
+    write_atomic,
 )
 from .config import ModelConfig
 from .dspark import DraftOutput, sample, token_distribution
@@ -511,18 +509,7 @@ def save_baseline(module: nn.Module, path: str | os.PathLike, meta: dict | None 
         "meta": _to_json(meta, "meta"),
     }
     tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in module.state_dict().items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"  # same filesystem: atomic rename
-    try:
-        save_file(tensors, str(tmp), metadata=header)
-        os.chmod(tmp, _file_mode(path))
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(tensors, path, header)
 
 
 def _baseline_header(path: Path, handle: Any) -> dict[str, Any]:

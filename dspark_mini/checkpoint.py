@@ -201,6 +201,11 @@ def save(model: Transformer, path: str | os.PathLike, part: str = "all", meta: d
     # own copies on CPU, contiguous, sharing no storage (safetensors refuses shared tensors)
     tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in own.items()}
 
+    return write_atomic(tensors, path, header)
+
+
+def write_atomic(tensors: dict[str, torch.Tensor], path: Path, header: dict[str, str]) -> Path:
+    """safetensors to a fresh name beside `path`, fsync, then rename: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # a fresh name beside the target: same filesystem, so os.replace is atomic
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"

@@ -37,6 +37,15 @@ examples:
 """
 
 
+def add_weights_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--weights",
+        default="trained",
+        choices=["trained", "untrained"],
+        help="trained: the shipped lab weights (default); untrained: the seeded random init",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dspark-lab",
@@ -65,12 +74,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B (1..trained block, 5)")
     w.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
-    w.add_argument(
-        "--weights",
-        default="trained",
-        choices=["trained", "untrained"],
-        help="trained: the shipped lab weights (default); untrained: the seeded random init",
-    )
+    add_weights_argument(w)
 
     i = sub.add_parser(
         "inspect",
@@ -104,12 +108,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--lang", default="en", help="vi or en")
     g.add_argument("--preset", default="lab", help="model preset (lab)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
-    g.add_argument(
-        "--weights",
-        default="trained",
-        choices=["trained", "untrained"],
-        help="trained: the shipped lab weights (default); untrained: the seeded random init",
-    )
+    add_weights_argument(g)
 
     f = sub.add_parser(
         "profile",
@@ -127,12 +126,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--cache-length", type=int, default=48, help="tokens in the cache before the verify (default 48)")
     f.add_argument("--lang", default="en", help="vi or en")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
-    f.add_argument(
-        "--weights",
-        default="trained",
-        choices=["trained", "untrained"],
-        help="trained: the shipped lab weights (default); untrained: the seeded random init",
-    )
+    add_weights_argument(f)
 
     from .corpus import add_data_arguments
 
