@@ -32,7 +32,7 @@ examples:
   dspark-lab data --out runs/corpus                 write and describe the toy corpus (3 domains)
   dspark-lab train target --steps 400 --out runs/target.safetensors
   dspark-lab train draft --kind eagle3 --target runs/target.safetensors --out runs/eagle3.safetensors
-  dspark-lab train all --out lab/weights            rebuild every shipped weight file (≈ 12 min on 2 cores)
+  dspark-lab train all --out lab/weights            rebuild every shipped weight file (≈ 14 min on 2 cores)
   dspark-lab eval --json                            τ, acceptance per position, tokens/s per drafter and domain
 """
 
@@ -70,7 +70,12 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--lang", default="en", help="language of the lesson: vi or en (default en)")
     w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
     w.add_argument("--prompt", default=None, help="text to run (newline, ASCII and Vietnamese letters)")
-    w.add_argument("--seed", type=int, default=0, help="seed of the untrained weights (same seed → same numbers)")
+    w.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the sampling (and of the weights with --weights untrained); same seed → same numbers",
+    )
     w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B (1..trained block, 5)")
     w.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
