@@ -1,9 +1,31 @@
-# The few commands everyone uses. `make lab` and `make test` set up a fresh machine on their own.
-PY ?= python3
+# The few commands everyone uses. `make lab` and `make test` set up a fresh machine on their own:
+# they make a project virtualenv in .venv (the system Python is never touched: stock Debian/Ubuntu
+# refuse `pip install` there), install the CPU build of torch into it, then the lab.
+#
+# Torch: the CPU wheel comes from PyTorch's CPU index (`TORCH_INDEX`) with a `+cpu` pin, so an ordinary
+# machine does not pull the multi-GB CUDA build. Where that index cannot be reached, pip gives up on it at
+# once (--retries 0) and takes the same pin from its other sources. GPU users pick their CUDA build instead:
+#   make install TORCH_INDEX=https://download.pytorch.org/whl/cu128 TORCH_PIN=torch==2.13.0
+# or install any torch ≥ 2.4 into .venv first: an installed torch is kept.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_PIN ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+STAMP := $(VENV)/.installed
 
-.PHONY: install lab notebooks test bench lint sync weights
-install:
+.PHONY: install lab notebooks test bench lint sync weights clean-venv
+install: $(STAMP)
+
+$(PY):
+	@echo "making the project virtualenv $(VENV) (python: $(PYTHON))"
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) requirements.txt pyproject.toml
+	@$(PY) -c "import importlib.metadata as m; print('torch', m.version('torch'), 'already in $(VENV)')" 2>/dev/null \
+	  || $(PY) -m pip install -q --retries 0 --timeout 15 --extra-index-url $(TORCH_INDEX) "$(TORCH_PIN)"
 	$(PY) -m pip install -q -r requirements.txt -e .
+	@touch $(STAMP)
 
 lab: install
 	$(PY) -m lab walk
@@ -11,7 +33,7 @@ lab: install
 notebooks: install
 	$(PY) -m jupyter lab notebooks/00_overview.ipynb
 
-sync:
+sync: install
 	$(PY) -m lab.nbsync --write
 	$(PY) -m lab.diagrams --write
 
@@ -23,7 +45,10 @@ bench: install
 	$(PY) bench/bench_speculative.py
 
 weights: install
-	$(PY) -m lab train all --out lab/weights
+	$(PY) -m lab train all --out lab/weights --force
 
-lint:
+lint: install
 	$(PY) -m ruff check dspark_mini lab tests bench
+
+clean-venv:
+	rm -rf $(VENV)
