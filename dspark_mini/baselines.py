@@ -19,7 +19,8 @@ The training-mode `forward` of each module and the drafters' `propose` run the s
 and a per-row mask, recomputing the stored window of rows at every `propose` is exactly the training forward.
 
 Checkpoints: one safetensors file per module, header {format: "dspark-lab-baseline", version, kind, config,
-meta}; the shared embed/head/norm of the target are not stored (the module needs a target of the same config).
+meta, and optionally target_sha256: the target file it was trained against}; the shared embed/head/norm of the
+target are not stored (the module needs a target of the same config).
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ from torch import nn
 from .checkpoint import (
     ST_DTYPES,
     SUFFIX,
+    TARGET_KEY,
     CheckpointError,
     _open,
     _to_json,
+    check_finite,
+    check_sha256,
     config_from_dict,
     config_to_dict,
     json_metadata,
@@ -489,8 +493,12 @@ class Eagle3Drafter(WindowDrafter):
 KIND_CLASSES: dict[str, type] = {"mtp1": MTP1Draft, "eagle3": Eagle3Draft}
 
 
-def save_baseline(module: nn.Module, path: str | os.PathLike, meta: dict | None = None) -> Path:
-    """Write an MTP1Draft / Eagle3Draft to `path` (…/name.safetensors) atomically; returns the path."""
+def save_baseline(
+    module: nn.Module, path: str | os.PathLike, meta: dict | None = None, target_sha256: str | None = None
+) -> Path:
+    """Write an MTP1Draft / Eagle3Draft to `path` (…/name.safetensors) atomically; returns the path.
+
+    `target_sha256` records the target file the module was trained against (checked when the lab loads a set)."""
     path = Path(path)
     if not isinstance(module, tuple(KIND_CLASSES.values())):
         raise CheckpointError(f"save_baseline needs an MTP1Draft or Eagle3Draft (got {type(module).__name__})")
@@ -508,6 +516,8 @@ def save_baseline(module: nn.Module, path: str | os.PathLike, meta: dict | None 
         "config": _to_json(config_to_dict(module.cfg), "config (extra included)"),
         "meta": _to_json(meta, "meta"),
     }
+    if target_sha256 is not None:
+        header[TARGET_KEY] = check_sha256(target_sha256)
     tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in module.state_dict().items()}
     return write_atomic(tensors, path, header)
 
@@ -535,7 +545,8 @@ def _baseline_header(path: Path, handle: Any) -> dict[str, Any]:
 
 
 def read_baseline_header(path: str | os.PathLike) -> dict[str, Any]:
-    """{format, version, kind, config (dict), meta (dict)} of a baseline checkpoint, without loading tensors."""
+    """{format, version, kind, config (dict), meta (dict), target_sha256} of a baseline checkpoint, without
+    loading tensors."""
     p, handle = _open(path)
     with handle as f:
         return _baseline_header(p, f)
@@ -545,7 +556,7 @@ def load_baseline(path: str | os.PathLike, model: Transformer) -> nn.Module:
     """A new MTP1Draft / Eagle3Draft (eval mode) with the weights of `path`, for the target `model`.
 
     Checks first: a baseline safetensors file; its kind; its config equals the target's; the exact set of tensor
-    names; every shape and dtype. Any failure raises CheckpointError."""
+    names; every shape and dtype; every value finite. Any failure raises CheckpointError."""
     if not isinstance(model, Transformer):
         raise CheckpointError(
             f"load_baseline needs the dspark_mini Transformer it drafts for (got {type(model).__name__})"
@@ -586,5 +597,6 @@ def load_baseline(path: str | os.PathLike, model: Transformer) -> nn.Module:
                 staged[name] = f.get_tensor(name)
             except Exception as e:
                 raise CheckpointError(f"{str(p)!r}: tensor {name!r} could not be read ({e})") from e
+            check_finite(p, name, staged[name])
     module.load_state_dict(staged, strict=True)
     return module.to(model.device).eval()

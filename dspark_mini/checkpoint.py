@@ -5,8 +5,11 @@
 The draft shares the target's `embed` and `head` (they are not registered under `mtp`), so a draft file
 holds only the draft layers and needs a target with the same config. Never pickle: safetensors stores raw
 tensors and a JSON header, nothing runs on load. `load` checks everything first (format, config, the exact
-set of names, every shape and dtype) and only then copies into the model, so a bad file leaves the model
-untouched. `save` writes a temporary file beside the target and renames it, so nothing is half-written.
+set of names, every shape and dtype, every value finite) and only then copies into the model, so a bad file
+leaves the model untouched; `load_model` refuses a header whose config would allocate an absurd model before it
+builds anything. `save` writes a temporary file beside the target and renames it, so nothing is half-written.
+A draft file may also record `target_sha256`: the sha256 of the target file it was trained against (the lab
+checks it when it loads a set, lab/weights.py; `stamp_target` adds it to a file without touching a tensor).
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ DRAFT_PREFIX = "mtp."
 SUFFIX = ".safetensors"
 # config fields that shape only the draft: a "target" part loads into a model whatever they say
 DRAFT_ONLY_FIELDS = ("dspark_markov_kind",)
+TARGET_KEY = "target_sha256"  # header key of a draft file: the sha256 of the target file it was trained against
+# the largest model a header may ask for: a bigger one is refused before anything is built (the lab model is
+# 12 MB; DeepSeek-V4.1-Flash itself is far above this and is only ever built on the meta device)
+MAX_MODEL_BYTES = 8 * 2**30
 
 # safetensors dtype codes → torch dtypes (for checks and messages)
 ST_DTYPES = {
@@ -171,10 +178,17 @@ def _file_mode(path: Path) -> int:
 
 
 # ---- save -------------------------------------------------------------------------------------------
-def save(model: Transformer, path: str | os.PathLike, part: str = "all", meta: dict | None = None) -> Path:
+def save(
+    model: Transformer,
+    path: str | os.PathLike,
+    part: str = "all",
+    meta: dict | None = None,
+    target_sha256: str | None = None,
+) -> Path:
     """Write one part of the model to `path` (…/name.safetensors) atomically; returns the path.
 
-    `meta` is a JSON-safe dict of notes (training steps, seed, measured accuracy, …)."""
+    `meta` is a JSON-safe dict of notes (training steps, seed, measured accuracy, …); `target_sha256` (a draft
+    part only) records the target file the draft was trained against."""
     path = Path(path)
     _check_part(part)
     if path.suffix != SUFFIX:
@@ -195,6 +209,10 @@ def save(model: Transformer, path: str | os.PathLike, part: str = "all", meta: d
         "config": _to_json(config_to_dict(cfg), "config (extra included)"),
         "meta": _to_json(meta, "meta"),
     }
+    if target_sha256 is not None:
+        if part != "draft":
+            raise CheckpointError(f"target_sha256 is recorded in a draft file only (part = {part!r})")
+        header[TARGET_KEY] = check_sha256(target_sha256)
     own = part_tensors(model, part)
     if not own:
         raise CheckpointError(f"the model has no tensors for part {part!r} (n_mtp_layers = {cfg.n_mtp_layers})")
@@ -202,6 +220,32 @@ def save(model: Transformer, path: str | os.PathLike, part: str = "all", meta: d
     tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in own.items()}
 
     return write_atomic(tensors, path, header)
+
+
+def check_sha256(value: Any) -> str:
+    """A sha256 as 64 lowercase hex digits (what hashlib's hexdigest gives)."""
+    if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)):
+        raise CheckpointError(f"{TARGET_KEY} = {value!r} is invalid: allowed 64 lowercase hex digits (a sha256)")
+    return value
+
+
+def stamp_target(path: str | os.PathLike, target_sha256: str) -> Path:
+    """Record the target's sha256 in the header of a draft file (a model's draft part or a baseline drafter).
+
+    Every tensor is copied as it is, byte for byte; only the header's `target_sha256` changes (atomically)."""
+    p, handle = _open(path)
+    with handle as f:
+        md = dict(f.metadata() or {})
+        tensors = {n: f.get_tensor(n) for n in f.keys()}
+    # a model draft part, or a baseline module (baselines.FORMAT; not imported: baselines imports this module)
+    drafter = (md.get("format") == FORMAT and md.get("part") == "draft") or md.get("format") == "dspark-lab-baseline"
+    if not drafter:
+        raise CheckpointError(
+            f"{str(p)!r} is not a drafter file (format {md.get('format')!r}, part {md.get('part')!r}): "
+            "allowed a 'draft' checkpoint or a baseline drafter"
+        )
+    md[TARGET_KEY] = check_sha256(target_sha256)
+    return write_atomic(tensors, p, md)
 
 
 def write_atomic(tensors: dict[str, torch.Tensor], path: Path, header: dict[str, str]) -> Path:
@@ -270,9 +314,15 @@ def _header(path: Path, handle: Any) -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "part": part, **json_metadata(path, md)}
 
 
-def json_metadata(path: Path, md: dict[str, str]) -> dict[str, dict]:
-    """The header's `config` and `meta` JSON objects (shared with the baseline drafters' files)."""
-    out: dict[str, dict] = {}
+def json_metadata(path: Path, md: dict[str, str]) -> dict[str, Any]:
+    """The header's `config` and `meta` JSON objects and its `target_sha256` (None when it has none); shared
+    with the baseline drafters' files."""
+    out: dict[str, Any] = {TARGET_KEY: None}
+    if TARGET_KEY in md:
+        try:
+            out[TARGET_KEY] = check_sha256(md[TARGET_KEY])
+        except CheckpointError as e:
+            raise CheckpointError(f"{str(path)!r}: {e}") from e
     for key in ("config", "meta"):
         try:
             value = json.loads(md[key])
@@ -285,7 +335,8 @@ def json_metadata(path: Path, md: dict[str, str]) -> dict[str, dict]:
 
 
 def read_header(path: str | os.PathLike) -> dict[str, Any]:
-    """{format, version, part, config (dict), meta (dict)} of a checkpoint, without loading any tensor."""
+    """{format, version, part, config (dict), meta (dict), target_sha256} of a checkpoint, without loading
+    any tensor."""
     p, handle = _open(path)
     with handle as f:
         return _header(p, f)
@@ -299,6 +350,53 @@ def _st_dtype_name(code: str) -> str:
 def _listing(names: list[str], limit: int = 12) -> str:
     shown = ", ".join(repr(n) for n in names[:limit])
     return shown + (f", … ({len(names)} in all)" if len(names) > limit else "")
+
+
+# ---- checks on values and sizes ---------------------------------------------------------------------
+def check_finite(path: Path, name: str, t: torch.Tensor) -> None:
+    """A stored tensor must hold finite numbers: a NaN or ±inf weight poisons every forward silently."""
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+        raise CheckpointError(
+            f"{str(path)!r}: tensor {name!r} holds non-finite values ({n_nan} NaN, {n_inf} ±inf of {t.numel()}): "
+            "allowed finite numbers only (a diverged training run or a damaged file)"
+        )
+
+
+def estimate_params(cfg: ModelConfig) -> int:
+    """The parameter count of a config's largest pieces, from the numbers alone (nothing is built).
+
+    Embedding + head, every layer's attention, experts and mHC mixes, the Engram tables and the DSpark draft
+    (norms, compressors and indexers are left out, so this is a slight under-estimate)."""
+    D, V = cfg.dim, cfg.vocab_size
+    attn = (
+        D * cfg.q_lora_rank  # wq_a
+        + cfg.q_lora_rank * cfg.n_heads * cfg.head_dim  # wq_b
+        + D * cfg.head_dim  # wkv (one shared latent)
+        + cfg.n_heads * cfg.head_dim * cfg.o_lora_rank  # wo_a (grouped)
+        + cfg.o_groups * cfg.o_lora_rank * D  # wo_b
+    )
+    hc = 2 * (cfg.hc_mult * D) * (cfg.hc_mult**2 + 2 * cfg.hc_mult)  # the two mHC mixes of a block
+
+    def ffn(n_routed: int) -> int:
+        return (n_routed + cfg.n_shared_experts) * 3 * D * cfg.moe_inter_dim + n_routed * D
+
+    engram = len(cfg.engram_layer_ids) * cfg.engram_n_hash_cols * cfg.engram_vocab_size * cfg.engram_head_dim
+    backbone = 2 * V * D + cfg.n_layers * (attn + hc + ffn(cfg.n_routed_experts)) + engram
+    draft = cfg.n_mtp_layers * (attn + hc + ffn(cfg.dspark_n_routed_experts)) + 2 * V * cfg.dspark_markov_rank
+    return backbone + (draft if cfg.n_mtp_layers else 0)
+
+
+def check_size(cfg: ModelConfig, path: str | os.PathLike) -> None:
+    """Refuse a header whose config would allocate more than MAX_MODEL_BYTES, before anything is built."""
+    n = estimate_params(cfg)
+    size = n * cfg.torch_dtype.itemsize
+    if size > MAX_MODEL_BYTES:
+        raise CheckpointError(
+            f"{str(path)!r}: its config would build a model of about {n:,} parameters ≈ {size / 2**30:,.1f} GiB "
+            f"in {cfg.dtype} (vocab_size {cfg.vocab_size:,}, dim {cfg.dim:,}, n_layers {cfg.n_layers}): allowed at "
+            f"most {MAX_MODEL_BYTES / 2**30:.0f} GiB; refused before building anything"
+        )
 
 
 # ---- load -------------------------------------------------------------------------------------------
@@ -369,6 +467,7 @@ def _load_open(model: Transformer, p: Path, handle: Any, strict_config: bool) ->
             t = handle.get_tensor(name)
         except Exception as e:
             raise CheckpointError(f"{str(p)!r}: tensor {name!r} could not be read ({e})") from e
+        check_finite(p, name, t)
         if cast:  # strict_config=False: the file's dtype → the model's dtype (e.g. float32 → float64)
             t = t.to(own[name].dtype)
         staged[name] = t
@@ -405,7 +504,12 @@ def load_model(
                 **cfg_dict,
                 **{n: draft_header["config"][n] for n in DRAFT_ONLY_FIELDS if n in draft_header["config"]},
             }
-    model = build_model(config_from_dict(cfg_dict))
+    try:
+        cfg = config_from_dict(cfg_dict)
+    except CheckpointError as e:
+        raise CheckpointError(f"{str(path_target)!r}: {e}") from e
+    check_size(cfg, path_target)  # from the header alone: nothing is allocated for an absurd config
+    model = build_model(cfg)
     meta = load(model, path_target)
     if path_draft is not None:
         meta = load(model, path_draft)

@@ -4,7 +4,9 @@
   (dspark, dspark-rnn, dflash, eagle3, mtp1; each process one thread) → 4. STS temperatures for the DSpark
   confidence heads from held-out rounds → 5. quality (τ, acceptance, threshold sweep) per drafter →
   6. wall-clock tokens/s of plain vs speculative decoding, alone on the machine, one drafter after the other
-  → `report.json` beside the weights.
+  → `report.json` beside the weights → `manifest.json` (every file's sha256; lab/weights.py).
+All of it is written into a fresh sibling folder and swapped in at the very end, so an interrupted run (Ctrl-C,
+a kill, a full disk) leaves the previous set exactly as it was.
 Everything is seeded and single-threaded, so a rerun writes the same weights and the same τ; only the seconds
 and tokens/s change with the machine. `--quick` runs the same code with tiny settings (the CI smoke run).
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing as mp
+import os
+import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -31,7 +35,17 @@ from .corpus import build_corpus, mix, split, token_stream
 from .evaluation import calibration_rounds, conditions, decay, heldout_calibration, macro_tau, quality, speed
 from .evaluation import eval_prompts as held_out_prompts
 from .training import evaluate, model_for_draft, train_draft, train_target
-from .weights import DRAFTERS, MODEL_DRAFTERS, load_drafter
+from .weights import (
+    DRAFTERS,
+    MANIFEST,
+    MODEL_DRAFTERS,
+    SET_FILES,
+    check_out,
+    file_sha256,
+    load_drafter,
+    stamp_set,
+    verify_set,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +106,7 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
     r = Recipe(**recipe)
     out = Path(out_dir)
     train_ids, _ = corpus_streams(r)
+    target_sha256 = file_sha256(out / "target.safetensors")  # recorded in the drafter's header: one set
 
     def tick(step: int, loss: float) -> None:
         if queue is not None:
@@ -122,7 +137,7 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
             meta["sts"] = calibration_report(conf, kept, temps)
             meta["sts_seconds"] = round(time.perf_counter() - t0, 1)
             model.mtp.set_confidence_temperatures(temps)
-        save(model, out / f"{kind}.safetensors", part="draft", meta=meta)
+        save(model, out / f"{kind}.safetensors", part="draft", meta=meta, target_sha256=target_sha256)
     else:
         from .train_baselines import train_eagle3, train_mtp1
 
@@ -133,7 +148,7 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
         )
         meta.update(steps=r.baseline_steps, batch=r.baseline_batch, context=r.baseline_context)
         meta["train_seconds"] = round(log.seconds, 1)
-        save_baseline(module, out / f"{kind}.safetensors", meta=meta)
+        save_baseline(module, out / f"{kind}.safetensors", meta=meta, target_sha256=target_sha256)
     return meta
 
 
@@ -154,12 +169,49 @@ def eval_job(kind: str, out_dir: str, recipe: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def train_all(out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quiet: bool = False) -> dict[str, Any]:
-    """The whole rebuild; returns (and writes) the report."""
+def train_all(
+    out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quiet: bool = False, force: bool = False
+) -> dict[str, Any]:
+    """The whole rebuild; returns (and writes) the report.
+
+    The set is built in a fresh sibling folder `<out>.partial-<pid>` and swapped in only once it is complete and
+    recorded (`stamp_set`): an interrupted or failed run removes that folder and leaves `<out>` as it was.
+    `force` is needed to replace the shipped lab/weights."""
+    out = check_out(out_dir, folder=True, force=force)  # before anything runs
+    work = out.parent / f"{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)  # a leftover of a killed run that had the same process id
+    work.mkdir(parents=True)
+    try:
+        report = build_set(work, recipe, console, quiet)
+        stamp_set(work)  # the target's sha256 in every drafter header (already there) + manifest.json
+        swap_in(work, out)
+    except BaseException:  # Ctrl-C included: the partial set goes, the old one stays
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return report
+
+
+def swap_in(work: Path, out: Path) -> None:
+    """Put the finished folder `work` at `out`: the old set is renamed away, the new one renamed in, then the
+    old one deleted. Each rename is atomic; if the second fails the old set is put back."""
+    if not out.exists():
+        os.rename(work, out)
+        return
+    old = out.parent / f"{out.name}.old-{os.getpid()}"
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(out, old)
+    try:
+        os.rename(work, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build_set(work: Path, recipe: Recipe, console=None, quiet: bool = False) -> dict[str, Any]:
+    """Every file of a set into the folder `work`: target, drafters, report.json."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     t_start = time.perf_counter()
     report: dict[str, Any] = {"recipe": dataclasses.asdict(recipe), "seconds": {}}
@@ -172,87 +224,97 @@ def train_all(out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quie
         disable=quiet,
     )
     with bar:
-        # 1–2. corpus and target
-        train_ids, val_ids = corpus_streams(recipe)
-        task = bar.add_task("target", total=recipe.target_steps)
-        torch.set_num_threads(recipe.target_threads)  # alone on the machine for now
-        model, log = train_target(
-            get_config("lab"),
-            train_ids,
-            val_ids,
-            recipe.target_steps,
-            recipe.target_batch,
-            recipe.target_seq_len,
-            recipe.target_lr,
-            recipe.seed,
-            eval_every=max(1, recipe.target_steps // 8),
-            on_step=lambda s, _: bar.update(task, completed=s),
-        )
-        torch.set_num_threads(1)
-        val_loss, val_acc = evaluate(model, val_ids, recipe.target_seq_len)  # in the shipped dtype (float64)
-        target_meta = {
-            "trained": "target",
-            "seed": recipe.seed,
-            "steps": recipe.target_steps,
-            "train_tokens": int(train_ids.numel()),
-            "val_loss": val_loss,
-            "val_accuracy": val_acc,
-            "val_seq_len": recipe.target_seq_len,
-            "curve": {"val_steps": log.val_steps, "val_loss": log.val_loss, "val_accuracy": log.val_accuracy},
-        }
-        save(model, out / "target.safetensors", part="target", meta=target_meta)
-        report["target"] = target_meta
-        report["seconds"]["target"] = round(log.seconds, 1)
-
-        # 3–5. drafters: training jobs first, each one's evaluation as soon as it is saved, `jobs` processes
-        t0 = time.perf_counter()
-        steps = {k: (recipe.draft_steps if k in MODEL_DRAFTERS else recipe.baseline_steps) for k in DRAFTERS}
-        tasks = {k: bar.add_task(k, total=steps[k] + 1) for k in DRAFTERS}  # + 1: the evaluation
-        args = (str(out), dataclasses.asdict(recipe))
-        report["drafters"] = {}
-        ctx = mp.get_context("spawn")
-        with ctx.Manager() as manager:
-            queue = manager.Queue()
-            with ProcessPoolExecutor(max_workers=recipe.jobs, mp_context=ctx) as pool:
-                training = {pool.submit(train_job, k, *args, queue): k for k in DRAFTERS}
-                evaluating: dict[Any, str] = {}
-                while training or evaluating:
-                    while not queue.empty():
-                        kind, step = queue.get()
-                        bar.update(tasks[kind], completed=step)
-                    for f in [f for f in training if f.done()]:
-                        kind = training.pop(f)
-                        report["drafters"][kind] = {"train": f.result()}
-                        evaluating[pool.submit(eval_job, kind, *args)] = kind
-                    for f in [f for f in evaluating if f.done()]:
-                        kind = evaluating.pop(f)
-                        result = f.result()
-                        report["drafters"][kind]["quality"] = result["quality"]
-                        if "heldout_calibration" in result:
-                            report["drafters"][kind]["heldout_calibration"] = result["heldout_calibration"]
-                        report["drafters"][kind]["train"]["eval_seconds"] = result["seconds"]
-                        bar.update(tasks[kind], completed=steps[kind] + 1)
-                    time.sleep(0.2)
-        report["drafters"] = {k: report["drafters"][k] for k in DRAFTERS}
-        report["seconds"]["drafters"] = round(time.perf_counter() - t0, 1)
-
-        # 6. tokens/s, alone
-        t0 = time.perf_counter()
-        task = bar.add_task("tokens/s", total=len(DRAFTERS))
-        for i, kind in enumerate(DRAFTERS):
-            model, drafter = load_drafter(kind, out)
-            for domain, row in report["drafters"][kind]["quality"].items():
-                prompts = held_out_prompts(domain, recipe.speed_prompts, seed=recipe.seed)
-                row["speed"] = speed(model, drafter, prompts, recipe.max_new_tokens)
-            bar.update(task, completed=i + 1)
-        report["seconds"]["speed"] = round(time.perf_counter() - t0, 1)
+        train_target_file(work, recipe, bar, report)
+        train_drafters(work, recipe, bar, report)
+        measure_speed(work, recipe, bar, report)
     report["conditions"] = conditions(recipe.eval_prompts, recipe.max_new_tokens, recipe.speed_prompts, recipe.seed) | {
         "jobs": recipe.jobs
     }
     report["summary"] = summary(report)
     report["seconds"]["total"] = round(time.perf_counter() - t_start, 1)
-    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (work / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return report
+
+
+def train_target_file(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> None:
+    """1–2. corpus and target → work/target.safetensors."""
+    train_ids, val_ids = corpus_streams(recipe)
+    task = bar.add_task("target", total=recipe.target_steps)
+    torch.set_num_threads(recipe.target_threads)  # alone on the machine for now
+    model, log = train_target(
+        get_config("lab"),
+        train_ids,
+        val_ids,
+        recipe.target_steps,
+        recipe.target_batch,
+        recipe.target_seq_len,
+        recipe.target_lr,
+        recipe.seed,
+        eval_every=max(1, recipe.target_steps // 8),
+        on_step=lambda s, _: bar.update(task, completed=s),
+    )
+    torch.set_num_threads(1)
+    val_loss, val_acc = evaluate(model, val_ids, recipe.target_seq_len)  # in the shipped dtype (float64)
+    target_meta = {
+        "trained": "target",
+        "seed": recipe.seed,
+        "steps": recipe.target_steps,
+        "train_tokens": int(train_ids.numel()),
+        "val_loss": val_loss,
+        "val_accuracy": val_acc,
+        "val_seq_len": recipe.target_seq_len,
+        "curve": {"val_steps": log.val_steps, "val_loss": log.val_loss, "val_accuracy": log.val_accuracy},
+    }
+    save(model, work / "target.safetensors", part="target", meta=target_meta)
+    report["target"] = target_meta
+    report["seconds"]["target"] = round(log.seconds, 1)
+
+
+def train_drafters(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> None:
+    """3–5. drafters: training jobs first, each one's evaluation as soon as it is saved, `jobs` processes."""
+    t0 = time.perf_counter()
+    steps = {k: (recipe.draft_steps if k in MODEL_DRAFTERS else recipe.baseline_steps) for k in DRAFTERS}
+    tasks = {k: bar.add_task(k, total=steps[k] + 1) for k in DRAFTERS}  # + 1: the evaluation
+    args = (str(work), dataclasses.asdict(recipe))
+    report["drafters"] = {}
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        queue = manager.Queue()
+        with ProcessPoolExecutor(max_workers=recipe.jobs, mp_context=ctx) as pool:
+            training = {pool.submit(train_job, k, *args, queue): k for k in DRAFTERS}
+            evaluating: dict[Any, str] = {}
+            while training or evaluating:
+                while not queue.empty():
+                    kind, step = queue.get()
+                    bar.update(tasks[kind], completed=step)
+                for f in [f for f in training if f.done()]:
+                    kind = training.pop(f)
+                    report["drafters"][kind] = {"train": f.result()}
+                    evaluating[pool.submit(eval_job, kind, *args)] = kind
+                for f in [f for f in evaluating if f.done()]:
+                    kind = evaluating.pop(f)
+                    result = f.result()
+                    report["drafters"][kind]["quality"] = result["quality"]
+                    if "heldout_calibration" in result:
+                        report["drafters"][kind]["heldout_calibration"] = result["heldout_calibration"]
+                    report["drafters"][kind]["train"]["eval_seconds"] = result["seconds"]
+                    bar.update(tasks[kind], completed=steps[kind] + 1)
+                time.sleep(0.2)
+    report["drafters"] = {k: report["drafters"][k] for k in DRAFTERS}
+    report["seconds"]["drafters"] = round(time.perf_counter() - t0, 1)
+
+
+def measure_speed(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> None:
+    """6. tokens/s of plain vs speculative decoding, alone, one drafter after the other."""
+    t0 = time.perf_counter()
+    task = bar.add_task("tokens/s", total=len(DRAFTERS))
+    for i, kind in enumerate(DRAFTERS):
+        model, drafter = load_drafter(kind, work)
+        for domain, row in report["drafters"][kind]["quality"].items():
+            prompts = held_out_prompts(domain, recipe.speed_prompts, seed=recipe.seed)
+            row["speed"] = speed(model, drafter, prompts, recipe.max_new_tokens)
+        bar.update(task, completed=i + 1)
+    report["seconds"]["speed"] = round(time.perf_counter() - t0, 1)
 
 
 def summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -273,10 +335,11 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_shipped(out_dir: str | Path) -> list[str]:
-    """The files a complete rebuild leaves (used by tests and the CLI)."""
+    """The files a complete rebuild leaves that are missing; when none is, the set is verified (manifest and
+    each drafter's target; a mismatch raises WeightSetError). Used by tests and the CLI."""
     out = Path(out_dir)
-    names = ["target.safetensors", *(f"{k}.safetensors" for k in DRAFTERS), "report.json"]
-    missing = [n for n in names if not (out / n).is_file()]
+    missing = [n for n in (*SET_FILES, MANIFEST) if not (out / n).is_file()]
     if not missing:
         read_header(out / "target.safetensors")
+        verify_set(out)
     return missing

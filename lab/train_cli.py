@@ -16,6 +16,7 @@ from dspark_mini.checkpoint import save
 from .corpus import build_corpus, mix, split, token_stream
 from .steps import check_lang
 from .training import model_for_draft, train_draft, train_target
+from .weights import check_out, file_sha256, record_file
 
 
 def progress(console: Console, quiet: bool) -> Progress:
@@ -39,6 +40,7 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         raise ValueError(f"--out = {args.out!r}: allowed a path ending in .safetensors")
     if isinstance(args.lines, bool) or args.lines < 1:
         raise ValueError(f"--lines = {args.lines!r}: allowed an integer ≥ 1")
+    check_out(out, folder=False, force=args.force)  # before the long run, not after it
     if args.what == "draft":
         return main_train_draft(args, console, lang, out)
     cfg = get_config("lab")
@@ -74,6 +76,7 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "seconds": round(log.seconds, 1),
     }
     path = save(model, out, part="target", meta=meta)
+    record_file(path)  # --force into a recorded set: its manifest entry follows (old drafters are then refused)
     report = {
         "checkpoint": str(path),
         "meta": meta,
@@ -106,7 +109,7 @@ def main_train_all(args: argparse.Namespace, console: Console) -> dict[str, Any]
     out = Path(args.out or "runs/weights")
     if out.suffix:
         raise ValueError(f"--out = {args.out!r}: `train all` writes a folder, allowed a path without a suffix")
-    report = train_all(out, recipe, console, quiet=args.json)
+    report = train_all(out, recipe, console, quiet=args.json, force=args.force)
     if not args.json:
         s = report["summary"]
         t = Table(title=f"{out} · {report['seconds']['total']:.0f} s", title_justify="left")
@@ -129,6 +132,7 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
     if args.kind in ("eagle3", "mtp1"):
         return main_train_baseline(args, console, lang, out, load_model(args.target))
     target = model_for_draft(args.target, args.kind, args.seed)
+    target_sha256 = file_sha256(args.target)  # recorded in the draft's header: it loads only beside this target
     corpus = build_corpus(args.seed, args.lines)
     train_lines, _ = split(mix(corpus, args.seed), 0.1, args.seed)
     train_ids = token_stream(train_lines)
@@ -147,7 +151,9 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
             kind=args.kind,
             on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
         )
-    return draft_report(args, console, out, log, save(target, out, part="draft", meta=draft_meta(args, log, context)))
+    meta = draft_meta(args, log, context)
+    path = save(target, out, part="draft", meta=meta, target_sha256=target_sha256)
+    return draft_report(args, console, out, log, path)
 
 
 def draft_meta(args: argparse.Namespace, log, context: int) -> dict[str, Any]:
@@ -170,6 +176,7 @@ def draft_report(args: argparse.Namespace, console: Console, out: Path, log, pat
     from dspark_mini.baselines import read_baseline_header
     from dspark_mini.checkpoint import read_header
 
+    record_file(path)  # --force into a recorded set: its manifest entry follows (the target binding still holds)
     meta = (read_baseline_header(path) if args.kind in ("eagle3", "mtp1") else read_header(path))["meta"]
     if not args.json:
         what = "accuracy" if args.kind == "mtp1" else "analytic acceptance"
@@ -185,6 +192,7 @@ def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, o
 
     from .train_baselines import train_eagle3, train_mtp1
 
+    target_sha256 = file_sha256(args.target)  # recorded in the module's header: it loads only beside this target
     corpus = build_corpus(args.seed, args.lines)
     train_ids = token_stream(split(mix(corpus, args.seed), 0.1, args.seed)[0])
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 2)
@@ -202,4 +210,6 @@ def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, o
             args.seed,
             on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
         )
-    return draft_report(args, console, out, log, save_baseline(module, out, meta=draft_meta(args, log, context)))
+    meta = draft_meta(args, log, context)
+    path = save_baseline(module, out, meta=meta, target_sha256=target_sha256)
+    return draft_report(args, console, out, log, path)

@@ -1,8 +1,10 @@
-"""`dspark-lab train all --quick`: the whole rebuild pipeline in miniature, twice (it must be deterministic)."""
+"""`dspark-lab train all --quick`: the whole rebuild pipeline in miniature, twice into one folder (it must be
+deterministic, and the second set replaces the first whole)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -11,17 +13,20 @@ from safetensors import safe_open
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.cli import main
 from lab.train_all import check_shipped
-from lab.weights import DRAFTERS, load_drafter
+from lab.weights import DRAFTERS, drafter_header, file_sha256, load_drafter
 
 
 @pytest.fixture(scope="module")
 def quick_runs(tmp_path_factory):
-    outs = []
-    for i in range(2):
-        out = tmp_path_factory.mktemp(f"weights{i}")
-        assert main(["train", "all", "--quick", "--out", str(out), "--json"]) == 0
-        outs.append(out)
-    return outs
+    """Two runs into one folder: the second replaces the first set (swapped in whole at its end); a copy of the
+    first is kept to compare."""
+    root = tmp_path_factory.mktemp("rebuild")
+    out, first = root / "weights", tmp_path_factory.mktemp("first") / "weights"
+    assert main(["train", "all", "--quick", "--out", str(out), "--json"]) == 0
+    shutil.copytree(out, first)
+    assert main(["train", "all", "--quick", "--out", str(out), "--json"]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["weights"]  # no partial or old folder left beside it
+    return [first, out]
 
 
 def tensors(path) -> dict[str, torch.Tensor]:
@@ -30,8 +35,10 @@ def tensors(path) -> dict[str, torch.Tensor]:
 
 
 def test_quick_rebuild_writes_every_file_and_a_report(quick_runs):
-    out = quick_runs[0]
-    assert check_shipped(out) == []
+    out = quick_runs[1]
+    assert check_shipped(out) == []  # every file, the manifest, each drafter bound to this target
+    target = file_sha256(out / "target.safetensors")
+    assert all(drafter_header(out / f"{k}.safetensors")["target_sha256"] == target for k in DRAFTERS)
     report = json.loads((out / "report.json").read_text())
     assert set(report["drafters"]) == set(DRAFTERS)
     for name in DRAFTERS:
