@@ -17,7 +17,8 @@ markdown or from a `text/vnd.mermaid` output (`display_mermaid`).
 Two layout notes on the map. Mermaid ignores a subgraph's `direction` as soon as one of its nodes is
 linked to a node outside it, so the edges that cross columns (2A → 3A, 3C → 4A, 4A → 5A) are drawn
 between the column subgraphs and labelled with their step ids; edges inside a column link the step nodes,
-and each column reads bottom to top (1A at the foot of column 1, 6B at the top of column 4). There are
+and each column reads top to bottom, as the clickable widget map does (1A at the top of column 1, 6B at
+the foot of column 4). There are
 no `click` lines: mermaid's click needs a URL or a page-level JavaScript callback, neither of which
 exists offline in a notebook; the clickable map is the widget one.
 """
@@ -213,8 +214,9 @@ def _edge_link(edge: Edge, nodes: dict[str, Node], columns: dict[int, Node]) -> 
 
 
 def architecture_map(lang: str = "en") -> str:
-    """Mermaid source of the 4-column / 10-block map: one subgraph per column (bottom to top), columns left to
-    right, every FLOW edge (4A ↔ 6A two-way; edges between columns drawn between the column subgraphs)."""
+    """Mermaid source of the 4-column / 10-block map: one subgraph per column (top to bottom, like the widget
+    map), columns left to right, every FLOW edge (4A ↔ 6A two-way; edges between columns drawn between the column
+    subgraphs)."""
     lang = check_lang(lang)
     styles = {
         c.id: Style(
@@ -231,7 +233,7 @@ def architecture_map(lang: str = "en") -> str:
         for s in STEPS
     }
     columns = {
-        c.id: Node(column_id(c.id), _label(c.label(lang)), sub_nodes=[nodes[i] for i in c.step_ids], direction="BT")
+        c.id: Node(column_id(c.id), _label(c.label(lang)), sub_nodes=[nodes[i] for i in c.step_ids], direction="TB")
         for c in COLUMNS
     }
     links = [_edge_link(e, nodes, columns) for e in FLOW]
@@ -449,7 +451,8 @@ class _Box:
 
 def map_svg(lang: str = "en") -> str:
     """A self-contained SVG of the 4-column map (no external fonts, images or links): column headers, one box
-    per step (id and title, its one-line summary as the tooltip), the FLOW arrows; each column reads upwards."""
+    per step (id and title, its one-line summary as the tooltip), the FLOW arrows; each column reads downwards, like
+    the widget map."""
     lang = check_lang(lang)
     box_w = _COL_W - 2 * _BOX_INSET
     text_w = box_w - 2 * _BOX_PAD
@@ -467,13 +470,11 @@ def map_svg(lang: str = "en") -> str:
     height = top + panel_h + 40
 
     boxes: dict[str, _Box] = {}
-    bottom = top + panel_h - 18
+    first = top + header_h + 16
     for i, col in enumerate(COLUMNS):
         x = _MARGIN + i * (_COL_W + _COL_GAP) + _BOX_INSET
-        n = len(col.step_ids)
-        for j, step_id in enumerate(col.step_ids):  # first step at the bottom, last at the top: the map reads upwards
-            slot = round(j * (slots - 1) / (n - 1)) if n > 1 else 0
-            boxes[step_id] = _Box(x, bottom - (slot + 1) * box_h - slot * _BOX_GAP, box_w, box_h)
+        for j, step_id in enumerate(col.step_ids):  # row by row from the top, as the widget map's grid
+            boxes[step_id] = _Box(x, first + j * (box_h + _BOX_GAP), box_w, box_h)
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -173,9 +173,11 @@ def model_for_draft(target_path, kind: str, seed: int = 0) -> Transformer:
 def draft_losses(
     logits: torch.Tensor, conf_logit: torch.Tensor, labels: torch.Tensor, target_probs: torch.Tensor, gamma: float
 ) -> dict[str, torch.Tensor]:
-    """The DSpark losses over one block (paper §3.3): position weights w_k = exp(−(k−1)/γ),
+    """The DSpark losses over one block (the paper's §3.3 terms): position weights w_k = exp(−(k−1)/γ),
     CE on the true tokens, ‖p_d − p_t‖₁ (2 × TV) to the target, and BCE of the confidence head against the
-    analytic acceptance c* = 1 − ½‖p_d − p_t‖₁ (detached). Each term is a weighted mean over positions.
+    analytic acceptance c* = 1 − ½‖p_d − p_t‖₁ (the label is detached, the head's inputs are not, as in
+    DeepSpec). Each term is a weighted mean over positions. The paper writes γ = the block size; DeepSpec's
+    released configs, and `train_draft`'s default, use γ = 4.
 
     logits [B, k, V] (after the Markov bias), conf_logit [B, k], labels [B, k], target_probs [B, k, V].
     """
@@ -243,8 +245,11 @@ def train_draft(
     Each step takes `batch` windows of `context` + k tokens, runs the frozen target once, cuts `anchors` blocks
     per window (`anchor_blocks`), fills each block's draft rings from the target's taps before its anchor (with
     gradients into main_norm/main_proj and the ring projections), runs [x_a, noise…] with the Markov head
-    teacher-forced on the true tokens, and minimises α_ce·CE + α_tv·‖p_d − p_t‖₁ + α_conf·BCE(c, c*)
-    (α = 0.1 / 0.9 / 1.0) with position weights exp(−(k−1)/γ).
+    teacher-forced on the true tokens, and minimises α_ce·CE + α_tv·‖p_d − p_t‖₁ + α_conf·BCE(c, c*) with
+    position weights exp(−(k−1)/γ). The paper defines the three terms; the weights α = 0.1 / 0.9 / 1.0 and γ = 4
+    are DeepSpec's released DSpark configuration (`ce 0.1`, `l1 0.9`, `confidence_head_alpha 1.0`,
+    `loss_decay_gamma 4.0`), not numbers from the paper. The confidence head c = σ(w·[h; W1[x_prev]]) has no bias,
+    as in V4.1's checkpoint (`confidence_head.proj`), where the paper's and DeepSpec's head add one.
     kind="dspark-rnn": the same with the RNN head (the target's config must say dspark_markov_kind = "rnn").
     kind="dflash": the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
     (its bias is then 0 at inference too), no confidence head, and plain CE (α = 1 / 0 / 0), as DeepSpec's
@@ -253,7 +258,7 @@ def train_draft(
     if kind not in DRAFT_KINDS:
         raise ValueError(f"kind = {kind!r} is invalid: allowed {DRAFT_KINDS}")
     if weights is None:
-        weights = (1.0, 0.0, 0.0) if kind == "dflash" else (0.1, 0.9, 1.0)
+        weights = (1.0, 0.0, 0.0) if kind == "dflash" else (0.1, 0.9, 1.0)  # DeepSpec's DFlash / DSpark configs
     from dspark_mini.kv_cache import KVCache
 
     cfg = target.cfg

@@ -29,8 +29,10 @@ for col in COLUMNS:
 # %% [markdown]
 # ## The map / Sơ đồ
 # **EN** — The same registry (`lab/steps.py`) draws this mermaid map, the clickable map below, the CLI and the notebooks.
+# Both maps read each column top to bottom: 1A at the top of column 1, 6B at the foot of column 4.
 #
 # **VI** — Cùng một sổ đăng ký (`lab/steps.py`) vẽ sơ đồ mermaid này, sơ đồ bấm được bên dưới, CLI và các notebook.
+# Cả hai sơ đồ đọc mỗi cột từ trên xuống: 1A ở đỉnh cột 1, 6B ở chân cột 4.
 
 # %%
 display_mermaid(architecture_map(LANG))

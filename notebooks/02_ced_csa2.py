@@ -33,8 +33,22 @@ print("tokens:", walk.tokens.shape[1], "· window", cfg.window_size, "· ratios"
 # %% [markdown]
 # ## 3A · Layer roles / Vai trò các lớp
 # **EN** — A nonzero ratio names the cache a layer *reads*; only the KV sources build it.
+# - Why a 20 + 20 split at all: the decoder's global KV is one projection of the encoder's final state (layer 20's
+#   cache), so at prefill serving engines run layers 0–20 over the whole prompt and layers 21–39 only over its tail
+#   (decoder bounded replay: the last 128 tokens, 133 with 5 DSpark drafts), rebuilding earlier window states
+#   approximately.
+# - That is why the model card counts **8 B** active parameters per token in prefill and **16 B** in decode: prefill
+#   compute nearly halves. The model is post-trained for this approximation; the reference code and this lab run
+#   every layer on every token (the exact path).
 #
 # **VI** — Tỉ lệ khác 0 cho biết lớp đó *đọc* cache nào; chỉ các nguồn KV mới xây cache đó.
+# - Vì sao lại chia 20 + 20: KV toàn cục của decoder chỉ là một phép chiếu từ trạng thái cuối của encoder (cache của
+#   lớp 20), nên khi prefill, các engine suy luận chạy lớp 0–20 trên toàn bộ prompt còn lớp 21–39 chỉ chạy trên đoạn
+#   cuối (bounded replay của decoder: 128 token cuối, 133 khi kèm 5 token nháp DSpark), trạng thái cửa sổ của các vị
+#   trí trước đó được dựng lại gần đúng.
+# - Vì thế thẻ mô hình ghi **8 tỷ** tham số hoạt động cho mỗi token lúc prefill và **16 tỷ** lúc decode: phép tính
+#   prefill giảm gần một nửa. Mô hình được hậu huấn luyện cho phép xấp xỉ này; mã tham chiếu và lab này chạy mọi lớp
+#   trên mọi token (đường tính chính xác).
 
 # %%
 show(render_view(walk.views["3A"]))

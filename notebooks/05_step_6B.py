@@ -9,7 +9,8 @@
 # **VI**
 # - Đầu ra gộp 4 làn (`hc_pre` với pre-mix cuối), chuẩn hóa RMSNorm rồi chiếu ra logits `[B, V]`.
 # - DSpark đọc các lớp đích (lab: lớp 3 và 4 trộn 0.5/0.5), vẽ một khối `[anchor, noise×(k−1)]`, và MarkovHead chọn các
-#   token nháp từ trái sang phải; mỗi token có **confidence** p_d(x) (xác suất theo phân phối draft) và **đầu tin cậy** c.
+#   token nháp từ trái sang phải; mỗi token có **xác suất nháp** p_d(x) (xác suất theo phân phối draft, con số mà bài
+#   học gọi là *confidence*) và giá trị **đầu tin cậy** c.
 # - Verify chạy forward thật một lượt trên cả khối và chỉ giữ những gì chính mô hình mục tiêu sẽ sinh ra.
 
 # %%
@@ -67,7 +68,7 @@ plots.draft_strip(rd, walk.tokenizer, lang=LANG)
 # decides. With the trained weights both are high where the draft is right. The same round on the *untrained*
 # weights (the seeded random init) shows the picture of noise: p_d near 1/V and c at σ(0) = 0.5.
 #
-# **VI** — Confidence p_d(x) và đầu tin cậy c là con số của bộ vẽ; không con số nào là việc token được giữ — chỉ
+# **VI** — Xác suất nháp p_d(x) và đầu tin cậy c là con số của bộ vẽ; không con số nào là việc token được giữ — chỉ
 # verify quyết định. Với trọng số đã huấn luyện, cả hai đều cao ở chỗ bản nháp đúng. Cùng vòng đó trên trọng số *chưa*
 # huấn luyện (khởi tạo ngẫu nhiên theo seed) là bức tranh nhiễu: p_d quanh 1/V và c bằng σ(0) = 0.5.
 
@@ -79,6 +80,35 @@ for name, w in (("trained", walk), ("untrained", raw)):
           f"kept {r.n_accepted} of {r.block}")
 assert max(raw.round.draft_probs) < 20 / cfg.vocab_size  # probe: untrained = noise, a few × 1/V
 assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
+
+# %% [markdown]
+# ## The seed lesson's setting beside the lab's / Thiết lập của bài học gốc cạnh thiết lập của lab
+# **EN**
+# - The seed lesson drafts a block of **3** from taps 3 and 4 with untrained weights (its confidences 0.167, 0.234,
+#   0.173 for tokens 2, 1, 6: all below 0.25, the sign of unlearned weights). Below: the same setting here.
+# - The lab trains **k = 5**, the real block: at k = 3 DSpark and the DFlash-style drafter come out nearly equal in
+#   this toy (DSpark's τ only 1.10× DFlash's at T = 1, 1.00× greedy; notebook 07 shows k = 5).
+# - The taps stay the lesson's: layers 3 and 4, mid-stack in the lab's 8 layers (the last encoder layer and the first
+#   decoder layer). The real model taps its last three layers, 37–39, concatenated and projected.
+# - The confidence head here has no bias, c = σ(w·[h; W1[x_prev]]): the DSpark paper's head adds one (+ b), V4.1's
+#   checkpoint stores only w (`confidence_head.proj`, [1, 5376]); the lab follows V4.1.
+#
+# **VI**
+# - Bài học gốc vẽ khối **3** token từ lớp 3 và 4 với trọng số chưa huấn luyện (confidence 0.167, 0.234, 0.173 cho
+#   token 2, 1, 6: cả ba dưới 0.25, dấu hiệu trọng số chưa học). Bên dưới: cùng thiết lập đó trong lab.
+# - Lab huấn luyện khối **k = 5** như bản thật: với k = 3, DSpark và bộ vẽ kiểu DFlash gần như ngang nhau trong mô hình
+#   đồ chơi này (τ của DSpark chỉ bằng 1.10× của DFlash ở T = 1, 1.00× khi greedy; notebook 07 cho thấy k = 5).
+# - Lớp đích giữ như bài học: lớp 3 và 4, nằm giữa chồng 8 lớp của lab (lớp encoder cuối và lớp decoder đầu). Mô hình
+#   thật lấy ba lớp cuối 37–39, nối lại rồi chiếu.
+# - Đầu tin cậy ở đây không có bias, c = σ(w·[h; W1[x_prev]]): bài báo DSpark cộng thêm b, còn checkpoint V4.1 chỉ lưu
+#   w (`confidence_head.proj`, [1, 5376]); lab làm theo V4.1.
+
+# %%
+lesson = redraft(raw, 3, 0.0)  # the seed lesson's setting: untrained, taps 3 and 4, a block of 3
+for name, r in (("lesson: untrained, k = 3", lesson.round), ("lab: trained, k = 5", walk.round)):
+    print(f"{name:25s} p_d {[round(p, 3) for p in r.draft_probs]}  kept {r.n_accepted} of {r.block}")
+assert lesson.round.block == 3 and max(lesson.round.draft_probs) < 0.25  # probe: the lesson's picture of noise
+assert walk.model.mtp.confidence_head.bias is None  # probe: no bias in the confidence head, as V4.1
 
 # %% [markdown]
 

@@ -151,14 +151,15 @@ def test_map_has_every_step_and_column(lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_map_layout_columns_left_to_right_each_read_upwards(lang):
+def test_map_layout_columns_left_to_right_each_read_downwards(lang):
+    """Like the clickable widget map: columns left to right, each read top to bottom (1A at the top of column 1)."""
     src = architecture_map(lang)
     assert src.startswith("flowchart LR\n")
     g = parse(src)
     assert list(g["subgraphs"]) == [column_id(c.id) for c in COLUMNS]
     for col in COLUMNS:
-        assert g["subgraphs"][column_id(col.id)] == [node_id(i) for i in col.step_ids]  # 1A first = bottom
-        assert g["directions"][column_id(col.id)] == "BT"
+        assert g["subgraphs"][column_id(col.id)] == [node_id(i) for i in col.step_ids]  # 1A first = top
+        assert g["directions"][column_id(col.id)] == "TB"
     col_links = [(a, b) for a, _, _, b in g["links"] if a.startswith("col")]
     assert col_links == [(column_id(c.id), column_id(c.id + 1)) for c in COLUMNS[:-1]]
 
@@ -298,9 +299,10 @@ def test_svg_boxes_do_not_overlap_and_fit():
         assert 0 <= x and x + w <= width and 0 <= y and y + h <= height
         for x2, y2, w2, h2 in boxes[i + 1 :]:
             assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y
-    # 1A sits below 1B, which sits below 2A (the map reads upwards)
+    # 1A sits above 1B, which sits above 2A (the map reads downwards, like the widget map)
     y = {s.id: b[1] for s, b in zip(STEPS, boxes, strict=True)}
-    assert y["1A"] > y["1B"] > y["2A"] and y["4A"] > y["6A"] and y["5A"] > y["6B"]
+    assert y["1A"] < y["1B"] < y["2A"] and y["4A"] < y["6A"] and y["5A"] < y["6B"]
+    assert y["1A"] == y["3A"] == y["4A"] == y["5A"]  # every column starts on the same top row
 
 
 # ---- no network --------------------------------------------------------------------------------------------
