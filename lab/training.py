@@ -157,7 +157,7 @@ DRAFT_KINDS = ("dspark", "dspark-rnn", "dflash")  # drafters that live in the mo
 def model_for_draft(target_path, kind: str, seed: int = 0) -> Transformer:
     """A trained target ready for `train_draft(kind=…)`: its draft built for the kind (the RNN head for
     "dspark-rnn"), seeded from `seed`, the target part loaded from `target_path`."""
-    from dspark_mini.checkpoint import CheckpointError, config_from_dict, load, read_header
+    from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, load, read_header
 
     if kind not in DRAFT_KINDS:
         raise ValueError(f"kind = {kind!r} is invalid: allowed {DRAFT_KINDS}")
@@ -165,6 +165,7 @@ def model_for_draft(target_path, kind: str, seed: int = 0) -> Transformer:
     if header["part"] not in ("target", "all"):
         raise CheckpointError(f"{str(target_path)!r} holds part {header['part']!r}: allowed a 'target' or 'all' file")
     cfg = config_from_dict(header["config"])
+    check_size(cfg, target_path)  # an absurd header is refused before anything is allocated
     model = build_model(cfg.replace(dspark_markov_kind="rnn" if kind == "dspark-rnn" else "vanilla"), seed=seed)
     load(model, target_path)  # a "target" part loads whatever the draft-only fields say
     return model
