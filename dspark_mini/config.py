@@ -3,12 +3,15 @@
 Every field is documented where it is defined as `lab value | flash value`, with the name the real
 checkpoint's `inference/config.json` uses. Toy and real sizes run through the same code; only these
 numbers differ. `validate()` checks every field and raises `ConfigError` naming the field, the value
-and what is allowed; nothing is clamped or fixed up silently.
+and what is allowed; nothing is clamped or fixed up silently. A bool is not a number here (`True` is no layer
+id), a float must be finite, and an unknown field name in `replace` / `get_config` lists the valid ones.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,12 +143,15 @@ class ModelConfig:
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with some fields changed, validated."""
-        return dataclasses.replace(self, **changes).validate()
+        return dataclasses.replace(self, **check_field_names(changes)).validate()
 
     # ---- validation -----------------------------------------------------------------------------
     def validate(self) -> ModelConfig:  # noqa: C901 - one check per field, flat on purpose
         def is_int(v: Any) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
+
+        def is_finite(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
         def need(ok: bool, name: str, allowed: str) -> None:
             if not ok:
@@ -205,7 +211,12 @@ class ModelConfig:
             "norm_eps",
         ):
             v = getattr(self, name)
-            need(isinstance(v, (int, float)) and v > 0, name, "a number > 0")
+            need(is_finite(v) and v > 0, name, "a finite number > 0 (not NaN or ±inf)")
+        for name in ("kv_quant", "expert_quant", "engram_table_quant"):
+            need(isinstance(getattr(self, name), bool), name, "True or False")
+        for name in ("name", "score_func", "dtype", "dspark_tap_mix", "dspark_markov_kind"):
+            need(isinstance(getattr(self, name), str), name, "a string")
+        need(isinstance(self.extra, dict), "extra", "a dict of free notes")
         need(self.n_layers >= 2, "n_layers", "an integer ≥ 2 (an encoder and a decoder)")
         need(
             self.rope_head_dim % 2 == 0 and self.rope_head_dim < self.head_dim,
@@ -247,7 +258,7 @@ class ModelConfig:
             "compress_ratios",
             f"a tuple of n_layers + n_mtp_layers = {total} entries",
         )
-        need(all(x in (0, 1, 2) for x in r), "compress_ratios", "entries in {0, 1, 2}")
+        need(all(is_int(x) and x in (0, 1, 2) for x in r), "compress_ratios", "entries in {0, 1, 2}")
         need(
             all(x == 0 for x in r[L:]),
             "compress_ratios",
@@ -256,7 +267,7 @@ class ModelConfig:
 
         def layer_ids(name: str, hi: int) -> tuple[int, ...]:
             ids = getattr(self, name)
-            need(isinstance(ids, tuple) and all(isinstance(i, int) for i in ids), name, "a tuple of layer ids")
+            need(isinstance(ids, tuple) and all(is_int(i) for i in ids), name, "a tuple of layer ids (integers)")
             need(all(0 <= i < hi for i in ids), name, f"layer ids in 0..{hi - 1}")
             need(list(ids) == sorted(set(ids)), name, "strictly increasing layer ids")
             return ids
@@ -331,6 +342,17 @@ class ModelConfig:
         return self
 
 
+def check_field_names(changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` unchanged if every key is a ModelConfig field; else a ConfigError listing the valid fields."""
+    valid = [f.name for f in dataclasses.fields(ModelConfig)]
+    for name, value in changes.items():
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(name, value, f"a ModelConfig field ({hint}the fields: {', '.join(valid)})")
+    return changes
+
+
 def lab_config(vocab_size: int, compressed_vocab_size: int, noise_token_id: int, **changes: Any) -> ModelConfig:
     """The default teaching model; the vocabulary numbers come from the lab tokenizer."""
     cfg = ModelConfig(
@@ -338,7 +360,7 @@ def lab_config(vocab_size: int, compressed_vocab_size: int, noise_token_id: int,
         engram_compressed_vocab_size=compressed_vocab_size,
         dspark_noise_token_id=noise_token_id,
     )
-    return dataclasses.replace(cfg, **changes).validate()
+    return dataclasses.replace(cfg, **check_field_names(changes)).validate()
 
 
 def flash_config(**changes: Any) -> ModelConfig:
@@ -398,4 +420,4 @@ def flash_config(**changes: Any) -> ModelConfig:
         dspark_n_activated_experts=3,
         dtype="bfloat16",
     )
-    return dataclasses.replace(cfg, **changes).validate()
+    return dataclasses.replace(cfg, **check_field_names(changes)).validate()

@@ -25,6 +25,7 @@ from .config import ModelConfig
 from .linear import Linear
 from .mhc import hc_pre, identity_pre_mix
 from .norm import RMSNorm
+from .validate import check_temperature
 
 
 @dataclass
@@ -40,8 +41,7 @@ class DraftOutput:
 
 def token_distribution(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """softmax(logits / T); T = 0 → one-hot argmax (greedy).  [..., V] → [..., V]"""
-    if temperature < 0:
-        raise ValueError(f"temperature = {temperature} is invalid: allowed ≥ 0 (0 = greedy)")
+    temperature = check_temperature(temperature)  # NaN, ±inf, a str or a bool: a clear error naming it
     if temperature == 0:
         return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     return torch.softmax(logits / temperature, dim=-1)

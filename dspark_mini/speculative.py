@@ -22,6 +22,7 @@ import torch
 from .drafters import Drafter, DSparkDrafter
 from .dspark import sample, token_distribution
 from .model import Transformer
+from .validate import check_seed, check_temperature
 
 ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS = "accepted", "rejected", "not verified", "resampled", "bonus"
 
@@ -157,8 +158,8 @@ def generate_plain(
 ) -> GenerateResult:
     """One target forward per new token (prompts [B, S] of equal length)."""
     check_prompt(model, prompt, max_new_tokens)
-    token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
-    gen = torch.Generator(device=model.device).manual_seed(seed)
+    check_temperature(temperature)
+    gen = torch.Generator(device=model.device).manual_seed(check_seed(seed))
     t0 = time.perf_counter()
     cache, nxt = prefill(model, prompt, temperature, gen)
     out = [nxt]
@@ -243,8 +244,8 @@ def generate_speculative(
     check_prompt(model, prompt, max_new_tokens)
     drafter = DSparkDrafter() if drafter is None else drafter
     k_max = check_block(model, block_size, drafter)
-    token_distribution(torch.zeros(1, dtype=torch.float64), temperature)  # validates T
-    gen = torch.Generator(device=model.device).manual_seed(seed)
+    check_temperature(temperature)
+    gen = torch.Generator(device=model.device).manual_seed(check_seed(seed))
     t0 = time.perf_counter()
     cache, anchors = prefill(model, prompt, temperature, gen, drafter)
     tokens = [[int(a)] for a in anchors]

@@ -6,14 +6,24 @@ dspark-lab inspect --preset flash    the real-size model built on `meta`: parame
 dspark-lab generate                  plain vs speculative decoding, with the accept/reject strip
 dspark-lab profile                   parity, tap mix, acceptance by position, verify cost (p50/p95/p99)
 dspark-lab data                      the toy corpus: math, code and chat lines, described
-dspark-lab train target              train the tiny target on it (safetensors + config + loss curve)
+dspark-lab train target|draft|all    train the tiny target, one drafter against it, or the whole shipped set
+dspark-lab eval                      τ, acceptance per position and tokens/s of the trained drafters
+
+Every number an option brings in is checked before anything runs (`check_args`), and every error is one line
+that names the option and what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read
+or written) · 130 interrupted (Ctrl-C: one line, no traceback) · 141 the reader closed the pipe
+(`dspark-lab walk --json | head`): a quiet stop, 128 + SIGPIPE, what `cat` or `seq` report there.
+--json output is strict JSON: a NaN or ±inf becomes null and is listed under "non_finite".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 EPILOG = """\
@@ -32,9 +42,22 @@ examples:
   dspark-lab data --out runs/corpus                 write and describe the toy corpus (3 domains)
   dspark-lab train target --steps 400 --out runs/target.safetensors
   dspark-lab train draft --kind eagle3 --target runs/target.safetensors --out runs/eagle3.safetensors
-  dspark-lab train all --out lab/weights            rebuild every shipped weight file (≈ 14 min on 2 cores)
+  dspark-lab train all --out lab/weights --force    rebuild every shipped weight file (≈ 14 min on 2 cores)
   dspark-lab eval --json                            τ, acceptance per position, tokens/s per drafter and domain
+
+exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 141 output pipe closed (e.g. `| head`)
 """
+
+# Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
+# lab/train_all.py Recipe (target_steps, draft_steps, baseline_steps) and lab/evaluation.py.
+TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 400, "mtp1": 400}
+EVAL_PROMPTS, EVAL_NEW_TOKENS = 12, 40
+# Upper bounds of the options that have no natural one (the model-dependent ones come from the lab config).
+MAX_STEPS = 100_000  # 250× the shipped target recipe
+MAX_BATCH = 256  # sequences per step: 16× the default (memory grows with batch × seq-len)
+MAX_LR = 1.0  # Adam moves every weight by about lr per step: above 1 it throws the weights away
+MAX_REPS = 1000  # timing repetitions per block size
+MAX_EVAL_PROMPTS = 1000  # held-out prompts per domain: math has ≈ 1,000 distinct lines, more would repeat
 
 
 def add_weights_argument(p: argparse.ArgumentParser) -> None:
@@ -44,6 +67,13 @@ def add_weights_argument(p: argparse.ArgumentParser) -> None:
         choices=["trained", "untrained"],
         help="trained: the shipped lab weights (default); untrained: the seeded random init",
     )
+
+
+def add_seed_argument(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--seed", type=int, default=0, help=f"{what}; 0 ≤ seed < 2**63 (default 0)")
+
+
+TEMPERATURE_HELP = "0 = greedy (default); a finite number ≥ 1e-6 samples"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,14 +100,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--lang", default="en", help="language of the lesson: vi or en (default en)")
     w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
     w.add_argument("--prompt", default=None, help="text to run (newline, ASCII and Vietnamese letters)")
-    w.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the sampling (and of the weights with --weights untrained); same seed → same numbers",
-    )
-    w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B (1..trained block, 5)")
-    w.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
+    add_seed_argument(w, "seed of the sampling (and of the weights with --weights untrained); same seed → same numbers")
+    w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B: 1..5, the trained block")
+    w.add_argument("--temperature", type=float, default=0.0, help=TEMPERATURE_HELP)
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
     add_weights_argument(w)
 
@@ -91,7 +116,7 @@ def parser() -> argparse.ArgumentParser:
     )
     i.add_argument("--preset", default="lab", help="lab (default) or flash")
     i.add_argument("--lang", default="en", help="vi or en")
-    i.add_argument("--seed", type=int, default=0, help="init seed (lab only)")
+    add_seed_argument(i, "init seed (lab only)")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
 
     g = sub.add_parser(
@@ -106,10 +131,15 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("--prompt", default=None, help="text to continue")
-    g.add_argument("--max-new-tokens", type=int, default=32, help="new tokens to produce (default 32)")
-    g.add_argument("--block", type=int, default=None, help="draft block size k (1..trained block, default 5)")
-    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
-    g.add_argument("--seed", type=int, default=0, help="seed of the weights and of the sampling")
+    g.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=32,
+        help="new tokens to produce: 1..256 − the prompt's tokens (max_seq_len; default 32)",
+    )
+    g.add_argument("--block", type=int, default=None, help="draft block size k: 1..5, the trained block (default 5)")
+    g.add_argument("--temperature", type=float, default=0.0, help=TEMPERATURE_HELP)
+    add_seed_argument(g, "seed of the weights and of the sampling")
     g.add_argument("--lang", default="en", help="vi or en")
     g.add_argument("--preset", default="lab", help="model preset (lab)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -126,14 +156,20 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     f.add_argument("--preset", default="lab", help="model preset (lab)")
-    f.add_argument("--seed", type=int, default=0, help="seed of the weights and prompts")
-    f.add_argument("--reps", type=int, default=15, help="repetitions per timing (default 15)")
-    f.add_argument("--cache-length", type=int, default=48, help="tokens in the cache before the verify (default 48)")
+    add_seed_argument(f, "seed of the weights and prompts")
+    f.add_argument("--reps", type=int, default=15, help=f"repetitions per timing: 1..{MAX_REPS} (default 15)")
+    f.add_argument(
+        "--cache-length",
+        type=int,
+        default=48,
+        help="tokens in the cache before the verify: 1..250 = max_seq_len 256 − one verify of 6 tokens "
+        "(anchor + block 5) (default 48)",
+    )
     f.add_argument("--lang", default="en", help="vi or en")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
     add_weights_argument(f)
 
-    from .corpus import add_data_arguments
+    from .corpus import DEFAULT_LINES_PER_DOMAIN, MAX_LINES_PER_DOMAIN, add_data_arguments
 
     d = sub.add_parser(
         "data",
@@ -148,11 +184,12 @@ def parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser(
         "train",
-        help="train the tiny target on the toy corpus",
+        help="train the tiny target, one drafter against it, or every shipped file (all)",
         description="Train the `lab` target on the toy corpus (next-token cross-entropy with QAT through the FP8/FP4 "
         "simulation; the router bias by the loss-free balancing rule) and save a safetensors checkpoint with its "
-        "config and loss curve; then the DSpark draft against the frozen target (CE 0.1 / L1 0.9 / confidence BCE "
-        "1.0, position weights exp(−(k−1)/4), teacher-forced Markov head).",
+        "config and loss curve; or one drafter against the frozen target (DSpark: CE 0.1 / L1 0.9 / confidence BCE "
+        "1.0, position weights exp(−(k−1)/4), teacher-forced Markov head); or `all`: the target, the five drafters, "
+        "their calibration and evaluation, as shipped in lab/weights.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -172,17 +209,43 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--quick", action="store_true", help="(all) tiny settings: checks the pipeline in a minute (CI smoke run)"
     )
-    t.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
-    t.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
-    t.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default 64)")
-    t.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
-    t.add_argument("--seed", type=int, default=0, help="seed of the weights, the corpus and the batches")
-    t.add_argument("--lines", type=int, default=2000, help="corpus lines per domain (default 2000)")
+    t.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help=f"(target, draft) optimizer steps: 1..{MAX_STEPS:,}; default per kind, as the shipped recipe: target "
+        f"{TRAIN_STEPS['target']}, dspark / dspark-rnn / dflash {TRAIN_STEPS['dspark']} (the model's draft layers), "
+        f"eagle3 / mtp1 {TRAIN_STEPS['eagle3']} (their own small modules); `all` follows lab/train_all.py Recipe",
+    )
+    t.add_argument(
+        "--batch", type=int, default=16, help=f"(target, draft) sequences per step: 1..{MAX_BATCH} (default 16)"
+    )
+    t.add_argument(
+        "--seq-len",
+        type=int,
+        default=64,
+        help="(target, draft) tokens per sequence: target 1..256 (max_seq_len); a drafter leaves room for one block: "
+        "dspark / dspark-rnn / dflash 8..250 (≥ the window), eagle3 / mtp1 1..249 (default 64)",
+    )
+    t.add_argument(
+        "--lr", type=float, default=3e-3, help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g} (default 3e-3)"
+    )
+    add_seed_argument(t, "seed of the weights, the corpus and the batches")
+    t.add_argument(
+        "--lines",
+        type=int,
+        default=DEFAULT_LINES_PER_DOMAIN,
+        help=f"(target, draft) corpus lines per domain: 1..{MAX_LINES_PER_DOMAIN:,} "
+        f"(default {DEFAULT_LINES_PER_DOMAIN})",
+    )
     t.add_argument(
         "--out",
         default=None,
         help="checkpoint path (.safetensors; default runs/target.safetensors) — for `all` a folder (default "
-        "runs/weights; `--out lab/weights` replaces the shipped files)",
+        "runs/weights; `--out lab/weights --force` replaces the shipped files)",
+    )
+    t.add_argument(
+        "--force", action="store_true", help="allow --out to write into the shipped lab/weights (make weights does)"
     )
     t.add_argument("--lang", default="en", help="vi or en")
     t.add_argument("--json", action="store_true", help="print the training report as JSON")
@@ -202,60 +265,213 @@ def parser() -> argparse.ArgumentParser:
         help="comma-separated drafters (default all five)",
     )
     e.add_argument("--weights-dir", default=None, help="folder of the weights (default: the shipped lab/weights)")
-    e.add_argument("--prompts", type=int, default=16, help="held-out prompts per domain (default 16)")
-    e.add_argument("--max-new-tokens", type=int, default=48, help="new tokens per prompt (default 48)")
-    e.add_argument("--speed-prompts", type=int, default=2, help="prompts per domain timed at batch 1 (default 2)")
-    e.add_argument("--seed", type=int, default=0, help="seed of the prompts and the sampling")
+    e.add_argument(
+        "--prompts",
+        type=int,
+        default=EVAL_PROMPTS,
+        help=f"held-out prompts per domain: 1..{MAX_EVAL_PROMPTS} (default {EVAL_PROMPTS})",
+    )
+    e.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=EVAL_NEW_TOKENS,
+        help=f"new tokens per prompt: 1..240 = max_seq_len 256 − a 16-token prompt (default {EVAL_NEW_TOKENS})",
+    )
+    e.add_argument(
+        "--speed-prompts", type=int, default=2, help="prompts per domain timed at batch 1: 1..--prompts (default 2)"
+    )
+    add_seed_argument(e, "seed of the prompts and the sampling")
     e.add_argument("--lang", default="en", help="vi or en")
     e.add_argument("--json", action="store_true", help="per drafter and domain: tau, cond_accept, tokens/s ratio")
     return p
 
 
-def to_jsonable(x: Any) -> Any:
+def check_args(args: argparse.Namespace) -> None:
+    """Every number an option brings in, against its allowed range, before anything is built, run or written;
+    also fills `train --steps` with its kind's default. The ranges that depend on the model come from its config."""
+    from dspark_mini import get_config
+    from dspark_mini.validate import check_int, check_seed, check_temperature
+
+    cfg = get_config("lab")  # the one preset that runs on a CPU
+    check_seed(args.seed, "--seed")
+    if getattr(args, "temperature", None) is not None:
+        check_temperature(args.temperature, "--temperature")
+    if getattr(args, "block", None) is not None:
+        check_int(args.block, "--block", 1, cfg.dspark_block_size, "the trained draft block")
+    if args.command == "generate" and args.preset == "lab":  # compare() refuses the other presets
+        check_generate_length(args, cfg)
+    elif args.command == "profile":
+        verify = cfg.dspark_block_size + 1
+        check_int(args.reps, "--reps", 1, MAX_REPS)
+        why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
+        check_int(args.cache_length, "--cache-length", 1, cfg.max_seq_len - verify, why)
+    elif args.command == "data":
+        if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+            raise ValueError(f"--out = {args.out!r} is a file: allowed a folder (data writes <domain>.txt into it)")
+    elif args.command == "eval":
+        from .evaluation import PROMPT_TOKENS
+
+        check_int(args.prompts, "--prompts", 1, MAX_EVAL_PROMPTS)
+        why = f"max_seq_len {cfg.max_seq_len} − a {PROMPT_TOKENS}-token prompt"
+        check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - PROMPT_TOKENS, why)
+        check_int(args.speed_prompts, "--speed-prompts", 1, args.prompts, "at most --prompts")
+    elif args.command == "train":
+        check_train_args(args, cfg)
+
+
+def check_generate_length(args: argparse.Namespace, cfg: Any) -> None:
+    """--max-new-tokens: the prompt and the new tokens share the max_seq_len positions of the cache."""
+    from dspark_mini import get_tokenizer
+    from dspark_mini.validate import check_int
+
+    from .walkthrough import DEFAULT_PROMPT
+
+    n = len(get_tokenizer(cfg).encode(DEFAULT_PROMPT if args.prompt is None else args.prompt))
+    if n >= cfg.max_seq_len:
+        raise ValueError(f"--prompt has {n} tokens: allowed 1..{cfg.max_seq_len - 1} (max_seq_len − one new token)")
+    why = f"max_seq_len {cfg.max_seq_len} − the prompt's {n} tokens"
+    check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - n, why)
+
+
+def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
+    """`train`'s options (the same checks for target and draft; `all` follows its recipe)."""
+    from dspark_mini.validate import check_float, check_int
+
+    from .corpus import MAX_LINES_PER_DOMAIN
+
+    if args.what == "all":
+        if args.steps is not None:
+            raise ValueError("--steps applies to `train target` and `train draft`: `train all` follows its recipe")
+        return
+    args.steps = TRAIN_STEPS[args.what if args.what == "target" else args.kind] if args.steps is None else args.steps
+    check_int(args.steps, "--steps", 1, MAX_STEPS)
+    check_int(args.batch, "--batch", 1, MAX_BATCH)
+    if args.what == "target":
+        check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len, "max_seq_len")
+    elif args.kind in ("dspark", "dspark-rnn", "dflash"):  # a window of context, then one block [anchor, k drafts]
+        why = f"the window {cfg.window_size} .. max_seq_len − block {cfg.dspark_block_size} − 1"
+        check_int(args.seq_len, "--seq-len", cfg.window_size, cfg.max_seq_len - cfg.dspark_block_size - 1, why)
+    else:  # eagle3 / mtp1 also read the token after the block
+        why = f"max_seq_len − block {cfg.dspark_block_size} − 2"
+        check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len - cfg.dspark_block_size - 2, why)
+    check_float(args.lr, "--lr", 0.0, MAX_LR, lo_open=True)
+    check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
+
+
+def to_jsonable(x: Any, where: str = "", bad: list[str] | None = None) -> Any:
+    """x with str keys and lists; a NaN or ±inf float becomes None (JSON has neither) and its path goes to `bad`."""
     if isinstance(x, dict):
-        return {str(k): to_jsonable(v) for k, v in x.items()}
+        return {str(k): to_jsonable(v, f"{where}.{k}" if where else str(k), bad) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [to_jsonable(v) for v in x]
-    if isinstance(x, float) and x != x:
+        return [to_jsonable(v, f"{where}[{i}]", bad) for i, v in enumerate(x)]
+    if isinstance(x, float) and not math.isfinite(x):
+        if bad is not None:
+            bad.append(f"{where} = {x}")
         return None
     return x
 
 
+def print_json(report: Any) -> None:
+    """Strict JSON on stdout (never NaN or Infinity): non-finite numbers are null and listed under "non_finite"."""
+    bad: list[str] = []
+    data = to_jsonable(report, "", bad)
+    if bad and isinstance(data, dict):
+        data["non_finite"] = {"note": "these numbers were NaN or ±inf; JSON has neither, so they are null", "at": bad}
+    print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
+
+
+def error_line(args: argparse.Namespace, e: Exception) -> str:
+    """The error as one line; one about the path of --out, --target or --weights-dir (a missing checkpoint, a file
+    where a folder should be) starts with that option, unless the message names an option already."""
+    filename = getattr(e, "filename", None)
+    strerror = getattr(e, "strerror", None)
+    message = f"{strerror}: {filename!r}" if strerror and filename else str(e)
+    if message.startswith("--"):
+        return message
+    draft = getattr(args, "what", None) == "draft"
+    dests = {"data": ["out"], "eval": ["weights_dir"], "train": ["out", "target"] if draft else ["out"]}
+    for dest in dests.get(args.command, []):
+        value = getattr(args, dest, None)
+        if value and (str(Path(value)) in f"{e} {filename or ''}" or (filename and str(filename) in str(value))):
+            return f"--{dest.replace('_', '-')} = {value!r}: {message}"
+    return message
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (`… | head`): stop quietly with 141 (128 + SIGPIPE, as `cat` would). stdout
+    now points at /dev/null, so the interpreter's last flush cannot fail again (Python docs, "Note on SIGPIPE")."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a file descriptor (a test's capture): nothing to redirect
+        pass
+    return 141
+
+
+def stdout_console() -> Any:
+    """rich's Console, except that a closed pipe raises BrokenPipeError for main() (rich itself would exit 1)."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return PipeConsole()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, closed pipe → 141."""
     args = parser().parse_args(argv)
     if args.command is None:
         parser().print_help()
         return 0
-    import torch
     from rich.console import Console
+    from rich.markup import escape
 
-    from dspark_mini.config import ConfigError
-    from dspark_mini.tokenizer import TokenizerError
+    err = Console(stderr=True)
+    try:
+        run(args, stdout_console())
+        sys.stdout.flush()  # a closed pipe shows up here, inside the boundary, not at the interpreter's exit
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return closed_pipe()
+    except (OSError, ValueError, TypeError) as e:
+        # bad input: ConfigError, TokenizerError and CheckpointError are ValueErrors; an OSError is a missing file,
+        # a file where a folder should be or a path that cannot be written
+        err.print(f"[red]error:[/red] {escape(error_line(args, e))}", soft_wrap=True)
+        return 2
+    return 0
+
+
+def run(args: argparse.Namespace, console: Any) -> None:
+    """One subcommand, its options already parsed."""
+    import torch
 
     from .steps import check_lang
 
     torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
-    console = Console()
-    err = Console(stderr=True)
-    try:
-        lang = check_lang(args.lang)
-        if args.command == "walk":
-            from .render import render_walk
-            from .walkthrough import DEFAULT_PROMPT, run_walk
+    lang = check_lang(args.lang)
+    check_args(args)
+    if args.command == "walk":
+        from .render import render_walk
+        from .walkthrough import DEFAULT_PROMPT, run_walk
 
-            prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
-            walk = run_walk(
-                prompt,
-                args.preset,
-                args.seed,
-                lang,
-                tuple(args.step) if args.step else None,
-                args.block,
-                args.temperature,
-                args.weights,
-            )
-            if args.json:
-                out = {
+        prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
+        walk = run_walk(
+            prompt,
+            args.preset,
+            args.seed,
+            lang,
+            tuple(args.step) if args.step else None,
+            args.block,
+            args.temperature,
+            args.weights,
+        )
+        if args.json:
+            print_json(
+                {
                     "weights": args.weights,
                     "preset": args.preset,
                     "prompt": prompt,
@@ -264,70 +480,62 @@ def main(argv: list[str] | None = None) -> int:
                     "tokens": walk.tokens[0].tolist(),
                     "steps": {k: v.to_json() for k, v in walk.views.items()},
                 }
-                print(json.dumps(to_jsonable(out), ensure_ascii=False, indent=1))
-            else:
-                render_walk(console, walk, lang)
-        elif args.command == "generate":
-            from .generation import compare
-
-            report = compare(
-                args.prompt, args.preset, args.max_new_tokens, args.block, args.temperature, args.seed, args.weights
             )
-            if args.json:
-                print(json.dumps(to_jsonable(report.to_json()), ensure_ascii=False, indent=1))
-            else:
-                from .render import render_generate
-
-                render_generate(console, report, lang)
-        elif args.command == "data":
-            from .corpus import main_data
-
-            main_data(args, console)
-        elif args.command == "train":
-            from .train_cli import main_train
-
-            report = main_train(args, console)
-            if args.json:
-                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
-        elif args.command == "eval":
-            from .eval_cli import main_eval
-
-            report = main_eval(args, console, lang)
-            if args.json:
-                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
-        elif args.command == "profile":
-            from .profiling import profile
-
-            if args.reps < 1 or args.cache_length < 1:
-                raise ValueError(f"--reps = {args.reps} and --cache-length = {args.cache_length}: allowed ≥ 1")
-            with console.status("profiling step 6B…"):
-                report = profile(
-                    args.preset, args.seed, reps=args.reps, cache_len=args.cache_length, weights=args.weights
-                )
-            if args.json:
-                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
-            else:
-                from .render import render_profile
-
-                render_profile(console, report, lang)
         else:
-            from .walkthrough import inspect_model
+            render_walk(console, walk, lang)
+    elif args.command == "generate":
+        from .generation import compare
 
-            if args.preset == "flash" and not args.json:
-                with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):
-                    report = inspect_model(args.preset, args.seed)
-            else:
+        report = compare(
+            args.prompt, args.preset, args.max_new_tokens, args.block, args.temperature, args.seed, args.weights
+        )
+        if args.json:
+            print_json(report.to_json())
+        else:
+            from .render import render_generate
+
+            render_generate(console, report, lang)
+    elif args.command == "data":
+        from .corpus import main_data
+
+        main_data(args, console)
+    elif args.command == "train":
+        from .train_cli import main_train
+
+        report = main_train(args, console)
+        if args.json:
+            print_json(report)
+    elif args.command == "eval":
+        from .eval_cli import main_eval
+
+        report = main_eval(args, console, lang)
+        if args.json:
+            print_json(report)
+    elif args.command == "profile":
+        from .profiling import profile
+
+        with console.status("profiling step 6B…"):
+            report = profile(args.preset, args.seed, reps=args.reps, cache_len=args.cache_length, weights=args.weights)
+        if args.json:
+            print_json(report)
+        else:
+            from .render import render_profile
+
+            render_profile(console, report, lang)
+    else:
+        from .walkthrough import inspect_model
+
+        if args.preset == "flash" and not args.json:
+            with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):
                 report = inspect_model(args.preset, args.seed)
-            if args.json:
-                print(json.dumps(to_jsonable(report), ensure_ascii=False, indent=1))
-            else:
-                from .render import render_inspect
+        else:
+            report = inspect_model(args.preset, args.seed)
+        if args.json:
+            print_json(report)
+        else:
+            from .render import render_inspect
 
-                render_inspect(console, report, lang)
-    except (ConfigError, TokenizerError, ValueError, FileNotFoundError) as e:
-        err.print(f"[red]error:[/red] {e}")
-        return 2
-    return 0
+            render_inspect(console, report, lang)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import random
 import re
 import unicodedata
@@ -45,6 +46,9 @@ if TYPE_CHECKING:  # torch is imported where it is used, so `dspark-lab --help` 
 
 DOMAINS: tuple[str, ...] = ("math", "code", "chat")
 DEFAULT_LINES_PER_DOMAIN = 2000
+# 50× the default. More adds little: math and code stop making new lines near 1,000 and 580 distinct ones (chat
+# keeps branching), while `data` needs about a minute to describe 100,000 lines per domain on one core.
+MAX_LINES_PER_DOMAIN = 100_000
 DEFAULT_SEED = 0
 
 DOMAIN_NOTES: dict[str, dict[str, str]] = {
@@ -466,8 +470,8 @@ def _rng(domain: str, seed: int) -> random.Random:
 def generate_with_bits(domain: str, n_lines: int, seed: int = DEFAULT_SEED) -> tuple[list[str], list[float]]:
     """generate()'s lines and, for each, -log2 P(line) under the domain's grammar (the bits of its choices)."""
     check_domain(domain)
-    if isinstance(n_lines, bool) or not isinstance(n_lines, int) or n_lines < 1:
-        raise ValueError(f"n_lines = {n_lines!r}: allowed an integer ≥ 1")
+    if isinstance(n_lines, bool) or not isinstance(n_lines, int) or not 1 <= n_lines <= MAX_LINES_PER_DOMAIN:
+        raise ValueError(f"n_lines = {n_lines!r}: allowed an integer in 1..{MAX_LINES_PER_DOMAIN}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed = {seed!r}: allowed an integer")
     rng = _rng(domain, seed)
@@ -685,6 +689,18 @@ def describe(corpus: Mapping[str, Sequence[str]], tok: Any = None) -> dict[str, 
 
 
 # ---- files -------------------------------------------------------------------------------------------------------
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write beside the file and rename over it: interrupted, the old file (or none) stays, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_corpus(
     corpus: Mapping[str, Sequence[str]],
     out_dir: str | Path,
@@ -711,8 +727,7 @@ def write_corpus(
                 f"{domain} line {bad} = {lines[bad]!r}: each line must end with one \\n and contain no other"
             )
         p = out / f"{domain}.txt"
-        with open(p, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write("".join(lines))
+        write_text_atomic(p, "".join(lines))
         paths.append(p)
     readme = [
         "dspark-lab toy corpus: one example per line, UTF-8, lines end with \\n.",
@@ -741,7 +756,7 @@ def write_corpus(
         "looks the hardest: the answers depend on operands further back, which a transformer can attend to.",
     ]
     p = out / "README.txt"
-    p.write_text("\n".join(readme) + "\n", encoding="utf-8")
+    write_text_atomic(p, "\n".join(readme) + "\n")
     paths.append(p)
     return paths
 
@@ -844,12 +859,15 @@ def render_description(
 
 def add_data_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The options of `dspark-lab data` (for lab/cli.py to call on its subparser)."""
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"corpus seed (default {DEFAULT_SEED})")
+    p.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"corpus seed, 0 ≤ seed < 2**63 (default {DEFAULT_SEED})"
+    )
     p.add_argument(
         "--lines",
         type=int,
         default=DEFAULT_LINES_PER_DOMAIN,
-        help=f"lines per domain (default {DEFAULT_LINES_PER_DOMAIN})",
+        help=f"lines per domain, 1..{MAX_LINES_PER_DOMAIN:,} (default {DEFAULT_LINES_PER_DOMAIN}; more adds little: "
+        "math and code repeat after ≈ 1,000 and ≈ 580 distinct lines, and describing 100,000 takes ≈ 1 min)",
     )
     p.add_argument("--out", default=None, help="write <domain>.txt and README.txt to this folder")
     p.add_argument("--json", action="store_true", help="print the description as JSON")
@@ -863,18 +881,20 @@ def main_data(args: argparse.Namespace, console: Any = None) -> dict[str, Any]:
     Reads args.seed, args.lines, and optionally args.out, args.json, args.lang. Returns
     {"seed", "lines_per_domain", "out", "files", "domains": describe(...)}. Bad arguments raise ValueError naming
     the option (the CLI turns that into exit code 2)."""
+    from dspark_mini.validate import check_int, check_seed
+
     from .steps import check_lang
 
     lang = check_lang(getattr(args, "lang", "en"))
-    if isinstance(args.lines, bool) or not isinstance(args.lines, int) or args.lines < 1:
-        raise ValueError(f"--lines = {args.lines!r}: allowed an integer ≥ 1")
+    check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
+    check_seed(args.seed, "--seed")
     corpus = build_corpus(args.seed, args.lines)
     desc = describe(corpus)
     out = getattr(args, "out", None)
     files = [str(p) for p in write_corpus(corpus, out, seed=args.seed, desc=desc)] if out else []
     report = {"seed": args.seed, "lines_per_domain": args.lines, "out": out, "files": files, "domains": desc}
     if getattr(args, "json", False):
-        print(json.dumps(report, ensure_ascii=False, indent=1))
+        print(json.dumps(report, ensure_ascii=False, indent=1, allow_nan=False))
     else:
         if console is None:
             from rich.console import Console

@@ -28,9 +28,12 @@ from .corpus import DOMAINS, check_domain, generate, token_stream
 
 HELD_OUT_SEED = 10_000  # corpus seed offset for evaluation prompts (training uses the seed itself)
 THRESHOLDS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+N_PROMPTS = 12  # held-out prompts per domain (README, train_all.Recipe.eval_prompts)
+MAX_NEW_TOKENS = 40  # new tokens per prompt (README, train_all.Recipe.max_new_tokens)
+PROMPT_TOKENS = 16  # tokens of one held-out prompt
 
 
-def eval_prompts(domain: str, n: int, prompt_tokens: int = 16, seed: int = 0) -> torch.Tensor:
+def eval_prompts(domain: str, n: int, prompt_tokens: int = PROMPT_TOKENS, seed: int = 0) -> torch.Tensor:
     """n held-out prompts of one domain, each the first `prompt_tokens` ids from the start of a line.  → [n, L]"""
     check_domain(domain)
     for name, v in (("n", n), ("prompt_tokens", prompt_tokens)):
@@ -133,8 +136,8 @@ def quality(
     model,
     drafter: Drafter,
     domains: Sequence[str] = DOMAINS,
-    n_prompts: int = 16,
-    max_new_tokens: int = 48,
+    n_prompts: int = N_PROMPTS,
+    max_new_tokens: int = MAX_NEW_TOKENS,
     seed: int = 0,
     on_progress: Callable[[str], None] | None = None,
     batch: int = 1,
@@ -183,7 +186,12 @@ def heldout_calibration(rounds: Sequence[Round], temperatures: Sequence[float] |
 
 
 def calibration_rounds(
-    model, drafter: Drafter, n_prompts: int = 16, max_new_tokens: int = 48, seed: int = 1, batch: int = 1
+    model,
+    drafter: Drafter,
+    n_prompts: int = N_PROMPTS,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    seed: int = 1,
+    batch: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Held-out verified rounds at temperature 1 for STS (prompts of every domain, another held-out seed than
     the evaluation's): confidences [N, k] and kept drafts [N] of the rounds that proposed the full block."""
@@ -200,8 +208,8 @@ def calibration_rounds(
 def evaluate_drafters(
     entries: dict[str, tuple[Any, Drafter]],
     domains: Sequence[str] = DOMAINS,
-    n_prompts: int = 16,
-    max_new_tokens: int = 48,
+    n_prompts: int = N_PROMPTS,
+    max_new_tokens: int = MAX_NEW_TOKENS,
     speed_prompts: int = 2,
     seed: int = 0,
     on_progress: Callable[[str], None] | None = None,

@@ -9,6 +9,7 @@ import torch
 
 from dspark_mini import get_config, get_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
+from dspark_mini.validate import check_seed, check_temperature
 
 from .walkthrough import DEFAULT_PROMPT
 from .weights import lab_model
@@ -85,6 +86,8 @@ def compare(
     weights: str = "trained",
 ) -> Comparison:
     """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained")."""
+    check_seed(seed)  # before the weights are loaded or built
+    check_temperature(temperature)
     if preset != "lab":
         raise ValueError(f"generate preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
     prompt = DEFAULT_PROMPT if prompt is None else prompt

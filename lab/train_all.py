@@ -232,7 +232,9 @@ def build_set(work: Path, recipe: Recipe, console=None, quiet: bool = False) -> 
     }
     report["summary"] = summary(report)
     report["seconds"]["total"] = round(time.perf_counter() - t_start, 1)
-    (work / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (work / "report.json").write_text(
+        json.dumps(report, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+    )
     return report
 
 

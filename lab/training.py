@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from dspark_mini import Transformer, build_model
 from dspark_mini.config import ModelConfig
+from dspark_mini.validate import check_float
 
 
 @dataclass
@@ -80,8 +81,7 @@ def train_target(
     for name, v in (("steps", steps), ("batch", batch), ("seq_len", seq_len), ("eval_every", eval_every)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
-    if not lr > 0:
-        raise ValueError(f"lr = {lr!r} is invalid: allowed > 0")
+    check_float(lr, "lr", 0.0, lo_open=True)
     if seq_len > cfg.max_seq_len:
         raise ValueError(f"seq_len = {seq_len} is invalid: allowed 1..{cfg.max_seq_len} (max_seq_len)")
     torch.manual_seed(seed)
@@ -258,6 +258,7 @@ def train_draft(
     """
     if kind not in DRAFT_KINDS:
         raise ValueError(f"kind = {kind!r} is invalid: allowed {DRAFT_KINDS}")
+    check_float(lr, "lr", 0.0, lo_open=True)
     if weights is None:
         weights = (1.0, 0.0, 0.0) if kind == "dflash" else (0.1, 0.9, 1.0)  # DeepSpec's DFlash / DSpark configs
     from dspark_mini.kv_cache import KVCache

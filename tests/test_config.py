@@ -270,6 +270,16 @@ ACCEPTED_BUT_INVALID = [
     pytest.param({"engram_pad_id": True}, "engram_pad_id", id="engram_pad_bool"),
     pytest.param({"dspark_noise_token_id": True}, "dspark_noise_token_id", id="noise_bool"),
     pytest.param({"candidate_source_layer": True}, "candidate_source_layer", id="candidate_bool"),
+    pytest.param({"rope_theta": True}, "rope_theta", id="rope_theta_bool"),
+    pytest.param({"norm_eps": float("nan")}, "norm_eps", id="norm_eps_nan"),
+    pytest.param({"rope_factor": float("inf")}, "rope_factor", id="rope_factor_inf"),
+    pytest.param({"swiglu_limit": float("inf")}, "swiglu_limit", id="swiglu_limit_inf"),
+    pytest.param({"engram_layer_ids": (False, 3)}, "engram_layer_ids", id="layer_id_bool"),
+    pytest.param({"compress_ratios": (0, True, 2, 2, 1, 1, 1, 1, 0, 0)}, "compress_ratios", id="ratio_bool"),
+    pytest.param({"kv_quant": 1}, "kv_quant", id="kv_quant_int"),
+    pytest.param({"dtype": ["float64"]}, "dtype", id="dtype_list"),
+    pytest.param({"extra": None}, "extra", id="extra_none"),
+    pytest.param({"norm_epsilon": 1e-6}, "norm_epsilon", id="unknown_field"),
 ]
 
 
@@ -305,6 +315,20 @@ def test_lab_contract() -> None:
     assert r[cfg.n_encoder_layers] == 1 and cfg.n_encoder_layers in cfg.kv_source_layers
     assert all(x in (0, 2) for x in r[: cfg.n_encoder_layers])
     assert all(x == 1 for x in r[cfg.n_encoder_layers : cfg.n_layers])
+
+
+def test_unknown_field_names_the_valid_ones() -> None:
+    """A misspelt field is a ConfigError (not a bare TypeError) with a suggestion and the list of fields."""
+    for make in (
+        lambda: get_config("lab", norm_epsilon=1e-6),
+        lambda: get_config("flash", norm_epsilon=1e-6),
+        lambda: get_config("lab").replace(norm_epsilon=1e-6),
+    ):
+        with pytest.raises(ConfigError) as info:
+            make()
+        msg = str(info.value)
+        assert info.value.field == "norm_epsilon" and "did you mean 'norm_eps'?" in msg
+        assert all(f.name in msg for f in dataclasses.fields(ModelConfig))
 
 
 def test_lab_overrides_go_through_get_config() -> None:
