@@ -1,20 +1,83 @@
-"""Rich rendering of step views and of `inspect` reports (terminal and notebook).
+"""Rich rendering of step views and of `inspect`, `generate` and `profile` reports (terminal and notebook).
 
-Nothing here computes model numbers: it lays out what `walkthrough` built.
+Nothing here computes model numbers: it lays out what `walkthrough` built. Everything reads without colour
+and at 80 columns: table columns are never narrower than their longest word, and the accept/reject strip
+marks every token with a symbol as well as a colour.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.columns import Columns
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .steps import get_column, ui, verify_label
-from .walkthrough import StepView, ViewTable, fmt_params
+from .steps import check_lang, get_column, ui, verify_label
+from .walkthrough import StepView, ViewTable, equation, fmt_params, note
+
+# strings of the generate and profile screens, both languages (step views use walkthrough.NOTES)
+TEXT: dict[str, dict[str, str]] = {
+    "strip_title": {
+        "vi": "DSpark: vẽ nháp → verify, mỗi đoạn của dải là một vòng",
+        "en": "DSpark: draft → verify, one strip segment per round",
+    },
+    "first": {"vi": "token đầu (từ forward của prompt)", "en": "first token (from the prompt's forward)"},
+    "round_edge": {"vi": "ranh giới vòng", "en": "round boundary"},
+    "newline": {"vi": "= xuống dòng, ▁ = dấu cách", "en": "= newline, ▁ = space"},
+    "text": {"vi": "văn bản", "en": "text"},
+    "tokens": {"vi": "số token", "en": "tokens"},
+    "forwards": {"vi": "lượt forward đích", "en": "target forwards"},
+    "tokens_per_s": {"vi": "token/giây", "en": "tokens/s"},
+    "plain": {"vi": "thường", "en": "plain"},
+    "speculative": {"vi": "giải mã dự đoán", "en": "speculative"},
+    "rounds": {"vi": "số vòng", "en": "rounds"},
+    "identical": {"vi": "giống hệt", "en": "identical"},
+    "different": {
+        "vi": "khác (lấy mẫu: cùng phân phối, lượt rút khác)",
+        "en": "different (sampling: same distribution, other draws)",
+    },
+    "same_tokens": {"vi": "token của hai cách giải mã", "en": "tokens"},
+    "speedup": {"vi": "tăng tốc", "en": "speed-up"},
+    "tap_check": {
+        "vi": "main_x bộ vẽ nhận so với main_x dựng lại từ đầu vào lớp đích bắt bằng hook",
+        "en": "main_x the draft received vs main_x rebuilt from the tap inputs caught by hooks",
+    },
+    "acceptance_title": {"vi": "{a} · τ = {t:.3f} trên {n} vòng", "en": "{a} · τ = {t:.3f} over {n} rounds"},
+    "position": {"vi": "vị trí", "en": "position"},
+    "reached": {"vi": "số lần tới", "en": "reached"},
+    "conditional": {"vi": "có điều kiện", "en": "conditional"},
+    "cumulative": {"vi": "tích lũy", "en": "cumulative"},
+    "mean_c": {"vi": "đầu tin cậy c trung bình", "en": "mean confidence c"},
+    "mean_pd": {"vi": "p_d(x) trung bình", "en": "mean p_d(x)"},
+    "seconds": {"vi": "giây", "en": "seconds"},
+    "verify_p50": {"vi": "verify p50", "en": "verify p50"},
+    "decodes_p50": {"vi": "k lượt decode p50", "en": "k decodes p50"},
+    "ratio": {"vi": "verify / k lượt decode", "en": "verify / k decodes"},
+    "group": {"vi": "nhóm", "en": "group"},
+    "mode": {"vi": "chế độ", "en": "mode"},
+    "extra": {"vi": "thêm", "en": "extra"},
+    "exact": {"vi": "chính xác", "en": "exact"},
+}
+
+STRIP = {  # verify outcome → (marker, colour): the marker alone must tell them apart
+    "anchor": ("▸", "bold"),
+    "accepted": ("✓", "bold black on green"),
+    "rejected": ("✗", "strike white on red"),
+    "not verified": ("·", "dim"),
+    "resampled": ("↻", "bold black on yellow"),
+    "bonus": ("+", "bold white on blue"),
+}
+
+
+def rt(key: str, lang: str, **fmt: Any) -> str:
+    """A string of this module in `lang`."""
+    return TEXT[key][check_lang(lang)].format(**fmt)
 
 
 def cell(x: Any) -> str:
@@ -25,29 +88,66 @@ def cell(x: Any) -> str:
     return str(x)
 
 
+def longest_word(text: str) -> int:
+    return max((cell_len(w) for w in text.split()), default=0)
+
+
+def fit_widths(natural: list[int], minimum: list[int], room: int) -> list[int]:
+    """Column widths that fit `room`: shrink the widest column that can still wrap, one cell at a time, never
+    below its longest word. If even the words do not fit, the natural widths go back to rich (it folds)."""
+    widths = list(natural)
+    while sum(widths) > room:
+        can = [i for i, (wd, mn) in enumerate(zip(widths, minimum, strict=True)) if wd > mn]
+        if not can:
+            return natural
+        widths[max(can, key=lambda i: widths[i])] -= 1
+    return widths
+
+
+class FitTable:
+    """A rich table whose columns are sized at render time, when the width is known: words wrap whole, so
+    "accepted" or "SWA-only" never print as "accepte/d" or "SWA-onl/y" (rich alone folds them at 80 columns)."""
+
+    def __init__(self, columns: list[str], rows: list[list[str]]):
+        self.columns, self.rows = columns, rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = Table(box=box.SIMPLE_HEAVY, padding=(0, 1, 0, 0), show_edge=False)  # columns 2 spaces apart
+        for name in self.columns:
+            table.add_column(name, overflow="fold")
+        cols = list(zip(self.columns, *self.rows, strict=True))
+        natural = [max(cell_len(line) for x in col for line in x.split("\n")) for col in cols]
+        minimum = [max(longest_word(x) for x in col) for col in cols]
+        room = options.max_width - table._extra_width - len(cols)  # separators, then 1 cell of padding each
+        for column, width in zip(table.columns, fit_widths(natural, minimum, room), strict=True):
+            column.width = max(width, 1)
+        for row in self.rows:
+            table.add_row(*row)
+        yield table
+
+
 def rich_table(t: ViewTable, max_rows: int = 24) -> Group:
-    table = Table(box=box.SIMPLE_HEAVY)
-    for c in t.columns:
-        table.add_column(str(c), overflow="fold")
     rows = t.rows if len(t.rows) <= max_rows else t.rows[: max_rows - 1]
-    for row in rows:
-        table.add_row(*(cell(x) for x in row))
+    cells = [[cell(x) for x in row] for row in rows]
     if len(t.rows) > max_rows:
-        table.add_row(*(["…"] + [""] * (len(t.columns) - 1)))
-    return Group(Text(t.title, style="bold underline"), table)
+        cells.append(["…"] + [""] * (len(t.columns) - 1))
+    return Group(Text(""), Text(t.title, style="bold underline"), FitTable([str(c) for c in t.columns], cells))
 
 
 def render_view(view: StepView) -> Panel:
     step, lang = view.step, view.lang
-    parts: list[Any] = [Text(step.t("what", lang)), Text("")]
-    parts.append(Text(ui("equation", lang) + ":  ", style="bold").append(step.equation, style="cyan"))
+    parts: list[Any] = [
+        Text(f"{ui('column', lang)} {get_column(step.column).label(lang)}", style="dim"),
+        Text(step.t("what", lang)),
+        Text(""),
+    ]
+    parts.append(Text(ui("equation", lang) + ":  ", style="bold").append(equation(step, lang), style="cyan"))
     if view.shapes:
         shapes = "   ".join(f"{name} [{', '.join(map(str, s))}]" for name, s in view.shapes)
         parts.append(Text(ui("shapes", lang) + ":  ", style="bold").append(shapes, style="magenta"))
     for name, value in view.facts:
         parts.append(Text(f"• {name}: ", style="bold").append(cell(value)))
-    for t in view.tables:
-        parts.append(rich_table(t))
+    parts += [rich_table(t) for t in view.tables] + ([Text("")] if view.tables else [])
     for c in view.checks:
         mark, style = ("✓", "green") if c.ok else ("✗", "red")
         parts.append(Text(f"{mark} {c.name}: ", style=style).append(f"{c.value:.3g} (≤ {c.threshold:g})"))
@@ -57,15 +157,14 @@ def render_view(view: StepView) -> Panel:
     for bullet in step.t("look_at", lang):
         parts.append(Text("  → " + bullet))
     parts.append(Text(ui("real_scale", lang) + ": ", style="dim").append(step.t("real_scale", lang), style="dim"))
-    title = f"[bold]{step.label(lang)}[/bold]  ·  {ui('column', lang)} {get_column(step.column).label(lang)}"
-    return Panel(Group(*parts), title=title, title_align="left", border_style="blue")
+    return Panel(Group(*parts), title=f"[bold]{step.label(lang)}[/bold]", title_align="left", border_style="blue")
 
 
 def render_walk(console: Console, walk, lang: str) -> None:
     head = Text(
         f"dspark-lab · {ui('preset', lang)}: {walk.cfg.name} · {ui('seed', lang)}: {walk.seed} · "
-        f"{ui('weights', lang)}: {ui(walk.weights, lang)}\n{ui('prompt', lang)}: {walk.prompt!r} "
-        f"({walk.tokens.size(1)} tokens)",
+        f"{ui('weights', lang)}: {ui(walk.weights, lang)}\n{note('prompt_label', lang)}: {walk.prompt!r} "
+        f"({note('n_tokens', lang, n=walk.tokens.size(1))})",
         style="bold",
     )
     console.print(head)
@@ -73,107 +172,118 @@ def render_walk(console: Console, walk, lang: str) -> None:
         console.print(render_view(view))
 
 
+def simple_table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Group:
+    return Group(Text(title, style="bold"), FitTable(list(columns), [[cell(x) for x in row] for row in rows]))
+
+
 def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
     p = report["params"]
-    t = Table(
-        title=f"{ui('params', lang)} · {report['preset']} ({report['device']})",
-        box=box.SIMPLE_HEAVY,
-        title_justify="left",
+    console.print(
+        simple_table(
+            f"{ui('params', lang)} · {report['preset']} ({report['device']})",
+            [rt("group", lang), ui("params", lang), rt("exact", lang)],
+            [[k, fmt_params(p[k]), f"{p[k]:,}"] for k in ("backbone", "engram", "draft", "total")],
+        )
     )
-    t.add_column("group")
-    t.add_column(ui("params", lang), justify="right")
-    t.add_column("exact", justify="right")
-    for k in ("backbone", "engram", "draft", "total"):
-        t.add_row(k, fmt_params(p[k]), f"{p[k]:,}")
-    console.print(t)
-    kb = Table(title=ui("bytes_per_token", lang), box=box.SIMPLE_HEAVY, title_justify="left")
-    kb.add_column(ui("cache_kind", lang))
-    kb.add_column("B / entry", justify="right")
-    kb.add_column("B / token", justify="right")
     e, pt = report["kv_bytes_per_entry"], report["kv_bytes_per_token"]
-    kb.add_row(
-        ui("cache_window", lang), str(e["window"]), f"ring: {report['window_bytes_per_sequence']:,} B / sequence"
+    ring = f"{report['window_bytes_per_sequence']:,} B {note('per_seq', lang)}"
+    console.print(
+        simple_table(
+            ui("bytes_per_token", lang),
+            [ui("cache_kind", lang), f"B {note('per_entry', lang)}", f"B {note('per_token', lang)}"],
+            [
+                [ui("cache_window", lang), str(e["window"]), ring],
+                [ui("cache_compressed", lang), str(e["compressed_kv"]), f"{pt['compressed_kv']:g}"],
+                [ui("cache_index", lang), str(e["index_k"]), f"{pt['index_k']:g}"],
+                [note("global", lang), "", f"{pt['global']:g}"],
+            ],
+        )
     )
-    kb.add_row(ui("cache_compressed", lang), str(e["compressed_kv"]), f"{pt['compressed_kv']:g}")
-    kb.add_row(ui("cache_index", lang), str(e["index_k"]), f"{pt['index_k']:g}")
-    kb.add_row("global KV", "", f"[bold]{pt['global']:g}[/bold]")
-    console.print(kb)
-    roles = Table(title=ui("role", lang), box=box.SIMPLE, title_justify="left")
-    for c in ("layer", "part", "ratio", "mode", "reads KV of", "reads top-k of", "RoPE", "extra"):
-        roles.add_column(c)
-    for r in report["roles"]:
-        extra = " ".join(
-            x
-            for x, on in (
-                ("candidate-source", r["is_candidate_source"]),
-                ("Engram", r["has_engram"]),
-                ("tap", r["is_tap"]),
-            )
-            if on
-        )
-        roles.add_row(
-            str(r["layer"]),
+    extra = (("candidate-source", "is_candidate_source"), ("Engram", "has_engram"), ("tap", "is_tap"))
+    rows = [
+        [
+            r["layer"],
             r["part"],
-            str(r["ratio"]),
+            r["ratio"],
             r["mode"],
-            "—" if r["reads_kv_of"] is None else str(r["reads_kv_of"]),
-            "—" if r["reads_topk_of"] is None else str(r["reads_topk_of"]),
+            "—" if r["reads_kv_of"] is None else r["reads_kv_of"],
+            "—" if r["reads_topk_of"] is None else r["reads_topk_of"],
             r["rope"],
-            extra,
-        )
-    console.print(roles)
+            " ".join(name for name, key in extra if r[key]),
+        ]
+        for r in report["roles"]
+    ]
+    cols = [ui("layer", lang), note("part", lang), ui("ratio", lang), rt("mode", lang), ui("reads_kv_of", lang)]
+    cols += [ui("reads_topk_of", lang), "RoPE", rt("extra", lang)]
+    console.print(simple_table(ui("role", lang), cols, rows))
 
 
-STRIP_STYLE = {
-    "accepted": "bold black on green",
-    "rejected": "strike white on red",
-    "not verified": "dim",
-    "resampled": "bold black on yellow",
-    "bonus": "bold white on blue",
-    "anchor": "bold",
-}
+def strip_token(text: str) -> str:
+    """A token as the strip prints it: newline ↵, tab ⇥, a leading space ▁ (as in the tables)."""
+    return text.replace("\n", "↵").replace("\t", "⇥").replace(" ", "▁")
+
+
+def strip_text(report, lang: str) -> Text:
+    """One strip for sequence 0: "▸first │ ✓tok ✓tok ✗tok ·tok ↻tok │ …", each token marked by what verify
+    did (colour on top of the marker, never instead of it)."""
+    tok = report.texts
+
+    def add(token: int, kind: str) -> None:
+        mark, style = STRIP[kind]
+        strip.append(mark + strip_token(tok[token]), style=style)
+        strip.append(" ")
+
+    strip = Text()
+    add(report.spec.tokens[0][0], "anchor")  # from the prompt's forward
+    for r in report.spec.rows(0):
+        strip.append("│ ", style="dim")
+        for t, st in zip(r.draft, r.status, strict=True):
+            add(t, st)
+        add(r.next_token, r.next_kind)
+    strip.append("│", style="dim")
+    return strip
+
+
+def strip_legend(lang: str) -> Columns:
+    """ "✓ accepted   ✗ rejected   …", laid out as columns so an item never wraps apart."""
+    items = [
+        (mark, rt("first", lang) if kind == "anchor" else verify_label(kind, lang)) for kind, (mark, _) in STRIP.items()
+    ]
+    items += [("│", rt("round_edge", lang)), ("↵", rt("newline", lang))]
+    return Columns([Text(f"{mark} {label}", style="dim") for mark, label in items], padding=(0, 3))
 
 
 def render_generate(console: Console, report, lang: str) -> None:
     """Plain vs speculative: the texts, tokens/s, and one strip per round."""
     j = report.to_json()
-    tok = report.texts
-
-    def show(i: int) -> str:
-        return tok[i].replace("▁", " ")
-
     console.print(
         Text(
-            f"{ui('prompt', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {report.block}  ·  "
+            f"{note('prompt_label', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {report.block}  ·  "
             f"{ui('temperature', lang)}: {report.temperature}  ·  {ui('seed', lang)}: {report.seed}",
             style="bold",
         )
     )
-    strip = Text()
-    strip.append(show(report.spec.tokens[0][0]), style=STRIP_STYLE["anchor"])  # from the prompt's forward
-    for r in report.spec.rows(0):
-        strip.append("│", style="dim")
-        for t, st in zip(r.draft, r.status, strict=True):
-            strip.append(show(t), style=STRIP_STYLE[st])
-        strip.append(show(r.next_token), style=STRIP_STYLE[r.next_kind])
-    strip.append("│", style="dim")
-    legend = Text("  ").join(Text(verify_label(k, lang), style=v) for k, v in STRIP_STYLE.items() if k != "anchor")
     console.print(
-        Panel(Group(strip, legend), title="DSpark: draft → verify, one strip segment per round", title_align="left")
+        Panel(Group(strip_text(report, lang), strip_legend(lang)), title=rt("strip_title", lang), title_align="left")
     )
-    t = Table(box=box.SIMPLE_HEAVY)
-    for c in ("", "text", "tokens", "target forwards", "tokens/s"):
-        t.add_column(c)
-    for name, key in (("plain", "plain"), ("speculative", "speculative")):
-        d = j[key]
-        t.add_row(name, d["text"], str(len(d["tokens"])), str(d["target_forwards"]), f"{d['tokens_per_s']:.1f}")
-    console.print(t)
+    rows = [
+        [
+            rt(key, lang),
+            j[key]["text"].replace("\n", "↵ "),
+            len(j[key]["tokens"]),
+            j[key]["target_forwards"],
+            f"{j[key]['tokens_per_s']:.1f}",
+        ]
+        for key in ("plain", "speculative")
+    ]
+    cols = ["", rt("text", lang), rt("tokens", lang), rt("forwards", lang), rt("tokens_per_s", lang)]
+    console.print(simple_table("", cols, rows))
     s = j["speculative"]
-    same = "identical" if j["identical_tokens"] else "different (sampling: same distribution, other draws)"
+    same = rt("identical", lang) if j["identical_tokens"] else rt("different", lang)
     console.print(
         f"{ui('accepted_length', lang)}: {s['mean_accepted_length']:.3f}  ·  "
-        f"{ui('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  rounds: {s['rounds']}  ·  "
-        f"tokens: {same}  ·  speed-up: {j['speedup']:.2f}×"
+        f"{ui('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  {rt('rounds', lang)}: {s['rounds']}  ·  "
+        f"{rt('same_tokens', lang)}: {same}  ·  {rt('speedup', lang)}: {j['speedup']:.2f}×"
     )
     if report.weights == "untrained":
         console.print(Text(ui("warning_untrained", lang), style="yellow"))
@@ -181,7 +291,7 @@ def render_generate(console: Console, report, lang: str) -> None:
 
 def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
     p, m = report["parity"], report["tap_mix"]
-    for name, d in ((ui("parity", lang), p), ("tap mix 0.5/0.5 vs mean", m)):
+    for name, d in ((ui("parity", lang), p), (rt("tap_check", lang), m)):
         ok = d["max_abs_diff"] <= d["threshold"]
         console.print(
             Text(
@@ -190,31 +300,21 @@ def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
             )
         )
     a = report["acceptance"]
-    t = Table(
-        title=f"{ui('acceptance_rate', lang)} · τ = {a['mean_accepted_length']:.3f} over {a['rounds']} rounds",
-        box=box.SIMPLE_HEAVY,
-        title_justify="left",
-    )
-    for c in ("position", "reached", "conditional", "cumulative", "mean confidence c", "mean p_d(x)"):
-        t.add_column(c)
-    for row in a["per_position"]:
-        t.add_row(
-            *(
-                cell(row[k]) if row[k] is not None else "—"
-                for k in ("position", "reached", "cond_accept", "cum_accept", "mean_confidence", "mean_draft_prob")
-            )
+    keys = ("position", "reached", "cond_accept", "cum_accept", "mean_confidence", "mean_draft_prob")
+    console.print(
+        simple_table(
+            rt("acceptance_title", lang, a=ui("acceptance_rate", lang), t=a["mean_accepted_length"], n=a["rounds"]),
+            [rt(k, lang) for k in ("position", "reached", "conditional", "cumulative", "mean_c", "mean_pd")],
+            [[row[k] if row[k] is not None else "—" for k in keys] for row in a["per_position"]],
         )
-    console.print(t)
-    v = Table(title=ui("verify_cost", lang) + " (seconds)", box=box.SIMPLE_HEAVY, title_justify="left")
-    for c in ("k", "verify p50", "p95", "p99", "k decodes p50", "p95", "p99", "verify / k decodes"):
-        v.add_column(c)
+    )
+    rows = []
     for k, d in report["verify_cost"].items():
         a1, b1 = d["verify_s"], d["k_decodes_s"]
-        v.add_row(
-            k,
-            *(f"{a1[q]:.4f}" for q in ("p50", "p95", "p99")),
-            *(f"{b1[q]:.4f}" for q in ("p50", "p95", "p99")),
-            f"{d['ratio_p50']:.2f}",
+        rows.append(
+            [k, *(f"{a1[q]:.4f}" for q in ("p50", "p95", "p99")), *(f"{b1[q]:.4f}" for q in ("p50", "p95", "p99"))]
+            + [f"{d['ratio_p50']:.2f}"]
         )
-    console.print(v)
+    cols = ["k", rt("verify_p50", lang), "p95", "p99", rt("decodes_p50", lang), "p95", "p99", rt("ratio", lang)]
+    console.print(simple_table(f"{ui('verify_cost', lang)} ({rt('seconds', lang)})", cols, rows))
     console.print(ui("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in report["conditions"].items()))

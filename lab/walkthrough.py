@@ -2,6 +2,9 @@
 
 Data flows one way: config → model → Trace → `StepView`s → (rich | JSON | plotly | widgets). A view
 holds tables of numbers and short generated notes in one language; rendering lives elsewhere.
+Every step carries at least one `Check`, and every check compares two different computations of the same
+thing (a hash redone with Python integers, a pooled entry rebuilt from the recorded inputs, a second forward
+with hooks, …), so each one can fail — tests/test_screens.py tampers with each input to prove it.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from dspark_mini.kv_cache import KVCache, kv_bytes
 from dspark_mini.model import Transformer
 from dspark_mini.quant import fp4_qdq
 from dspark_mini.schedule import LayerRole, layer_roles
-from dspark_mini.speculative import Round, speculative_round
+from dspark_mini.speculative import ACCEPTED, NOT_VERIFIED, REJECTED, Round, speculative_round
 from dspark_mini.tokenizer import LabTokenizer
 
-from .profiling import mix_error
+from .profiling import hooked_forward, main_x_error
 from .steps import STEP_IDS, Step, check_lang, get_step, ui, verify_label
 from .weights import lab_model
 
@@ -73,11 +76,14 @@ NOTES = {
     },
     "bytes": {"vi": "Byte mỗi token theo loại cache", "en": "Bytes per token by cache kind"},
     "qdq": {
-        "vi": "Sai số lượng tử hóa→giải lượng tử (tương đối, trên prompt này)",
+        "vi": "Sai số lượng tử hóa→giải lượng tử (tương đối, trên văn bản đầu vào này)",
         "en": "Quantize→dequantize error (relative, on this prompt)",
     },
     "router": {"vi": "Router của token cuối — lớp {layer}", "en": "Router of the last token — layer {layer}"},
-    "load": {"vi": "Tải expert trên prompt — lớp {layer}", "en": "Expert load over the prompt — layer {layer}"},
+    "load": {
+        "vi": "Tải expert trên văn bản đầu vào — lớp {layer}",
+        "en": "Expert load over the prompt — layer {layer}",
+    },
     "bias_changed": {"vi": "token mà bias đổi lựa chọn expert", "en": "tokens whose expert choice the bias changed"},
     "fp4_err": {
         "vi": "sai số MXFP4 của trọng số expert 0 (tương đối)",
@@ -88,7 +94,6 @@ NOTES = {
         "vi": "Lớp đích DSpark: hidden (trung bình 4 làn của đầu vào attention)",
         "en": "DSpark taps: hidden (mean over the 4 lanes of the attention input)",
     },
-    "mix_check": {"vi": "trộn 0.5/0.5 == trung bình của hai phần", "en": "0.5/0.5 mix == mean of the two parts"},
     "parity_check": {
         "vi": "hai forward cùng đầu vào → logits giống hệt (ngưỡng 1e-9)",
         "en": "two forwards of the same input → identical logits (threshold 1e-9)",
@@ -98,17 +103,85 @@ NOTES = {
         "en": "DSpark draft block [anchor {a!r}, noise×{n}] and what verify kept",
     },
     "not_acceptance": {
-        "vi": "Confidence p_d(x) và đầu tin cậy c đều chưa phải là việc token được giữ: "
-        "chỉ forward thật (verify) quyết định.",
-        "en": "Neither the draft probability p_d(x) nor the confidence c is acceptance: "
-        "only the target's real forward (verify) decides.",
+        "vi": "Xác suất nháp p_d(x) — bài học gọi là ‘confidence’ — và đầu tin cậy c là hai con số khác nhau, "
+        "và không con số nào là việc token được giữ: chỉ forward thật (verify) quyết định.",
+        "en": "The draft probability p_d(x) — the lesson's 'confidence' — and the confidence head's c are two "
+        "different numbers, and neither is acceptance: only the target's real forward (verify) decides.",
     },
     "verdict": {
         "vi": "giữ {n}/{k} token nháp, τ = {tau}; token thêm từ forward thật: {t!r} ({kind})",
         "en": "kept {n}/{k} draft tokens, τ = {tau}; the target's own token: {t!r} ({kind})",
     },
-    "pos_col": {"vi": "Vị trí", "en": "Position"},
-    "pt_col": {"vi": "p_t(x) của forward thật", "en": "target p_t(x)"},
+    "pt_col": {"vi": "p_t(x) của forward thật", "en": "Target prob. p_t(x)"},
+    "pd_col": {"vi": "Xác suất nháp p_d(x)", "en": "Draft prob. p_d(x)"},
+    "c_col": {"vi": "Đầu tin cậy c", "en": "Conf. head c"},
+    "pos_short": {"vi": "Vị trí", "en": "Pos."},
+    "ratio_col": {"vi": "min(1, p_t/p_d)", "en": "min(1, p_t/p_d)"},
+    "argmax_col": {"vi": "argmax của forward thật", "en": "Target argmax"},
+    "soft_col": {"vi": "softmax T = 1: p_d / p_t (verify không dùng)", "en": "softmax T = 1: p_d / p_t (not used)"},
+    "sampled": {"vi": "lấy mẫu, không phải argmax", "en": "sampled, not argmax"},
+    "t0_note": {
+        "vi": "T = 0 (greedy): verify so sánh hai phân phối one-hot (argmax), nên p_d(x) = 1, còn p_t(x) = 1 "
+        "đúng khi token nháp là argmax của forward thật, ngược lại bằng 0; min(1, p_t/p_d) là 1 (giữ) hoặc 0 "
+        "(từ chối). Cột softmax T = 1 chỉ để tham khảo: verify không dùng các số đó.",
+        "en": "T = 0 (greedy): verify compares one-hot (argmax) distributions, so p_d(x) = 1, and p_t(x) = 1 "
+        "exactly when the draft token is the target's argmax, else 0; min(1, p_t/p_d) is 1 (keep) or 0 (reject). "
+        "The softmax T = 1 column is for reference only: verify did not use those numbers.",
+    },
+    "t_note": {
+        "vi": "T = {t}: p_d(x) và p_t(x) là softmax(logits / T) mà verify đã dùng; token nháp được giữ với xác "
+        "suất min(1, p_t/p_d), nên token được giữ có thể khác argmax của forward thật, và token thay thế hay token "
+        "thưởng được lấy mẫu chứ không phải argmax — bảng ghi ‘lấy mẫu, không phải argmax’ đúng ở những chỗ đó.",
+        "en": "T = {t}: p_d(x) and p_t(x) are the softmax(logits / T) values verify used; a draft is kept with "
+        "probability min(1, p_t/p_d), so a kept draft may differ from the target's argmax, and the replacement or "
+        "bonus token is sampled, not the argmax — the table says 'sampled, not argmax' exactly where that happens.",
+    },
+    # the lesson's setting next to the lab's (../shared/seeds/000_*.txt)
+    "lesson_title": {
+        "vi": "Bài học (seed 000) đặt cạnh lab",
+        "en": "The lesson's setting (seed 000) next to the lab's",
+    },
+    "lesson_col": {"vi": "bài học", "en": "lesson"},
+    "lab_col": {"vi": "lab · {w} · k = {k}", "en": "lab · {w} · k = {k}"},
+    "real_col": {"vi": "V4.1-Flash thật", "en": "real V4.1-Flash"},
+    "row_taps": {"vi": "lớp đích", "en": "taps"},
+    "row_mix": {"vi": "cách gộp", "en": "mix"},
+    "row_k": {"vi": "khối k", "en": "block k"},
+    "row_weights": {"vi": "trọng số", "en": "weights"},
+    "row_tokens": {"vi": "token nháp", "en": "draft tokens"},
+    "row_pd": {
+        "vi": "p_d(x), softmax T = 1 (‘confidence’ của bài học)",
+        "en": "p_d(x), softmax T = 1 (the lesson's 'confidence')",
+    },
+    "row_kept": {"vi": "verify giữ", "en": "kept by verify"},
+    "not_verified_lesson": {"vi": "— (bài học chưa verify)", "en": "— (the lesson stops before verify)"},
+    "concat": {"vi": "nối → main_proj", "en": "concat → main_proj"},
+    "why_k": {
+        "vi": "Vì sao lab huấn luyện k = 5: 5 = [tok, noise×4] là khối của V4-Flash thật; với k = 3, bộ vẽ DSpark "
+        "của lab gần như không hơn bộ vẽ kiểu DFlash (τ 1.10× ở T = 1, 1.00× khi greedy), với k = 5 thì đạt 1.30× "
+        "(README, phần huấn luyện). Lab vẫn vẽ được mọi k ≤ 5: --block 3 (hay thanh trượt k) cho khối của bài học.",
+        "en": "Why the lab trains k = 5: 5 = [tok, noise×4] is the real V4-Flash block; at k = 3 the lab's DSpark "
+        "drafter was hardly better than the DFlash-style one (τ 1.10× at T = 1, 1.00× greedy), at k = 5 it reaches "
+        "1.30× (README, Training). The lab still drafts any k ≤ 5: --block 3 (or the k slider) gives the lesson's "
+        "block.",
+    },
+    "why_taps": {
+        "vi": "Vì sao lớp đích là 3 và 4: đó là DSPARK_TARGET_LAYERS của bài học, giữ lại để phép trộn 0.5/0.5 "
+        "kiểm được bằng tay; trong lab 8 lớp chúng nằm giữa chồng lớp, ở chỗ nối encoder/decoder (3 = lớp encoder "
+        "cuối, 4 = lớp decoder đầu). Mô hình thật lấy đầu vào attention của ba lớp cuối, 37, 38, 39 trong 40 lớp, "
+        "nối lại ([B, S, 3 × 5120]) rồi chiếu về 5120 bằng main_proj — không trộn 0.5/0.5.",
+        "en": "Why taps 3 and 4: they are the lesson's DSPARK_TARGET_LAYERS, kept so the 0.5/0.5 mix can be "
+        "checked by hand; in the 8-layer lab they sit mid-stack, at the encoder/decoder seam (3 = last encoder "
+        "layer, 4 = first decoder layer). The real model takes the attention inputs of its last three layers, 37, "
+        "38 and 39 of 40, concatenates them ([B, S, 3 × 5120]) and projects them back to 5120 with main_proj — "
+        "no 0.5/0.5 mix.",
+    },
+    "lesson_pd": {
+        "vi": "Bài học đọc 0.167 / 0.234 / 0.173 (đều dưới 0.25) là dấu hiệu trọng số chưa học; lab đọc cùng "
+        "điều đó so với 1/V: với V = {v}, trọng số chưa học cho p_d(x) quanh 1/V = {u}.",
+        "en": "The lesson reads 0.167 / 0.234 / 0.173 (all below 0.25) as the sign of untrained weights; the lab "
+        "reads the same thing against 1/V: with V = {v}, untrained weights give p_d(x) near 1/V = {u}.",
+    },
     "status": {"vi": "Kết quả verify", "en": "Verify"},
     "engram_id": {"vi": "Mã Engram (nén)", "en": "Engram id (compressed)"},
     "emb_norm": {"vi": "‖embedding‖ trung bình mỗi token", "en": "mean ‖embedding‖ per token"},
@@ -150,11 +223,119 @@ NOTES = {
     "exp_topk": {"vi": "số expert / top-k (lab | thật)", "en": "experts / top-k (lab | real)"},
     "max_p": {"vi": "xác suất lớn nhất", "en": "max probability"},
     "uniform": {"vi": "xác suất đều 1/V", "en": "uniform probability 1/V"},
+    # labels of the header line and of the shapes
+    "prompt_label": {"vi": "Văn bản đầu vào", "en": "Prompt"},
+    "n_tokens": {"vi": "{n} token", "en": "{n} tokens"},
+    "at_layer": {"vi": "lớp {l}", "en": "layer {l}"},
+    "comb_history": {"vi": "lịch sử comb", "en": "comb history"},
+    "index_scores": {"vi": "điểm indexer", "en": "index scores"},
+    "router_scores": {"vi": "điểm router", "en": "router scores"},
+    "chosen_experts": {"vi": "expert được chọn", "en": "chosen experts"},
+    "kv_latent": {"vi": "latent KV (K = V)", "en": "kv latent (K = V)"},
+    "draft_logits": {"vi": "logits nháp [B, k, V]", "en": "draft logits [B, k, V]"},
+    "conf_shape": {"vi": "đầu tin cậy [B, k]", "en": "confidence [B, k]"},
+    "draft_swa": {"vi": "Nháp (SWA)", "en": "Draft (SWA)"},
+    "tap": {"vi": "lớp đích", "en": "tap"},
+    "kv_quant": {"vi": "lượng tử hóa KV (kv_quant)", "en": "KV quantization (kv_quant)"},
+    "on": {"vi": "bật", "en": "on"},
+    "off": {"vi": "tắt", "en": "off"},
+    # checks: each compares two different computations, so each can fail
+    "check_hash": {
+        "vi": "mã hàng Engram tính lại bằng tay (số nguyên Python, tràn int64 viết rõ) so với các hàng bộ nhớ đã "
+        "đọc: số ô khác nhau",
+        "en": "Engram row ids recomputed by hand (Python integers, int64 wrap-around written out) vs the rows "
+        "the memory read: cells that differ",
+    },
+    "check_delta": {
+        "vi": "‖g·value‖ = √(Σ_c g_c²)·‖value‖ tính lại từ cổng và value đã ghi: max |Δ|",
+        "en": "‖g·value‖ = √(Σ_c g_c²)·‖value‖ recomputed from the recorded gates and value: max |Δ|",
+    },
+    "check_sources": {
+        "vi": "nguồn KV / nguồn index trong bảng so với các lớp thực sự nén / chạy indexer trong forward này: "
+        "số lớp lệch",
+        "en": "KV / index sources in the table vs the layers that compressed / ran the indexer in this forward: "
+        "layers that differ",
+    },
+    "check_split": {
+        "vi": "encoder/decoder suy từ compress_ratios (decoder bắt đầu ở nguồn tỉ lệ 1) so với cột Phần "
+        "(lab {lab}, thật {real}): số hàng lệch",
+        "en": "encoder/decoder split from compress_ratios (the decoder starts at the ratio-1 source) vs the Part "
+        "column (lab {lab}, real {real}): rows that differ",
+    },
+    "check_pool": {
+        "vi": "mục nén tính lại từng cặp, RMSNorm(Σ softmax_cặp(wgate·x) ⊙ wkv·x), từ đầu vào attention đã ghi, "
+        "so với cache (mọi nguồn, cả trọng số cổng): max |Δ|",
+        "en": "compressed entries recomputed pair by pair, RMSNorm(Σ softmax_pair(wgate·x) ⊙ wkv·x), from the "
+        "recorded attention input vs the cache (every source, gate weights too): max |Δ|",
+    },
+    "check_picks": {
+        "vi": "mỗi truy vấn: mục chọn ⊆ mục nén nhân quả (và trong tập ứng viên), số mục = min(top-k, số mục được "
+        "phép), điểm cao nhất: số truy vấn sai",
+        "en": "every query: picks ⊆ causal compressed entries (and the candidate pool), count = min(top-k, "
+        "allowed), highest scores: queries that fail",
+    },
+    "check_bytes": {
+        "vi": "byte tính lại từ kích thước (FP8: 1 B mỗi giá trị + 1 B tỉ lệ mỗi 32; FP4: ½ B mỗi giá trị + 1 B "
+        "mỗi 16 (KV) hoặc 32 (key indexer)) so với bảng, lab và thật: max |Δ|",
+        "en": "bytes recomputed from the dims (FP8: 1 B a value + 1 scale byte per 32; FP4: ½ B a value + 1 per "
+        "16 (KV) or 32 (index keys)) vs the table, toy and real: max |Δ|",
+    },
+    "check_qdq": {
+        "vi": "mọi giá trị trong cache nằm trong giới hạn làm tròn của định dạng (FP8 E4M3: |x̃−x| ≤ |x|/16 + "
+        "s/1024; FP4 E2M1: ≤ |x|/4 + s/4 + 6δ): max sai số ÷ giới hạn",
+        "en": "every cached value within its format's rounding bound (FP8 E4M3: |x̃−x| ≤ |x|/16 + s/1024; "
+        "FP4 E2M1: ≤ |x|/4 + s/4 + 6δ): max error ÷ bound",
+    },
+    "check_topk": {
+        "vi": "expert được chọn = k giá trị điểm + bias lớn nhất, sắp xếp lại bằng tay (mọi token, mọi lớp): "
+        "số token lệch",
+        "en": "chosen experts = the k highest score + bias, sorted again by hand (every token, every layer): "
+        "tokens that differ",
+    },
+    "check_weights": {
+        "vi": "trọng số = {s}·a_E / Σa_E tính lại từ điểm đã ghi (k > 1: chuẩn hóa): max |Δ|",
+        "en": "weights = {s}·a_E / Σa_E recomputed from the recorded scores (k > 1: normalized): max |Δ|",
+    },
+    "check_taps": {
+        "vi": "main_x bộ vẽ nhận = main_norm({mix}) dựng lại từ đầu vào các lớp đích bắt bằng hook trong một "
+        "forward thứ hai: max |Δ|",
+        "en": "main_x the draft received = main_norm({mix}) rebuilt from the tap layers' inputs caught by hooks "
+        "in a second forward: max |Δ|",
+    },
+    "check_verify": {
+        "vi": "quyết định của verify khớp min(1, p_t/p_d) tính từ các số trong bảng (T = 0: giữ ⇔ 1; T > 0: "
+        "không giữ khi 0, không từ chối khi 1): số vị trí lệch",
+        "en": "verify's decisions match min(1, p_t/p_d) from the numbers in the table (T = 0: keep ⇔ 1; "
+        "T > 0: never keep at 0, never reject at 1): positions that disagree",
+    },
 }
+
+EQUATION_VI = {  # prose inside the registry's equations (math symbols and identifiers stay)
+    "verify keeps d_i with prob": "verify giữ d_i với xác suất",
+    "global KV": "KV toàn cục",
+    "ratio 2:": "tỉ lệ 2:",
+    "ratio 1:": "tỉ lệ 1:",
+}
+# the seed lesson's setting (../shared/seeds/000_*.txt): untrained, taps 3 and 4 mixed 0.5/0.5, 3 draft tokens
+LESSON = {"taps": "3, 4", "mix": "0.5/0.5", "block": 3, "tokens": "2, 1, 6", "p_d": [0.167, 0.234, 0.173]}
 
 
 def note(key: str, lang: str, **fmt: Any) -> str:
     return NOTES[key][lang].format(**fmt)
+
+
+def equation(step: Step, lang: str) -> str:
+    """The step's equation with its few words of prose in `lang`."""
+    eq = step.equation
+    if check_lang(lang) == "vi":
+        for en, vi in EQUATION_VI.items():
+            eq = eq.replace(en, vi)
+    return eq
+
+
+def layer_label(name: str, layer: int, lang: str) -> str:
+    """ "row_ids (layer 0)" / "row_ids (lớp 0)" — a shape's name at one layer."""
+    return f"{name} ({note('at_layer', lang, l=layer)})"
 
 
 @dataclass
@@ -218,6 +399,8 @@ class Walk:
     draft_trace: Trace | None = None  # what the draft pass recorded
     views: dict[str, StepView] = field(default_factory=dict)
     weights: str = "untrained"  # "trained" (lab/weights) or "untrained" (the seeded init)
+    hooked_taps: dict[int, torch.Tensor] | None = None  # tap inputs caught by hooks in the parity forward
+    lesson: Round | None = None  # the lesson's setting on this prompt: untrained, block 3, greedy (see 6B)
 
 
 def run_walk(
@@ -259,9 +442,23 @@ def run_walk(
     with torch.no_grad():
         cache = model.new_cache(1)
         out = model(tokens, cache=cache, trace=trace)
-        again = model(tokens, cache=model.new_cache(1), commit=False)  # same input, same path
+        again, hooked = hooked_forward(model, tokens)  # same input, same path; hooks catch the tap inputs
     parity = float((out.logits - again.logits).abs().max())
-    walk = Walk(cfg, tok, model, prompt, tokens, trace, out.logits, out.taps, parity, seed, cache, weights=weights)
+    walk = Walk(
+        cfg,
+        tok,
+        model,
+        prompt,
+        tokens,
+        trace,
+        out.logits,
+        out.taps,
+        parity,
+        seed,
+        cache,
+        weights=weights,
+        hooked_taps=hooked,
+    )
     walk = redraft(walk, block, temperature, views=False)
     return build_views(walk, lang, wanted)
 
@@ -321,6 +518,11 @@ def r(x: float, n: int = 4) -> float:
     return float(round(float(x), n))
 
 
+def sig(x: float, n: int = 4) -> float:
+    """x to n significant digits (a small probability stays readable: 1.2e-05, not 0)."""
+    return float(f"{float(x):.{n}g}")
+
+
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
@@ -372,10 +574,15 @@ def view_1b(w: Walk, v: StepView) -> StepView:
         (note("table_rows", lang) + f" ({ui('real', lang)})", list(real)),
     ]
     cols_per_order = cfg.engram_n_heads
+    compressed, history = tr.get("1B", "compressed_ids")[0].tolist(), tr.get("1B", "history")[0].tolist()
+    wrong_rows, delta_err = 0, 0.0
     for layer in tr.layers("1B"):
         rows_ids, gate = tr.get("1B", "row_ids", layer), tr.get("1B", "gate", layer)
-        delta = tr.get("1B", "delta_norm", layer)
-        v.shapes += [(f"row_ids (layer {layer})", shape(rows_ids)), (f"gate (layer {layer})", shape(gate))]
+        delta, value = tr.get("1B", "delta_norm", layer), tr.get("1B", "value", layer)
+        v.shapes += [
+            (layer_label("row_ids", layer, lang), shape(rows_ids)),
+            (layer_label("gate", layer, lang), shape(gate)),
+        ]
         heads = [f"n={n} h0" for n in cfg.engram_orders]
         rows = []
         for p in range(w.tokens.size(1)):
@@ -395,7 +602,41 @@ def view_1b(w: Walk, v: StepView) -> StepView:
             f"{note('changed_most', lang)} — {ui('layer', lang)} {layer}: "
             + ", ".join(f"{tok_text(w, w.tokens[0, p])!r}@{p}" for p in top)
         )
+        engram = w.model.layers[layer].engram
+        by_hand = engram_rows_by_hand(compressed, history, engram.multipliers, engram.primes, cols_per_order)
+        wrong_rows += sum(
+            a != b for ra, rb in zip(by_hand, rows_ids[0].tolist(), strict=True) for a, b in zip(ra, rb, strict=True)
+        )
+        from_gates = gate[0].square().sum(-1).sqrt() * value[0].norm(dim=-1)  # √(Σ_c g_c²)·‖value‖  [S]
+        delta_err = max(delta_err, float((from_gates - delta[0]).abs().max()))
+    v.checks += [
+        Check(note("check_hash", lang), float(wrong_rows), 0.0),
+        Check(note("check_delta", lang), delta_err, 1e-9),
+    ]
     return v
+
+
+def engram_rows_by_hand(
+    compressed: list[int], history: list[int], mult: tuple[int, ...], primes: tuple[int, ...], n_heads: int
+) -> list[list[int]]:
+    """The table rows of every (order, head) at every position, one Python integer at a time:
+    r₁ = c[t]·m[0], r_n = r_{n−1} XOR c[t−n+1]·m[n−1] (int64 wrap-around), row = r_n mod p + offset."""
+
+    def wrap(x: int) -> int:  # what an int64 multiply leaves
+        return (x + 2**63) % 2**64 - 2**63
+
+    ext, k = history + compressed, len(history)  # history: the ids before the prompt, oldest first
+    offsets = [sum(primes[:j]) for j in range(len(primes))]
+    out = []
+    for t in range(len(compressed)):
+        r_n, row = wrap(ext[k + t] * mult[0]), []
+        for n in range(2, k + 2):
+            r_n ^= wrap(ext[k + t - (n - 1)] * mult[n - 1])
+            for h in range(n_heads):
+                j = (n - 2) * n_heads + h
+                row.append(r_n % primes[j] + offsets[j])
+        out.append(row)
+    return out
 
 
 def sinkhorn_errors(history: torch.Tensor) -> list[tuple[int, float, float]]:
@@ -413,7 +654,7 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     v.shapes += [
         ("attn_pre / post", shape(tr.get("2A", "attn_pre", layer))),
         ("attn_comb", shape(comb)),
-        ("comb history", shape(tr.get("2A", "attn_comb_history", layer))),
+        (note("comb_history", lang), shape(tr.get("2A", "attn_comb_history", layer))),
     ]
     pre, post = tr.get("2A", "attn_pre", layer)[0, -1], tr.get("2A", "attn_post", layer)[0, -1]
     v.tables.append(
@@ -451,7 +692,7 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
 
 def role_name(role: LayerRole, lang: str) -> str:
     names = {"SWA-only": "role_swa_only", "Full": "role_full", "Reuse": "role_reuse", "Reindex": "role_reindex"}
-    name = ui(names[role.mode], lang) if role.mode in names else role.mode
+    name = ui(names[role.mode], lang) if role.mode in names else note("draft_swa", lang)
     if role.is_candidate_source:
         name += " + " + ui("role_candidate_source", lang)
     return name
@@ -470,7 +711,7 @@ def role_rows(cfg: ModelConfig, lang: str, grouped: bool) -> list[list[Any]]:
             "—" if role.reads_kv_of is None else role.reads_kv_of,
             "—" if role.reads_topk_of is None else role.reads_topk_of,
             "Engram" if role.has_engram else "",
-            "tap" if role.is_tap else "",
+            note("tap", lang) if role.is_tap else "",
         ]
         if grouped and key == prev:
             rows[-1][0] = f"{rows[-1][0].split('–')[0]}–{role.layer}"
@@ -481,7 +722,7 @@ def role_rows(cfg: ModelConfig, lang: str, grouped: bool) -> list[list[Any]]:
 
 
 def view_3a(w: Walk, v: StepView) -> StepView:
-    lang = v.lang
+    lang, cfg, real = v.lang, w.cfg, get_config("flash")
     cols = [
         ui("layer", lang),
         note("part", lang),
@@ -492,13 +733,34 @@ def view_3a(w: Walk, v: StepView) -> StepView:
         "Engram",
         "DSpark",
     ]
-    v.tables.append(ViewTable(note("roles_toy", lang), cols, role_rows(w.cfg, lang, grouped=False)))
-    v.tables.append(ViewTable(note("roles_real", lang), cols, role_rows(get_config("flash"), lang, grouped=True)))
+    v.tables.append(ViewTable(note("roles_toy", lang), cols, role_rows(cfg, lang, grouped=False)))
+    v.tables.append(ViewTable(note("roles_real", lang), cols, role_rows(real, lang, grouped=True)))
+    split = {
+        c.name: "{} + {}".format(*(sum(x.part == p for x in layer_roles(c)) for p in ("encoder", "decoder")))
+        for c in (cfg, real)
+    }
     v.facts += [
-        (note("enc_dec", lang) + " (lab)", f"{w.cfg.n_encoder_layers} + {w.cfg.n_layers - w.cfg.n_encoder_layers}"),
-        (note("enc_dec", lang) + " (flash)", "20 + 20"),
+        (note("enc_dec", lang) + " (lab)", split[cfg.name]),
+        (note("enc_dec", lang) + " (flash)", split[real.name]),
+    ]
+    roles = layer_roles(cfg)  # the table above, against what the prompt's forward did
+    ran = {"kv": set(w.trace.layers("3B")), "index": set(w.trace.layers("3C"))}
+    table = {"kv": {x.layer for x in roles if x.is_kv_source}, "index": {x.layer for x in roles if x.is_index_source}}
+    differ = sum(len(ran[k] ^ table[k]) for k in ran)
+    wrong_part = sum(split_by_ratios(c)[x.layer] != x.part for c in (cfg, real) for x in layer_roles(c))
+    v.checks += [
+        Check(note("check_sources", lang), float(differ), 0.0),
+        Check(note("check_split", lang, lab=split[cfg.name], real=split[real.name]), float(wrong_part), 0.0),
     ]
     return v
+
+
+def split_by_ratios(cfg: ModelConfig) -> list[str]:
+    """Each layer's part read off compress_ratios alone: the decoder starts at the first ratio-1 layer (the
+    single source that projects every token), the draft layers follow the backbone."""
+    first = cfg.compress_ratios.index(1)
+    n = len(cfg.compress_ratios)
+    return ["draft" if i >= cfg.n_layers else "decoder" if i >= first else "encoder" for i in range(n)]
 
 
 def view_3b(w: Walk, v: StepView) -> StepView:
@@ -512,7 +774,7 @@ def view_3b(w: Walk, v: StepView) -> StepView:
         readers = [x.layer for x in roles if x.reads_kv_of == layer]
         gate = "softmax" if ratio > 1 else "—"
         rows.append([layer, ratio, S, n, S % ratio, gate, ", ".join(map(str, readers))])
-        v.shapes.append((f"latent (layer {layer})", shape(tr.get("3B", "latent_pre_rope", layer))))
+        v.shapes.append((layer_label("latent", layer, lang), shape(tr.get("3B", "latent_pre_rope", layer))))
     v.tables.append(
         ViewTable(
             note("compressed", lang),
@@ -539,7 +801,32 @@ def view_3b(w: Walk, v: StepView) -> StepView:
         v.tables.append(
             ViewTable(note("gates", lang, layer=first), ["j", ui("position", lang), "w(2j)", "w(2j+1)"], rows)
         )
+    err = max(pooling_error(w, layer) for layer in tr.layers("3B"))
+    v.checks.append(Check(note("check_pool", lang), err, 1e-9))
     return v
+
+
+@torch.no_grad()
+def pooling_error(w: Walk, layer: int) -> float:
+    """max |Δ| between the recorded compressed entries (and gate weights) of one source and the same entries
+    recomputed group by group from the recorded attention input x: k_t = wkv·x_t, s_t = wgate·x_t,
+    w = e^s / Σ_pair e^s per channel, c_j = RMSNorm(Σ_pair w ⊙ k) — ratio 1: c_t = RMSNorm(wkv·x_t)."""
+    tr, comp = w.trace, w.model.layers[layer].attn.compressor
+    x = tr.get("4A", "attn_input", layer)[0]  # [S, D] what the compressor read
+    latent = tr.get("3B", "latent_pre_rope", layer)[0]  # [n, Dh]
+    ratio, err = comp.ratio, 0.0
+    for j in range(latent.size(0)):
+        xs = x[j * ratio : (j + 1) * ratio].to(comp.wkv.weight.dtype)  # the group's tokens
+        k = xs @ comp.wkv.weight.T  # [ratio, Dh]
+        if ratio > 1:
+            e = (xs @ comp.wgate.weight.T).exp()
+            gate = e / e.sum(0)  # softmax over the pair, per channel
+            err = max(err, float((gate - tr.get("3B", "gate", layer)[0, j]).abs().max()))
+            k = (gate * k).sum(0)
+        c = k.reshape(-1).double()
+        c = c / (c.square().mean() + comp.norm.eps).sqrt() * comp.norm.weight.double()
+        err = max(err, float((c - latent[j].double()).abs().max()))
+    return err
 
 
 def view_3c(w: Walk, v: StepView) -> StepView:
@@ -559,7 +846,7 @@ def view_3c(w: Walk, v: StepView) -> StepView:
             cands = note("pool_mask", lang, n=int(c.sum()))
         role = next(x for x in layer_roles(cfg) if x.layer == layer)
         rows.append([layer, role_name(role, lang), visible, len(picks), str(picks), cands])
-        v.shapes.append((f"index scores (layer {layer})", shape(scores)))
+        v.shapes.append((layer_label(note("index_scores", lang), layer, lang), shape(scores)))
     v.tables.append(
         ViewTable(
             note("picks", lang),
@@ -579,7 +866,31 @@ def view_3c(w: Walk, v: StepView) -> StepView:
         (note("window_pos", lang), f"{lo}..{S - 1} ({S - lo} / {cfg.window_size})"),
         (note("topk_pool", lang), f"{cfg.index_topk} / {cfg.candidate_topk_blocks}×{cfg.candidate_block_size}"),
     ]
+    bad = sum(bad_picks(w, layer) for layer in tr.layers("3C"))
+    v.checks.append(Check(note("check_picks", lang), float(bad), 0.0))
     return v
+
+
+def bad_picks(w: Walk, layer: int) -> int:
+    """Queries of one index layer whose picks break a rule: every pick is a compressed entry whose tokens are
+    all at or before the query (entry t holds tokens t·r … t·r + r − 1) and inside the candidate pool if the
+    layer uses one; there are min(index_topk, allowed) distinct picks; no allowed entry left out scores higher."""
+    tr, cfg = w.trace, w.cfg
+    ratio = cfg.compress_ratios[layer]
+    scores, idxs = tr.get("3C", "scores", layer)[0], tr.get("3C", "topk_idxs", layer)[0]  # [S, T], [S, k]
+    pool = tr.data["3C"][layer].get("candidates_used")
+    bad = 0
+    for s, p in enumerate(tr.get("1A", "positions").tolist()):
+        allowed = {
+            t for t in range(scores.size(1)) if t * ratio + ratio - 1 <= p and (pool is None or bool(pool[0, s, t]))
+        }
+        picks = [int(i) for i in idxs[s] if i >= 0]
+        left = sorted(allowed - set(picks))
+        ok = set(picks) <= allowed and len(set(picks)) == len(picks) == min(cfg.index_topk, len(allowed))
+        if ok and picks and left:
+            ok = float(scores[s, picks].min()) >= float(scores[s, left].max())
+        bad += not ok
+    return bad
 
 
 def view_4a(w: Walk, v: StepView, layer: int | None = None) -> StepView:
@@ -588,8 +899,8 @@ def view_4a(w: Walk, v: StepView, layer: int | None = None) -> StepView:
     probs = tr.get("4A", "probs", layer)
     v.shapes += [
         ("q", (1, w.tokens.size(1), cfg.n_heads, cfg.head_dim)),
-        ("kv latent (K = V)", (1, w.tokens.size(1), cfg.head_dim)),
-        (f"probs (layer {layer})", shape(probs)),
+        (note("kv_latent", lang), (1, w.tokens.size(1), cfg.head_dim)),
+        (layer_label("probs", layer, lang), shape(probs)),
     ]
     ws, cs, ss = (tr.get("4A", k, layer)[0, -1] for k in ("window_share", "compressed_share", "sink_share"))
     rows = [[h, r(ws[h]), r(cs[h]), r(ss[h])] for h in range(cfg.n_heads)]
@@ -658,15 +969,64 @@ def view_6a(w: Walk, v: StepView) -> StepView:
             [[k, f"{e:.3%}"] for i, (k, e) in enumerate(errs) if i == 0 or ui("cache_compressed", lang) in k],
         )
     )
-    v.facts.append(("kv_quant", cfg.kv_quant))
+    v.facts.append((note("kv_quant", lang), note("on" if cfg.kv_quant else "off", lang)))
+    reported = [[row[k] for k in KV_ROWS] for row in (toy, real)]
+    by_hand = [kv_bytes_by_hand(c) for c in (cfg, get_config("flash"))]
+    diff = max(abs(a - b) for ra, rb in zip(reported, by_hand, strict=True) for a, b in zip(ra, rb, strict=True))
+    worst = 0.0
+    for l in tr.layers("6A"):
+        d = tr.data["6A"][l]
+        worst = max(worst, qdq_error_ratio(d["window_kv_raw"], d["window_kv"], 32, "fp8"))
+        if "compressed_kv" in d and d["compressed_kv"].numel():
+            worst = max(worst, qdq_error_ratio(d["compressed_raw"], d["compressed_kv"], 16, "fp4"))
+    v.checks += [Check(note("check_bytes", lang), diff, 0.0), Check(note("check_qdq", lang), worst, 1.0)]
     return v
+
+
+KV_ROWS = (  # the rows of the bytes table, in order
+    "window_entry",
+    "compressed_entry",
+    "index_entry",
+    "compressed_kv_per_token",
+    "index_k_per_token",
+    "global_per_token",
+    "window_per_sequence",
+)
+
+
+def kv_bytes_by_hand(cfg: ModelConfig) -> list[float]:
+    """The bytes table recomputed from the dims: an FP8 value is 1 B plus a 1 B scale per 32 values, an FP4 value
+    ½ B plus a 1 B scale per 16 (compressed KV) or 32 (index keys); a ratio-r source stores one entry per r tokens;
+    every layer (draft layers too) keeps a window ring."""
+    dh, di = cfg.head_dim, cfg.index_head_dim
+    window, kv, idx = dh * (1 + 1 / 32), dh * (1 / 2 + 1 / 16), di * (1 / 2 + 1 / 32)
+    per_r = sum(1 / cfg.compress_ratios[s] for s in cfg.kv_source_layers)  # entries per token, all sources
+    rings = cfg.n_layers + cfg.n_mtp_layers
+    return [window, kv, idx, kv * per_r, idx * per_r, (kv + idx) * per_r, rings * cfg.window_size * window]
+
+
+def qdq_error_ratio(raw: torch.Tensor, stored: torch.Tensor, block: int, fmt: str) -> float:
+    """max |stored − raw| ÷ the rounding bound of the format, block by block (≤ 1 for a correct QDQ).
+    fp8 (E4M3, 3 mantissa bits, power-of-two scale s < 2·amax/448): |err| ≤ |x|/16 + s/1024 (subnormal step 2⁻⁹·s).
+    fp4 (E2M1, 1 mantissa bit, E4M3 scale s = amax/6 ± δ, δ = max(amax/96, 2⁻¹⁰)): |err| ≤ |x|/4 + s/4 + 6δ
+    (values under s round to a step of s/2; values over 6s are clamped to 6s, at most 6δ away)."""
+    x = raw.double().reshape(-1, block)
+    err = (stored.double().reshape(-1, block) - x).abs()
+    amax = x.abs().amax(-1, keepdim=True)
+    if fmt == "fp8":
+        bound = x.abs() / 16 + 2 * amax.clamp_min(1e-4) / 448 / 1024
+    else:
+        s = amax.clamp_min(6 * 2**-9) / 6
+        d = torch.maximum(s / 16, torch.full_like(s, 2**-10))
+        bound = x.abs() / 4 + (s + d) / 4 + 6 * d
+    return float((err / (bound * (1 + 1e-9))).max())
 
 
 def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     tr, lang, cfg = w.trace, v.lang, w.cfg
     scores, idx, wts = (tr.get("5A", k, layer) for k in ("scores", "indices", "weights"))
     load = tr.get("5A", "load", layer)
-    v.shapes += [("router scores", shape(scores)), ("chosen experts", shape(idx))]
+    v.shapes += [(note("router_scores", lang), shape(scores)), (note("chosen_experts", lang), shape(idx))]
     s = scores[0, -1]
     bias = w.model.layers[layer].ffn.gate.bias.detach()
     order = torch.argsort(s + bias, descending=True).tolist()
@@ -712,6 +1072,20 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
         (note("sum_w", lang), r(wts[0, -1].sum())),
         (note("exp_topk", lang), f"{cfg.n_routed_experts}/{cfg.n_activated_experts} | 384/6"),
     ]
+    wrong, werr = 0, 0.0
+    for l in tr.layers("5A"):  # every token of every layer, in plain Python
+        a, chosen, got = (tr.get("5A", key, l).flatten(0, 1).tolist() for key in ("scores", "indices", "weights"))
+        b = w.model.layers[l].ffn.gate.bias.detach().tolist()
+        for row, picked, wts in zip(a, chosen, got, strict=True):
+            ranked = sorted(range(len(row)), key=lambda e: row[e] + b[e], reverse=True)
+            wrong += set(ranked[: len(picked)]) != set(picked)
+            sel = [row[e] for e in picked]
+            norm = sum(sel) if len(sel) > 1 else 1.0
+            werr = max(werr, max(abs(cfg.route_scale * x / norm - y) for x, y in zip(sel, wts, strict=True)))
+    v.checks += [
+        Check(note("check_topk", lang), float(wrong), 0.0),
+        Check(note("check_weights", lang, s=f"{cfg.route_scale:g}"), werr, 1e-9),
+    ]
     return v
 
 
@@ -747,52 +1121,21 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     taps = [w.taps[l][0, -1] for l in cfg.dspark_target_layer_ids]
     rows = [[l, r(t.norm()), r(t.mean()), r(t.std())] for l, t in zip(cfg.dspark_target_layer_ids, taps, strict=True)]
     v.tables.append(ViewTable(note("taps", lang), [ui("layer", lang), "‖h‖", ui("mean", lang), ui("std", lang)], rows))
-    if cfg.dspark_tap_mix == "mean":
-        v.checks.append(Check(note("mix_check", lang), mix_error(w.taps, cfg.dspark_target_layer_ids), 0.0))
+    hooked = w.hooked_taps if w.hooked_taps is not None else hooked_forward(w.model, w.tokens)[1]
+    v.checks.append(
+        Check(
+            note("check_taps", lang, mix=mix_formula(cfg)), main_x_error(w.model, tr.get("6B", "main_x"), hooked), 1e-9
+        )
+    )
     v.facts += [(note("uniform", lang), r(1.0 / cfg.vocab_size, 5)), (note("max_p", lang), r(probs.max(), 5))]
+    v.tables.append(lesson_table(w, lang))
+    v.tables.append(draft_table(w, lang))
     rd = w.round
-    rows = [
-        [
-            rd.position + 1 + i,
-            tok_text(w, t),
-            r(pd),
-            r(c),
-            r(pt),
-            tok_text(w, rd.target_argmax[i]),
-            verify_label(st, lang),
-        ]
-        for i, (t, pd, c, pt, st) in enumerate(
-            zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status, strict=True)
-        )
+    v.checks.append(Check(note("check_verify", lang), float(verify_disagreements(verify_rows(w), w.temperature)), 0.0))
+    v.shapes += [
+        (note("draft_logits", lang), (1, rd.block, cfg.vocab_size)),
+        (note("conf_shape", lang), (1, rd.block)),
     ]
-    nxt = verify_label(rd.next_kind, lang)
-    rows.append(
-        [
-            rd.position + 1 + rd.n_accepted,
-            tok_text(w, rd.next_token),
-            "",
-            "",
-            "",
-            tok_text(w, rd.target_argmax[rd.n_accepted]),
-            nxt,
-        ]
-    )
-    v.tables.append(
-        ViewTable(
-            note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1),
-            [
-                note("pos_col", lang),
-                ui("draft_token", lang),
-                ui("draft_probability", lang),
-                ui("confidence", lang),
-                note("pt_col", lang),
-                ui("target_token", lang),
-                note("status", lang),
-            ],
-            rows,
-        )
-    )
-    v.shapes += [("draft logits [B, k, V]", (1, rd.block, cfg.vocab_size)), ("confidence [B, k]", (1, rd.block))]
     v.facts += [
         (ui("accepted_length", lang), rd.tau),
         (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),
@@ -802,10 +1145,180 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     ]
     v.notes += [
         verdict_text(w, lang),
+        note("t0_note", lang) if w.temperature == 0 else note("t_note", lang, t=f"{w.temperature:g}"),
         note("not_acceptance", lang),
         ui("warning_untrained" if w.weights == "untrained" else "note_trained", lang),
+        note("lesson_pd", lang, v=cfg.vocab_size, u=r(1.0 / cfg.vocab_size, 5)),
+        note("why_k", lang),
+        note("why_taps", lang),
     ]
     return v
+
+
+def mix_formula(cfg: ModelConfig) -> str:
+    """ "0.5·h₃ + 0.5·h₄" (the lab's mean mix) or "main_proj([h₃; h₄])"."""
+    sub = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+    hs = [f"h{l}".translate(sub) for l in cfg.dspark_target_layer_ids]
+    if cfg.dspark_tap_mix == "mean":
+        return " + ".join(f"{1 / len(hs):g}·{h}" for h in hs)
+    return f"main_proj([{'; '.join(hs)}])"
+
+
+def verify_rows(w: Walk) -> list[dict[str, Any]]:
+    """One dict per draft position with the numbers verify used: at T = 0 the one-hot (argmax) values, so
+    p_d(x) = 1 and p_t(x) ∈ {0, 1}; at T > 0 softmax(logits / T). `soft_*` keep the softmax T = 1 values at
+    T = 0 (for reference; verify did not use them). A kept draft that is not the target's argmax is flagged."""
+    rd, greedy = w.round, w.temperature == 0
+    draft_argmax = w.draft_trace.get("6B", "draft_logits")[0].argmax(-1).tolist() if greedy else None
+    rows = []
+    for i, x in enumerate(rd.draft):
+        p_d = float(x == draft_argmax[i]) if greedy else rd.draft_probs[i]
+        p_t = float(x == rd.target_argmax[i]) if greedy else rd.target_probs[i]
+        verified = rd.status[i] != NOT_VERIFIED
+        rows.append(
+            {
+                "position": rd.position + 1 + i,
+                "token": x,
+                "p_d": p_d,
+                "p_t": p_t,
+                "ratio": min(1.0, p_t / max(p_d, 1e-12)) if verified else None,
+                "confidence": rd.confidence[i],
+                "target_argmax": rd.target_argmax[i],
+                "status": rd.status[i],
+                "sampled_not_argmax": rd.status[i] == ACCEPTED and x != rd.target_argmax[i],
+                "soft_p_d": rd.draft_probs[i] if greedy else None,
+                "soft_p_t": rd.target_probs[i] if greedy else None,
+            }
+        )
+    return rows
+
+
+def next_row(w: Walk) -> dict[str, Any]:
+    """The target's own token of the round (the replacement at the first rejection, or the bonus)."""
+    rd = w.round
+    argmax = rd.target_argmax[rd.n_accepted]
+    return {
+        "position": rd.position + 1 + rd.n_accepted,
+        "token": rd.next_token,
+        "target_argmax": argmax,
+        "status": rd.next_kind,
+        "sampled_not_argmax": rd.next_token != argmax,
+    }
+
+
+def verify_disagreements(rows: list[dict[str, Any]], temperature: float) -> int:
+    """Positions where the verdict contradicts min(1, p_t/p_d) computed from the shown numbers: at T = 0 the
+    ratio is 1 (keep) or 0 (reject); at any T a draft at ratio 0 is never kept, one at ratio 1 never rejected."""
+    bad = 0
+    for row in rows:
+        if row["ratio"] is None:
+            continue
+        kept = row["status"] == ACCEPTED
+        if temperature == 0:
+            bad += kept != (row["ratio"] == 1.0)
+        else:
+            bad += (kept and row["ratio"] == 0.0) or (row["status"] == REJECTED and row["ratio"] == 1.0)
+    return bad
+
+
+def status_text(row: dict[str, Any], lang: str) -> str:
+    """ "accepted", or "accepted (sampled, not argmax)" where the token is not the target's argmax."""
+    text = verify_label(row["status"], lang)
+    return f"{text} ({note('sampled', lang)})" if row["sampled_not_argmax"] else text
+
+
+def draft_table(w: Walk, lang: str) -> ViewTable:
+    """What verify did, position by position, with the numbers it used (one row per draft + the target's token)."""
+    rd, greedy = w.round, w.temperature == 0
+    rows = []
+    for row in verify_rows(w):
+        ratio = "—" if row["ratio"] is None else sig(row["ratio"])
+        cells = [row["position"], tok_text(w, row["token"]), sig(row["p_d"]), sig(row["p_t"]), ratio]
+        cells += [r(row["confidence"]), tok_text(w, row["target_argmax"]), status_text(row, lang)]
+        if greedy:
+            cells.append(f"{sig(row['soft_p_d'], 3):g} / {sig(row['soft_p_t'], 3):g}")
+        rows.append(cells)
+    nxt = next_row(w)
+    blank = [""] * 4
+    rows.append(
+        [nxt["position"], tok_text(w, nxt["token"])]
+        + blank
+        + [tok_text(w, nxt["target_argmax"]), status_text(nxt, lang)]
+        + ([""] if greedy else [])
+    )
+    cols = [note(c, lang) for c in ("pos_short", "pd_col", "pt_col", "ratio_col", "c_col", "argmax_col", "status")]
+    cols.insert(1, ui("draft_token", lang))
+    if greedy:
+        cols.append(note("soft_col", lang))
+    title = note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1)
+    return ViewTable(title, cols, rows)
+
+
+def lesson_round(w: Walk) -> Round:
+    """The lesson's setting on this prompt: untrained weights (the walk's seed), a block of 3, greedy.
+    Computed once per walk (an untrained model is built only when the walk runs the trained one)."""
+    if w.lesson is None:
+        with torch.no_grad():
+            if w.weights == "untrained":
+                model, cache, logits = w.model, copy.deepcopy(w.prompt_cache), w.logits
+            else:
+                model = lab_model("untrained", w.seed)
+                cache = model.new_cache(1)
+                logits = model(w.tokens, cache=cache).logits
+            anchor = logits[:, -1].argmax(-1)  # [1]
+            w.lesson = speculative_round(model, cache, anchor, LESSON["block"], 0.0, None)[0]
+    return w.lesson
+
+
+def lesson_table(w: Walk, lang: str) -> ViewTable:
+    """The lesson's setting (seed 000: taps 3, 4 mixed 0.5/0.5, 3 untrained drafts) beside the lab's untrained
+    block of 3, this round, and the real model's setting."""
+    cfg, rd, less = w.cfg, w.round, lesson_round(w)
+    real = get_config("flash")
+    soft = w.draft_trace.get("6B", "draft_logits")[0].softmax(-1)  # this round's p_d at T = 1
+    this_pd = [r(float(soft[i, x]), 3) for i, x in enumerate(rd.draft)]
+
+    def taps(c: ModelConfig) -> str:
+        return ", ".join(map(str, c.dspark_target_layer_ids))
+
+    n = len(cfg.dspark_target_layer_ids)
+    mix = "/".join([f"{1 / n:g}"] * n) if cfg.dspark_tap_mix == "mean" else note("concat", lang)
+    rows = [
+        [note("row_taps", lang), LESSON["taps"], taps(cfg), taps(cfg), taps(real)],
+        [note("row_mix", lang), LESSON["mix"], mix, mix, note("concat", lang)],
+        [note("row_k", lang), LESSON["block"], less.block, rd.block, real.dspark_block_size],
+        [
+            note("row_weights", lang),
+            ui("untrained", lang),
+            ui("untrained", lang),
+            ui(w.weights, lang),
+            ui("trained", lang),
+        ],
+        [
+            note("row_tokens", lang),
+            LESSON["tokens"],
+            ", ".join(tok_text(w, t) for t in less.draft),
+            ", ".join(tok_text(w, t) for t in rd.draft),
+            "—",
+        ],
+        [note("row_pd", lang), LESSON["p_d"], [r(p, 3) for p in less.draft_probs], this_pd, "—"],
+        ["1/V", "—", r(1 / cfg.vocab_size, 5), r(1 / cfg.vocab_size, 5), f"1/{real.vocab_size}"],
+        [
+            note("row_kept", lang),
+            note("not_verified_lesson", lang),
+            f"{less.n_accepted}/{less.block}",
+            f"{rd.n_accepted}/{rd.block}",
+            "—",
+        ],
+    ]
+    cols = [
+        "",
+        note("lesson_col", lang),
+        note("lab_col", lang, w=ui("untrained", lang), k=less.block),
+        note("lab_col", lang, w=ui(w.weights, lang), k=rd.block),
+        note("real_col", lang),
+    ]
+    return ViewTable(note("lesson_title", lang), cols, rows)
 
 
 def inspect_model(preset: str = "lab", seed: int = 0) -> dict[str, Any]:

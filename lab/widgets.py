@@ -23,16 +23,22 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from .plots import default_layer, draft_strip, logits_bar, resolve_layer, step_figures, step_layers, token_text
-from .steps import COLUMNS, FLOW, STEP_IDS, Step, check_lang, get_column, get_step, steps_in_column, ui, verify_label
+from .steps import COLUMNS, FLOW, STEP_IDS, Step, check_lang, get_column, get_step, steps_in_column, ui
 from .walkthrough import (
     DEFAULT_PROMPT,
     StepView,
     Walk,
     build_views,
     check_block,
+    equation,
+    lesson_table,
+    next_row,
+    note,
     redraft,
     run_walk,
+    status_text,
     verdict_text,
+    verify_rows,
     view_2a,
     view_4a,
     view_5a,
@@ -334,7 +340,7 @@ def step_panel_content(state: LabState, step_id: str | None = None) -> dict[str,
         "title": step.label(lang),
         "column": get_column(step.column).label(lang),
         "what": step.t("what", lang),
-        "equation": step.equation,
+        "equation": equation(step, lang),
         "look_at": list(step.t("look_at", lang)),
         "real_scale": step.t("real_scale", lang),
         "shapes": [(name, list(shape)) for name, shape in view.shapes],
@@ -360,15 +366,19 @@ def cell_text(x: Any) -> str:
     return str(x)
 
 
-def table_html(table: dict[str, Any], row_class: str = "") -> str:
-    """One view table as HTML (at most MAX_TABLE_ROWS rows, then "…")."""
+def table_html(table: dict[str, Any], row_class: str | list[str] = "") -> str:
+    """One view table as HTML (at most MAX_TABLE_ROWS rows, then "…"); `row_class` tags every row, or each
+    row with its own class when it is a list."""
     e = html.escape
     rows = table["rows"]
     shown = rows if len(rows) <= MAX_TABLE_ROWS else rows[: MAX_TABLE_ROWS - 1]
-    cls = f' class="{row_class}"' if row_class else ""
+    classes = row_class if isinstance(row_class, list) else [row_class] * len(shown)
     pad = "style='padding:2px 10px;text-align:left'"
     head = "".join(f"<th {pad}>{e(str(c))}</th>" for c in table["columns"])
-    body = "".join(f"<tr{cls}>" + "".join(f"<td {pad}>{e(cell_text(x))}</td>" for x in row) + "</tr>" for row in shown)
+    cells = ["".join(f"<td {pad}>{e(cell_text(x))}</td>" for x in row) for row in shown]
+    body = "".join(
+        (f'<tr class="{c}">' if c else "<tr>") + tds + "</tr>" for tds, c in zip(cells, classes, strict=False)
+    )
     if len(rows) > len(shown):
         body += f"<tr><td colspan='{len(table['columns'])}'>… ({len(rows)} rows)</td></tr>"
     return (
@@ -531,72 +541,84 @@ def build_map(state: LabState, on_open: Callable[[dict[str, Any]], None] | None 
 
 # ---- the 6B inspector ----------------------------------------------------------------------------------
 def inspector_6b_content(state: LabState) -> dict[str, Any]:
-    """Step 6B as plain data: the logits bar, the draft strip, one row per draft position (draft token,
-    p_d(x), confidence c, p_t(x), the target's argmax, the verdict) and the verdict line."""
+    """Step 6B as plain data: the logits bar, the draft strip, one row per draft position with the numbers verify
+    used (draft token, p_d(x), p_t(x), min(1, p_t/p_d), confidence c, the target's argmax, the verdict — at T = 0
+    the one-hot values, with the softmax T = 1 ones beside as `*_t1`), the target's own token, the verdict line,
+    the note on what the numbers are, and the lesson's setting next to the lab's."""
     walk, lang = state.walk, state.lang
     rd = walk.round
     rows = [
         {
-            "position": rd.position + 1 + i,
-            "draft_token": token_text(walk.tokenizer, t),
-            "draft_prob": pd,
-            "confidence": c,
-            "target_prob": pt,
-            "target_token": token_text(walk.tokenizer, rd.target_argmax[i]),
-            "status": st,
-            "status_text": verify_label(st, lang),
+            "position": row["position"],
+            "draft_token": token_text(walk.tokenizer, row["token"]),
+            "draft_prob": row["p_d"],
+            "target_prob": row["p_t"],
+            "ratio": row["ratio"],
+            "confidence": row["confidence"],
+            "target_token": token_text(walk.tokenizer, row["target_argmax"]),
+            "status": row["status"],
+            "status_text": status_text(row, lang),
+            "sampled_not_argmax": row["sampled_not_argmax"],
+            "draft_prob_t1": row["soft_p_d"],
+            "target_prob_t1": row["soft_p_t"],
         }
-        for i, (t, pd, c, pt, st) in enumerate(
-            zip(rd.draft, rd.draft_probs, rd.confidence, rd.target_probs, rd.status, strict=True)
-        )
+        for row in verify_rows(walk)
     ]
-    verdict = verdict_text(walk, lang)
+    nxt = next_row(walk)
+    lesson = lesson_table(walk, lang)
+    greedy = walk.temperature == 0
     return {
         "k": rd.block,
         "block": state.block,
         "temperature": state.temperature,
         "rows": rows,
+        "next": {
+            "position": nxt["position"],
+            "token": token_text(walk.tokenizer, nxt["token"]),
+            "target_token": token_text(walk.tokenizer, nxt["target_argmax"]),
+            "status": nxt["status"],
+            "status_text": status_text(nxt, lang),
+            "sampled_not_argmax": nxt["sampled_not_argmax"],
+        },
         "next_token": token_text(walk.tokenizer, rd.next_token),
         "next_kind": rd.next_kind,
         "n_accepted": rd.n_accepted,
         "tau": rd.tau,
-        "verdict": verdict,
+        "verdict": verdict_text(walk, lang),
+        "numbers_note": note("t0_note", lang) if greedy else note("t_note", lang, t=f"{walk.temperature:g}"),
+        "lesson": {"title": lesson.title, "columns": lesson.columns, "rows": lesson.rows},
         "logits": logits_bar(walk, 10, lang),
         "strip": draft_strip(rd, walk.tokenizer, lang),
     }
 
 
 def draft_table_html(content: dict[str, Any], lang: str) -> str:
-    """The draft positions as an HTML table, one `dspark-draft-row` per draft position."""
-    table = {
-        "title": f"{ui('draft_token', lang)} · k = {content['k']}",
-        "columns": [
-            "#",
-            ui("draft_token", lang),
-            ui("draft_probability", lang),
-            ui("confidence", lang),
-            "p_t(x)",
-            ui("target_token", lang),
-            tx("verify_col", lang),
-        ],
-        "rows": [
-            [
-                r["position"],
-                r["draft_token"],
-                round(r["draft_prob"], 4),
-                round(r["confidence"], 4),
-                round(r["target_prob"], 4),
-                r["target_token"],
-                r["status_text"],
-            ]
-            for r in content["rows"]
-        ],
-    }
-    return table_html(table, "dspark-draft-row")
+    """The draft positions as an HTML table, one `dspark-draft-row` per draft position (then the target's own
+    token), with the numbers verify used; at T = 0 a last column holds the softmax T = 1 values (not used)."""
+    greedy = content["temperature"] == 0
+    columns = ["#", ui("draft_token", lang)]
+    columns += [note(k, lang) for k in ("pd_col", "pt_col", "ratio_col", "c_col", "argmax_col")]
+    columns += [tx("verify_col", lang)] + ([note("soft_col", lang)] if greedy else [])
+
+    def num(x: float | None) -> str:
+        return "—" if x is None else f"{x:.4g}"
+
+    rows = [
+        [r["position"], r["draft_token"], num(r["draft_prob"]), num(r["target_prob"]), num(r["ratio"])]
+        + [num(r["confidence"]), r["target_token"], r["status_text"]]
+        + ([f"{r['draft_prob_t1']:.3g} / {r['target_prob_t1']:.3g}"] if greedy else [])
+        for r in content["rows"]
+    ]
+    nxt = content["next"]
+    rows.append([nxt["position"], nxt["token"], "", "", "", "", nxt["target_token"], nxt["status_text"]])
+    rows[-1] += [""] if greedy else []
+    table = {"title": f"{ui('draft_token', lang)} · k = {content['k']}", "columns": columns, "rows": rows}
+    return table_html(table, ["dspark-draft-row"] * content["k"] + ["dspark-next-row"])
 
 
 def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
-    """Step 6B: the logits bar, the draft strip and the per-position table, with a block-size slider
+    """Step 6B: the logits bar, the draft strip, the per-position table (the numbers verify used) and the lesson's
+    setting next to the lab's, with a block-size slider
     (1..trained block) and a temperature slider (0..2) that re-draft only — the prompt's forward is kept.
     `sliders=False` leaves the sliders out (the app has them among its controls)."""
     cfg = state.walk.cfg
@@ -620,6 +642,7 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
     logits_out = tagged(figure_output(), "dspark-logits")
     strip_out = tagged(figure_output(), "dspark-draft-strip")
     table = tagged(widgets.HTML(), "dspark-draft-table")
+    lesson = tagged(widgets.HTML(), "dspark-lesson-table")
 
     def render(changed: set[str] | None = None, recomputed: set[str] | None = None) -> None:
         if changed is not None and not (recomputed or changed & {"lang"}):
@@ -636,7 +659,9 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
         if changed is None or recomputed & {"forward", "views"}:  # a new draft leaves the logits as they are
             set_figure(logits_out, content["logits"])
         set_figure(strip_out, content["strip"])
-        table.value = draft_table_html(content, lang)
+        note_html = f"<p style='color:#92400e'>ℹ {html.escape(content['numbers_note'])}</p>"
+        table.value = draft_table_html(content, lang) + note_html
+        lesson.value = table_html(content["lesson"])
 
     def on_slider(name: str, widget: widgets.Widget) -> Callable[[dict[str, Any]], None]:
         def handler(change: dict[str, Any]) -> None:
@@ -656,7 +681,7 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
     parts: list[widgets.Widget] = [title]
     if sliders:
         parts.append(widgets.HBox([block, temp]))
-    parts += [status, logits_out, strip_out, table]
+    parts += [status, logits_out, strip_out, table, lesson]
     return tagged(widgets.VBox(parts, layout=widgets.Layout(width="100%")), "dspark-inspector")
 
 

@@ -4,6 +4,8 @@ routes every control through LabState.update. Clicks are `button.click()`, slide
 
 from __future__ import annotations
 
+import dataclasses
+
 import ipywidgets as widgets
 import pytest
 
@@ -269,6 +271,38 @@ def test_inspector_follows_state_changes_from_elsewhere(state):
     state.update(lang="vi")
     assert "Bộ soi bước 6B" in one(box, "dspark-inspector-title").value
     assert "Token nháp" in one(box, "dspark-draft-table").value
+
+
+def test_inspector_shows_what_verify_used_at_t0(state):
+    box = W.inspector_6b(state)
+    content, rd = W.inspector_6b_content(state), state.walk.round
+    assert state.temperature == 0.0
+    for i, row in enumerate(content["rows"]):
+        assert row["draft_prob"] == 1.0 and row["target_prob"] == float(rd.draft[i] == rd.target_argmax[i])
+        assert (row["ratio"] == 1.0) == (row["status"] == "accepted")  # min(1, p_t/p_d) from the shown numbers
+        assert (row["draft_prob_t1"], row["target_prob_t1"]) == (rd.draft_probs[i], rd.target_probs[i])
+    table = one(box, "dspark-draft-table").value
+    assert "softmax T = 1" in table and "one-hot" in table and table.count("dspark-next-row") == 1
+    lesson = one(box, "dspark-lesson-table").value
+    assert "0.167" in lesson and "37, 38, 39" in lesson
+    state.update(lang="vi")
+    assert "Xác suất nháp p_d(x)" in one(box, "dspark-draft-table").value
+
+
+def test_inspector_says_sampled_not_argmax_where_it_happens(walk):
+    said = 0
+    for seed in range(10):
+        state = W.LabState.from_walk(redraft(dataclasses.replace(walk, seed=seed), None, 1.0))
+        content, rd = W.inspector_6b_content(state), state.walk.round
+        for i, row in enumerate(content["rows"]):
+            differs = row["status"] == "accepted" and rd.draft[i] != rd.target_argmax[i]
+            assert ("sampled, not argmax" in row["status_text"]) == differs == row["sampled_not_argmax"]
+            said += differs
+        nxt = content["next"]
+        assert ("sampled, not argmax" in nxt["status_text"]) == (rd.next_token != rd.target_argmax[rd.n_accepted])
+        said += nxt["sampled_not_argmax"]
+        assert "softmax T = 1" not in W.draft_table_html(content, "en")  # at T > 0 the table holds what verify used
+    assert said >= 2
 
 
 # ---- the app ------------------------------------------------------------------------------------------
