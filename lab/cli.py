@@ -187,8 +187,9 @@ def parser() -> argparse.ArgumentParser:
         help="train the tiny target, one drafter against it, or every shipped file (all)",
         description="Train the `lab` target on the toy corpus (next-token cross-entropy with QAT through the FP8/FP4 "
         "simulation; the router bias by the loss-free balancing rule) and save a safetensors checkpoint with its "
-        "config and loss curve; or one drafter against the frozen target (DSpark: CE 0.1 / L1 0.9 / confidence BCE "
-        "1.0, position weights exp(−(k−1)/4), teacher-forced Markov head); or `all`: the target, the five drafters, "
+        "config and loss curve; or one drafter against the frozen target (DSpark: the paper's three losses with "
+        "DeepSpec's released DSpark weights (CE 0.1 / L1 0.9 / confidence BCE 1.0), position weights exp(−(k−1)/4), "
+        "teacher-forced Markov head); or `all`: the target, the five drafters, "
         "their calibration and evaluation, as shipped in lab/weights.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -28,10 +28,12 @@ from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
 from dspark_mini.speculative import ACCEPTED, BONUS, NOT_VERIFIED, REJECTED, RESAMPLED, Round
 from dspark_mini.tokenizer import LabTokenizer
+from dspark_mini.validate import check_temperature
 
 from .profiling import reliability
 from .steps import STEP_IDS, check_lang, get_step, ui, verify_label
-from .walkthrough import Walk, role_name, sinkhorn_errors
+from .walkthrough import Walk, role_name, round_verify_rows, sinkhorn_errors
+from .walkthrough import status_text as row_status  # "accepted (sampled, not argmax)"
 
 TEMPLATE = "plotly_white"
 SUBLAYERS: tuple[str, ...] = ("attn", "ffn")
@@ -141,6 +143,12 @@ TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
         "replaces": {"vi": "thay token nháp d{i}", "en": "replaces draft d{i}"},
         "after": {"vi": "sau d{k}", "en": "after d{k}"},
         "argmax": {"vi": "argmax của forward thật", "en": "target argmax"},
+        "used_t0": {"vi": "one-hot, T = 0: số verify đã dùng", "en": "one-hot, T = 0: what verify used"},
+        "used_t": {
+            "vi": "softmax(logits / T), T = {t}: số verify đã dùng",
+            "en": "softmax(logits / T), T = {t}: what verify used",
+        },
+        "soft": {"vi": "softmax T = 1 (verify không dùng)", "en": "softmax T = 1 (not used by verify)"},
         "acceptance": {
             "vi": "Tỉ lệ giữ theo vị trí ({n} vòng, τ trung bình = {tau:.2f})",
             "en": "Acceptance by position ({n} rounds, mean τ = {tau:.2f})",
@@ -773,13 +781,19 @@ def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
     return finish(fig, tr("topk", lang, k=k), 380)
 
 
-def draft_strip(round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenizer, lang: str = "en") -> go.Figure:
+def draft_strip(
+    round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenizer, lang: str = "en", *, temperature: float
+) -> go.Figure:
     """Step 6B: one row per round, one cell per draft position d1..dk coloured by what verify did (accepted /
-    rejected / not verified), then the target's own token (resampled / bonus); hover shows p_d(x), c, p_t(x).
+    rejected / not verified), then the target's own token (resampled / bonus).
 
-    `fig.layout.meta` holds {"draft_positions": k_max, "rounds": n} for readers that check the layout.
+    The hover shows the numbers verify used at the rounds' `temperature` (`round_verify_rows`): at T = 0 the
+    one-hot values, p_d(x) = 1 and p_t(x) ∈ {0, 1}, with the softmax T = 1 values on a separate, labelled line;
+    at T > 0 softmax(logits / T). Then min(1, p_t/p_d), c and the target's argmax.
+    `fig.layout.meta` holds {"draft_positions": k_max, "rounds": n, "temperature": T} for readers that check it.
     """
     lang = check_lang(lang)
+    temperature = check_temperature(temperature)
     rounds = [round_or_rounds] if isinstance(round_or_rounds, Round) else list(round_or_rounds)
     if not rounds or not all(isinstance(r, Round) for r in rounds):
         raise ValueError("draft_strip needs a Round or a non-empty sequence of Rounds")
@@ -790,20 +804,27 @@ def draft_strip(round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenize
         tr("round", lang, i=n + 1, pos=r.position, anchor=token_text(tokenizer, r.anchor)) for n, r in enumerate(rounds)
     ]
     status_text = {kind: verify_label(kind, lang) for kind in STRIP_KINDS}
+    used = tr("used_t0", lang) if temperature == 0 else tr("used_t", lang, t=f"{temperature:g}")
     z, text, hover = [], [], []
     for r in rounds:
         zr: list[int | None] = [None] * (k + 1)
         tx, hv = [""] * (k + 1), [""] * (k + 1)
-        cells = zip(r.draft, r.draft_probs, r.confidence, r.target_probs, r.status, strict=True)
-        for i, (t, pd, c, pt, st) in enumerate(cells):
-            zr[i], tx[i] = code[st], token_text(tokenizer, t)
+        for i, row in enumerate(round_verify_rows(r, temperature)):
+            zr[i], tx[i] = code[row["status"]], token_text(tokenizer, row["token"])
+            ratio = "—" if row["ratio"] is None else f"{row['ratio']:.4g}"
             hv[i] = (
-                f"d{i + 1} = '{tx[i]}' · {status_text[st]}<br>p_d(x) = {pd:.4f} · c = {c:.3f} · "
-                f"p_t(x) = {pt:.4f}<br>{tr('argmax', lang)}: '{token_text(tokenizer, r.target_argmax[i])}'"
+                f"d{i + 1} = '{tx[i]}' · {row_status(row, lang)}<br>"
+                f"p_d(x) = {row['p_d']:.4g} · p_t(x) = {row['p_t']:.4g} · min(1, p_t/p_d) = {ratio} ({used})<br>"
+            )
+            if row["soft_p_d"] is not None:
+                hv[i] += f"{tr('soft', lang)}: p_d(x) = {row['soft_p_d']:.4f} · p_t(x) = {row['soft_p_t']:.4f}<br>"
+            hv[i] += (
+                f"c = {row['confidence']:.3f} · {tr('argmax', lang)}: '{token_text(tokenizer, row['target_argmax'])}'"
             )
         where = tr("replaces", lang, i=r.n_accepted + 1) if r.next_kind == RESAMPLED else tr("after", lang, k=r.block)
         zr[k], tx[k] = code[r.next_kind], token_text(tokenizer, r.next_token)
-        hv[k] = f"'{tx[k]}' · {status_text[r.next_kind]} ({where}) · τ = {r.tau}"
+        nxt = {"status": r.next_kind, "sampled_not_argmax": r.next_token != r.target_argmax[r.n_accepted]}
+        hv[k] = f"'{tx[k]}' · {row_status(nxt, lang)} ({where}) · τ = {r.tau}"
         z.append(zr)
         text.append(tx)
         hover.append(hv)
@@ -839,7 +860,7 @@ def draft_strip(round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenize
         )
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(side="top", title_text=tr("draft_pos", lang))
-    fig.update_layout(meta={"draft_positions": k, "rounds": len(rounds)})
+    fig.update_layout(meta={"draft_positions": k, "rounds": len(rounds), "temperature": temperature})
     return finish(
         fig,
         tr("strip", lang),
@@ -981,7 +1002,7 @@ def step_figures(walk: Walk, step_id: str, lang: str = "en", layer: int | None =
     if sid == "6B":
         figs = [logits_bar(walk, 10, lang)]
         if walk.round is not None:
-            figs.append(draft_strip(walk.round, walk.tokenizer, lang))
+            figs.append(draft_strip(walk.round, walk.tokenizer, lang, temperature=walk.temperature))
         return figs
     raise ValueError(f"step {sid} has no figure: allowed {', '.join(STEP_IDS)}")  # unreachable while STEPS has 10
 

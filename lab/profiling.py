@@ -19,6 +19,7 @@ import torch
 
 from dspark_mini import Trace, get_config
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
+from dspark_mini.validate import check_int, check_seed, check_temperature
 
 TAP_CHECK = "main_x the draft received vs main_x rebuilt from the tap layers' inputs caught by hooks"
 
@@ -153,9 +154,15 @@ def profile(
     (the language they learned); untrained ones after random token ids."""
     from .weights import lab_model
 
+    check_seed(seed)
+    check_int(reps, "reps", 1)
+    check_temperature(temperature)
     cfg = get_config(preset)
     if preset != "lab":
         raise ValueError(f"profile preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
+    verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
+    why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
+    check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
     model = lab_model(weights, seed)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)

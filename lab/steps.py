@@ -807,7 +807,7 @@ UI: dict[str, dict[str, str]] = {
     "preset": {"vi": "Cấu hình", "en": "Preset"},
     "prompt": {"vi": "Lời nhắc (prompt)", "en": "Prompt"},
     "n_tokens": {"vi": "{n} token", "en": "{n} tokens"},  # str.format(n=...)
-    "seed": {"vi": "Seed", "en": "Seed"},
+    "seed": {"vi": "Hạt giống (seed)", "en": "Seed"},
     "language": {"vi": "Ngôn ngữ", "en": "Language"},
     "weights": {"vi": "Trọng số", "en": "Weights"},
     "trained": {"vi": "đã huấn luyện", "en": "trained"},

@@ -25,6 +25,7 @@ from dspark_mini.quant import fp4_qdq
 from dspark_mini.schedule import LayerRole, layer_roles
 from dspark_mini.speculative import ACCEPTED, NOT_VERIFIED, REJECTED, Round, speculative_round
 from dspark_mini.tokenizer import LabTokenizer
+from dspark_mini.validate import check_seed, check_temperature
 
 from .profiling import hooked_forward, main_x_error
 from .steps import STEP_IDS, Step, check_lang, get_step, ui, verify_label
@@ -417,6 +418,7 @@ def run_walk(
 
     weights="trained" loads the shipped lab weights (target + DSpark draft); "untrained" builds the seeded
     random init. The seed also drives the sampling of the round."""
+    seed = check_seed(seed)
     lang = check_lang(lang)
     if preset not in WALK_PRESETS:
         raise ValueError(
@@ -435,7 +437,7 @@ def run_walk(
             f"(max_seq_len {cfg.max_seq_len} minus one draft round)"
         )
     block = check_block(cfg, block)
-    token_distribution(torch.zeros(1), temperature)  # validates the temperature
+    temperature = check_temperature(temperature)
     model = lab_model(weights, seed)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
@@ -479,7 +481,7 @@ def redraft(walk: Walk, block: int | None, temperature: float, views: bool = Tru
     draft → verify → commit round runs on a copy of the cache; only the 6B view is rebuilt.
     """
     block = check_block(walk.cfg, block)
-    token_distribution(torch.zeros(1), temperature)  # validates the temperature
+    temperature = check_temperature(temperature)
     gen = torch.Generator().manual_seed(walk.seed)
     draft_trace = Trace(sinkhorn_history=False)
     with torch.no_grad():
@@ -1165,15 +1167,29 @@ def mix_formula(cfg: ModelConfig) -> str:
 
 
 def verify_rows(w: Walk) -> list[dict[str, Any]]:
+    """One dict per draft position of the walk's round with the numbers verify used (see `round_verify_rows`);
+    at T = 0 the draft's argmax comes from the recorded draft logits."""
+    greedy = w.temperature == 0
+    draft_argmax = w.draft_trace.get("6B", "draft_logits")[0].argmax(-1).tolist() if greedy else None
+    return round_verify_rows(w.round, w.temperature, draft_argmax)
+
+
+def round_verify_rows(rd: Round, temperature: float, draft_argmax: list[int] | None = None) -> list[dict[str, Any]]:
     """One dict per draft position with the numbers verify used: at T = 0 the one-hot (argmax) values, so
     p_d(x) = 1 and p_t(x) ∈ {0, 1}; at T > 0 softmax(logits / T). `soft_*` keep the softmax T = 1 values at
-    T = 0 (for reference; verify did not use them). A kept draft that is not the target's argmax is flagged."""
-    rd, greedy = w.round, w.temperature == 0
-    draft_argmax = w.draft_trace.get("6B", "draft_logits")[0].argmax(-1).tolist() if greedy else None
+    T = 0 (for reference; verify did not use them). A kept draft that is not the target's argmax is flagged.
+
+    At T = 0 the drafter takes its own argmax, so without `draft_argmax` (the draft logits' argmax per position)
+    p_d(x) = 1 for every drafted token; with it, p_d(x) = [x == draft argmax] is recomputed from the logits."""
+    temperature = check_temperature(temperature)
+    greedy = temperature == 0
     rows = []
     for i, x in enumerate(rd.draft):
-        p_d = float(x == draft_argmax[i]) if greedy else rd.draft_probs[i]
-        p_t = float(x == rd.target_argmax[i]) if greedy else rd.target_probs[i]
+        if greedy:
+            p_d = 1.0 if draft_argmax is None else float(x == draft_argmax[i])
+            p_t = float(x == rd.target_argmax[i])
+        else:
+            p_d, p_t = rd.draft_probs[i], rd.target_probs[i]
         verified = rd.status[i] != NOT_VERIFIED
         rows.append(
             {

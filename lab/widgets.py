@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
+
+from dspark_mini.validate import check_seed, check_temperature
 
 from .plots import default_layer, draft_strip, logits_bar, resolve_layer, step_figures, step_layers, token_text
 from .steps import COLUMNS, FLOW, STEP_IDS, Step, check_lang, get_column, get_step, steps_in_column, ui
@@ -144,7 +145,8 @@ class LabState:
         return layer
 
     def check(self, name: str, value: Any) -> Any:
-        """`value` validated (and normalized) for field `name`; a bad one raises ValueError naming it."""
+        """`value` validated (and normalized) for field `name`; a bad one raises ValueError (or TypeError, for a
+        value of the wrong kind) naming it. Seeds and temperatures go through dspark_mini.validate, as in the CLI."""
         if name == "prompt":
             return check_prompt(value)
         if name == "seed":
@@ -218,19 +220,6 @@ def check_prompt(prompt: Any) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt is empty: give some text to run through the model")
     return prompt
-
-
-def check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed = {seed!r} is invalid: allowed an integer ≥ 0")
-    return seed
-
-
-def check_temperature(temperature: Any) -> float:
-    ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
-    if not ok or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature = {temperature!r} is invalid: allowed a number ≥ 0 (0 = greedy)")
-    return float(temperature)
 
 
 def check_weights(weights: Any) -> str:
@@ -588,7 +577,7 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
         "numbers_note": note("t0_note", lang) if greedy else note("t_note", lang, t=f"{walk.temperature:g}"),
         "lesson": {"title": lesson.title, "columns": lesson.columns, "rows": lesson.rows},
         "logits": logits_bar(walk, 10, lang),
-        "strip": draft_strip(rd, walk.tokenizer, lang),
+        "strip": draft_strip(rd, walk.tokenizer, lang, temperature=walk.temperature),
     }
 
 
@@ -668,7 +657,7 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
             try:
                 state.update(**{name: change["new"]})
                 status.value = ""
-            except ValueError as err:
+            except (TypeError, ValueError) as err:
                 status.value = f"<span style='color:#b91c1c'>{html.escape(str(err))}</span>"
                 widget.value = getattr(state, name)
 
@@ -756,7 +745,7 @@ class LabApp:
         """Route one control change through `LabState.update`; a refused value is shown and reverted."""
         try:
             recomputed = self.state.update(**{name: value})
-        except ValueError as err:
+        except (TypeError, ValueError) as err:
             self.status.value = f"<span style='color:#b91c1c'>{html.escape(str(err))}</span>"
             self.sync()
             return set()

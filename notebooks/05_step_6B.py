@@ -47,12 +47,21 @@ plots.logits_bar(walk, 10, lang=LANG)
 
 # %% [markdown]
 # ## Taps: layers 3 and 4, mixed 0.5/0.5 / Lớp đích: lớp 3 và 4, trộn 0.5/0.5
+# **EN** — A check that can fail: run the prompt a second time with forward hooks on layers 3 and 4 (not the model's
+# own tap code) to catch their input streams h₃, h₄ (mean over the 4 lanes), rebuild main_norm(0.5·h₃ + 0.5·h₄) by
+# hand and compare it with the `main_x` the draft actually received. Wrong layers or a wrong mix give a gap ≫ 0.
+#
+# **VI** — Một phép kiểm có thể sai: chạy lời nhắc thêm một lượt, gắn hook vào lớp 3 và 4 (không dùng mã lấy lớp đích
+# của mô hình) để bắt luồng đầu vào h₃, h₄ (trung bình 4 làn), tự tính lại main_norm(0.5·h₃ + 0.5·h₄) rồi so với
+# `main_x` mà bộ vẽ nháp thật sự nhận. Lấy sai lớp hay trộn sai thì độ lệch sẽ ≫ 0.
 
 # %%
-t3, t4 = walk.taps[3], walk.taps[4]  # [B, S, D] each: the mean over the 4 lanes of the attention input
-mix = 0.5 * t3 + 0.5 * t4
-print("max |mix − mean| =", float((mix - torch.stack([t3, t4]).mean(0)).abs().max()))
-assert torch.equal(mix, torch.stack([t3, t4]).mean(0))  # probe: exactly the mean, no drift from the order of sums
+from lab.profiling import hooked_forward, main_x_error  # noqa: E402
+
+_, hooked = hooked_forward(walk.model, walk.tokens)  # a second forward; hooks catch layers 3 and 4's inputs
+err = main_x_error(walk.model, walk.trace.get("6B", "main_x"), hooked)
+print("max |main_x − main_norm(0.5·h₃ + 0.5·h₄)| =", err)
+assert err == 0.0  # probe: the draft read layers 3 and 4, mixed 0.5/0.5
 
 # %% [markdown]
 # ## One round: draft → verify / Một vòng: vẽ nháp → verify
@@ -61,7 +70,7 @@ assert torch.equal(mix, torch.stack([t3, t4]).mean(0))  # probe: exactly the mea
 show(render_view(walk.views["6B"]))
 rd = walk.round
 assert len(rd.draft) == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe
-plots.draft_strip(rd, walk.tokenizer, lang=LANG)
+plots.draft_strip(rd, walk.tokenizer, lang=LANG, temperature=walk.temperature)  # hover: the numbers verify used
 
 # %% [markdown]
 # **EN** — Draft probability and confidence are the drafter's own numbers; neither is acceptance — only verify

@@ -3,7 +3,9 @@ trace's, masked entries are blank, bad step ids / layers / arguments raise Value
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 
 import plotly.graph_objects as go
 import pytest
@@ -17,7 +19,7 @@ from dspark_mini.schedule import layer_roles
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 from lab import plots
 from lab.steps import LANGS, STEP_IDS
-from lab.walkthrough import redraft, run_walk, sinkhorn_errors
+from lab.walkthrough import redraft, run_walk, sinkhorn_errors, verify_rows
 
 NO_LAYER_STEPS = ("1A", "3A", "6A", "6B")
 
@@ -263,7 +265,7 @@ def test_6b_logits_bar_top_k(walk):
 @pytest.mark.parametrize("block", [1, 2, 3])
 def test_6b_draft_strip_has_k_positions(walk, block):
     w = redraft(walk, block, 0.0, views=False)
-    fig = plots.draft_strip(w.round, w.tokenizer)
+    fig = plots.draft_strip(w.round, w.tokenizer, temperature=0.0)
     heat = fig.data[0]
     assert fig.layout.meta["draft_positions"] == block and len(heat.x) == block + 1
     codes = {k: i for i, k in enumerate(plots.STRIP_KINDS)}
@@ -279,18 +281,61 @@ def test_6b_draft_strip_colours_every_kind(walk):
         make_round(["accepted", "rejected", "not verified"], "resampled"),
         make_round(["rejected"], "resampled", position=9),
     ]
-    fig = plots.draft_strip(rounds, walk.tokenizer, "vi")
+    fig = plots.draft_strip(rounds, walk.tokenizer, "vi", temperature=1.0)  # kept drafts ≠ argmax: sampled
     z = fig.data[0].z
     codes = {k: i for i, k in enumerate(plots.STRIP_KINDS)}
     assert z[0] == [codes["accepted"]] * 3 + [codes["bonus"]]
     assert z[1] == [codes["accepted"], codes["rejected"], codes["not verified"], codes["resampled"]]
     assert z[2] == [codes["rejected"], None, None, codes["resampled"]]
-    assert fig.layout.meta == {"draft_positions": 3, "rounds": 3}
+    assert fig.layout.meta == {"draft_positions": 3, "rounds": 3, "temperature": 1.0}
+    assert "được giữ (lấy mẫu, không phải argmax)" in fig.data[0].hovertext[0][0]
     assert "thay token nháp d2" in fig.data[0].hovertext[1][3]
     assert {t.name for t in fig.data[1:]} == {"được giữ", "bị từ chối", "không xét", "lấy mẫu lại", "token thưởng"}
     for bad in ([], [1, 2], "round"):
         with pytest.raises(ValueError, match="needs a Round"):
-            plots.draft_strip(bad, walk.tokenizer)
+            plots.draft_strip(bad, walk.tokenizer, temperature=0.0)
+    for bad_t in (float("nan"), -1.0, 1e-320):
+        with pytest.raises(ValueError, match="temperature = .* is invalid"):
+            plots.draft_strip(rounds, walk.tokenizer, temperature=bad_t)
+
+
+HOVER_NUMBERS = re.compile(r"p_d\(x\) = ([^ ]+) · p_t\(x\) = ([^ ]+) · min\(1, p_t/p_d\) = ([^ ]+) \(")
+
+
+def hover_numbers(hover: str) -> tuple[float, float, str]:
+    """(p_d, p_t, ratio) from the hover's first numbers line: the ones verify used."""
+    p_d, p_t, ratio = HOVER_NUMBERS.search(hover).groups()
+    return float(p_d), float(p_t), ratio
+
+
+def test_6b_draft_strip_hover_at_t0_shows_the_one_hot_numbers_verify_used(walk):
+    greedy = dataclasses.replace(  # a greedy round: d1 is the target's argmax (kept), d2 is not (rejected)
+        make_round(["accepted", "rejected", "not verified"], "resampled"), target_argmax=[20, 31, 32, 33]
+    )
+    real = redraft(walk, None, 0.0, views=False)
+    for rd in (greedy, real.round):
+        hovers = plots.draft_strip(rd, walk.tokenizer, temperature=0.0).data[0].hovertext[0][: rd.block]
+        for i, hover in enumerate(hovers):
+            p_d, p_t, ratio = hover_numbers(hover)
+            one_hot = float(rd.draft[i] == rd.target_argmax[i])
+            assert (p_d, p_t) == (1.0, one_hot)  # not the softmax T = 1 values rd.draft_probs / rd.target_probs
+            assert ratio == ("—" if rd.status[i] == "not verified" else f"{one_hot:g}")
+            assert "(one-hot, T = 0: what verify used)" in hover
+            soft = f"softmax T = 1 (not used by verify): p_d(x) = {rd.draft_probs[i]:.4f} · p_t(x) = "
+            assert soft + f"{rd.target_probs[i]:.4f}" in hover  # the softened numbers, labelled apart
+        if rd is greedy:
+            assert [hover_numbers(h)[:2] for h in hovers] == [(1.0, 1.0), (1.0, 0.0), (1.0, 0.0)]
+        else:  # the same numbers as the 6B table (which reads the draft's argmax from its logits)
+            assert [hover_numbers(h)[:2] for h in hovers] == [(row["p_d"], row["p_t"]) for row in verify_rows(real)]
+
+
+def test_6b_draft_strip_hover_at_t1_shows_the_softmax_verify_used(walk):
+    w = redraft(walk, None, 1.0, views=False)
+    fig = plots.draft_strip(w.round, w.tokenizer, "vi", temperature=1.0)
+    for i, hover in enumerate(fig.data[0].hovertext[0][: w.round.block]):
+        p_d, p_t, _ = hover_numbers(hover)
+        assert p_d == float(f"{w.round.draft_probs[i]:.4g}") and p_t == float(f"{w.round.target_probs[i]:.4g}")
+        assert "softmax(logits / T), T = 1: số verify đã dùng" in hover and "verify không dùng" not in hover
 
 
 def test_6b_acceptance_by_position_from_real_rounds(walk):
@@ -303,7 +348,7 @@ def test_6b_acceptance_by_position_from_real_rounds(walk):
     assert list(cum.y) == [p["cum_accept"] for p in stats["per_position"]]
     assert list(conf.y) == [p["mean_confidence"] for p in stats["per_position"]]
     assert str(stats["rounds"]) in fig.layout.title.text
-    strip = plots.draft_strip(rounds, walk.tokenizer)
+    strip = plots.draft_strip(rounds, walk.tokenizer, temperature=0.0)
     assert strip.layout.meta["rounds"] == len(rounds)
     with pytest.raises(ValueError, match="acceptance_stats"):
         plots.acceptance_by_position({"rounds": 3})

@@ -96,11 +96,16 @@ def test_no_op_changes_recompute_and_notify_nothing(state):
         ({"block": 6}, r"block size = 6 is invalid"),
         ({"block": "2"}, r"block size = '2' is invalid"),
         ({"block": True}, r"block size = True is invalid"),
-        ({"temperature": -0.1}, r"temperature = -0.1 is invalid: allowed a number ≥ 0"),
+        ({"temperature": -0.1}, r"temperature = -0.1 is invalid: allowed 0 \(greedy\) or a finite number ≥ 1e-06"),
         ({"temperature": float("nan")}, r"temperature = nan is invalid"),
+        ({"temperature": float("inf")}, r"temperature = inf is invalid"),
+        ({"temperature": -float("inf")}, r"temperature = -inf is invalid"),
+        ({"temperature": 1e-320}, r"temperature = 1e-320 is invalid"),  # would overflow logits / T
         ({"prompt": ""}, r"prompt is empty"),
         ({"prompt": "   "}, r"prompt is empty"),
-        ({"seed": -1}, r"seed = -1 is invalid"),
+        ({"seed": -1}, r"seed = -1 is invalid: allowed an integer in 0..9223372036854775807 \(0 ≤ seed < 2\*\*63\)"),
+        ({"seed": 2**63}, r"seed = 9223372036854775808 is invalid"),
+        ({"seed": 2**64}, r"seed = 18446744073709551616 is invalid"),  # torch: "Overflow when unpacking long"
         ({"step": "9Z"}, r"unknown step id '9Z': valid ids are 1A, 1B"),
         ({"layer": 8}, r"layer = 8 is invalid: allowed None \(each step's default\) or 0..7"),
         ({"layer": -1}, r"layer = -1 is invalid"),
@@ -113,6 +118,24 @@ def test_no_op_changes_recompute_and_notify_nothing(state):
 def test_bad_input_is_refused_and_nothing_changes(state, changes, message):
     walk, before = state.walk, repr(state)
     with pytest.raises(ValueError, match=message):
+        state.update(**changes)
+    assert state.walk is walk and repr(state) == before
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"seed": True}, r"seed = True is invalid"),
+        ({"seed": 1.5}, r"seed = 1.5 is invalid"),
+        ({"seed": "3"}, r"seed = '3' is invalid"),
+        ({"temperature": "1"}, r"temperature = '1' is invalid"),
+        ({"temperature": False}, r"temperature = False is invalid"),
+        ({"temperature": None}, r"temperature = None is invalid"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_a_type_error_and_nothing_changes(state, changes, message):
+    walk, before = state.walk, repr(state)
+    with pytest.raises(TypeError, match=message):
         state.update(**changes)
     assert state.walk is walk and repr(state) == before
 
@@ -375,6 +398,15 @@ def test_app_refuses_an_empty_prompt_and_reruns_on_a_new_one(state):
     prompt.value = "DSpark drafts, the target verifies."
     assert state.prompt == prompt.value and state.runs["forward"] == 1
     assert "prompt forward" in W.find_widgets(app, "dspark-status")[0].value
+
+
+def test_app_refuses_a_seed_torch_cannot_take_and_keeps_the_old_one(state):
+    app = W.lab_app(state=state)
+    seed = one(app, "dspark-control-seed")
+    seed.value = 2**64  # torch.Generator.manual_seed would fail with "Overflow when unpacking long"
+    status = W.find_widgets(app, "dspark-status")[0].value
+    assert seed.value == state.seed == 0 and "seed = 18446744073709551616 is invalid" in status
+    assert "0 ≤ seed &lt; 2**63" in status and state.runs["forward"] == 0
 
 
 def test_lab_app_builds_its_own_state():
