@@ -26,6 +26,7 @@ from dspark_mini.dspark import token_distribution
 from dspark_mini.speculative import generate_plain, generate_speculative
 from dspark_mini.validate import check_float, check_int, check_seed, check_temperature
 from lab.generation import compare
+from lab.profiling import profile
 from lab.walkthrough import run_walk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,6 +141,10 @@ API_CASES = [
     ("bool", lambda m: check_int(True, "steps", 1, 10), TypeError, "steps", "1..10"),
     ("bool", lambda m: check_float(False, "lr", 0.0), TypeError, "lr", "finite"),
     ("type", lambda m: check_seed(1.5), TypeError, "seed", "0 ≤ seed"),
+    ("seed", lambda m: profile(seed=-1), ValueError, "seed", "0 ≤ seed < 2**63"),
+    ("range", lambda m: profile(reps=0), ValueError, "reps", "≥ 1"),
+    ("range", lambda m: profile(cache_len=10_000), ValueError, "cache_len", "1..250"),
+    ("non-finite", lambda m: profile(temperature=NAN), ValueError, "temperature", "finite"),
 ]
 
 # ---- configs: (class, changes, field, fragment of what is allowed) --------------------------------------------
