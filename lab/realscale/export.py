@@ -1,0 +1,348 @@
+"""Export a lab model in the official checkpoint layout, and load one back lazily.
+
+  export_checkpoint(model, out_dir, shards=N, style="lab")
+      → out_dir/config.json, model.safetensors.index.json, model-0000k-of-0000N.safetensors
+  load_checkpoint(out_dir, select=None, packed=False)  → a lab Transformer
+  CheckpointReader(out_dir)                            → one rank's view: tensors read only when asked for
+
+Names, dtypes and shapes are `layout.py`'s. Style "lab" (the default) is exact: the model read back gives the
+same logits and tokens as the model exported. Style "official" writes the real checkpoint's dtypes (FP8 dense
+projections, BF16/FP32 for the rest), which rounds lab weights that are not already on those grids.
+A packed model (dspark_mini.packed) exports its codes and scales as they are; a plain one is packed on the way.
+Loading opens each shard with safetensors' `safe_open` (memory-mapped) only when one of its tensors is asked
+for, checks every requested tensor's header (present, dtype, shape, inside the file) before reading any data,
+and reads exactly the requested tensors — so a rank that holds a shard of the model reads only its shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import nn
+
+from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict
+from dspark_mini.config import ModelConfig
+from dspark_mini.model import Transformer
+from dspark_mini.packed import (
+    PACKED_FORMATS,
+    PackedWeight,
+    drop_weight_caches,
+    pack,
+    packed_module,
+    replace_module,
+    unpack,
+)
+from dspark_mini.presets import build_model
+
+from .layout import (
+    LAB_FORMAT,
+    LAB_KEY,
+    LAB_VERSION,
+    MXFP4_STORED,
+    ST_DTYPES,
+    RealScaleError,
+    Stored,
+    by_name,
+    check_style,
+    config_from_official,
+    dtype_code,
+    layout,
+    official_text_config,
+    quantization_config,
+)
+from .shards import CONFIG, INDEX, assign_shards, read_header, read_index, shard_name, write_index, write_json
+
+
+# ---- config.json -------------------------------------------------------------------------------------
+def config_json(cfg: ModelConfig, style: str, confidence_temperatures=None) -> dict:
+    """config.json in the official shape (architectures, model_type, quantization_config, text_config), plus the
+    lab's full config under "dspark_lab" so the lab model is rebuilt exactly (its fields are a superset)."""
+    return {
+        "architectures": ["DeepseekV41ForCausalLM"],
+        "model_type": "deepseek_v41",
+        "quantization_config": quantization_config(cfg, style),
+        "text_config": official_text_config(cfg),
+        LAB_KEY: {
+            "format": LAB_FORMAT,
+            "version": LAB_VERSION,
+            "style": style,
+            "config": config_to_dict(cfg),
+            "confidence_temperatures": list(confidence_temperatures) if confidence_temperatures else None,
+        },
+    }
+
+
+def read_config(folder: str | os.PathLike) -> tuple[ModelConfig, str, dict]:
+    """(config, style, the "dspark_lab" section or {}) of a checkpoint folder's config.json. A config.json
+    without the lab's section (the real checkpoint's) is read from its official `text_config`, style official."""
+    path = Path(folder) / CONFIG
+    if not path.is_file():
+        raise RealScaleError(f"{str(path)!r} is missing: a checkpoint folder needs its {CONFIG}")
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        raise RealScaleError(f"{str(path)!r} is not readable JSON ({e})") from e
+    lab = d.get(LAB_KEY)
+    if lab is None:
+        if not isinstance(d.get("text_config"), dict):
+            raise RealScaleError(f"{str(path)!r} has neither a {LAB_KEY!r} section nor an official 'text_config'")
+        return config_from_official(d["text_config"]), "official", {}
+    if not isinstance(lab, dict) or lab.get("format") != LAB_FORMAT or lab.get("version") != LAB_VERSION:
+        raise RealScaleError(
+            f"{str(path)!r}: its {LAB_KEY!r} section is not format {LAB_FORMAT!r} version {LAB_VERSION} "
+            f"(got {lab.get('format') if isinstance(lab, dict) else lab!r})"
+        )
+    try:
+        cfg = config_from_dict(lab.get("config"))
+    except CheckpointError as e:
+        raise RealScaleError(f"{str(path)!r}: {e}") from e
+    return cfg, check_style(lab.get("style")), lab
+
+
+# ---- export ------------------------------------------------------------------------------------------
+def _logical(model: nn.Module, lab: str, state: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The value of a lab tensor: the parameter, or the dequantized weight of the packed module holding it."""
+    if lab in state:
+        return state[lab]
+    path = lab.rpartition(".")[0]
+    mod = model.get_submodule(path)
+    if not isinstance(mod, PackedWeight):
+        raise RealScaleError(f"the model has no tensor {lab!r} (nor a packed module at {path!r})")
+    return mod.weight
+
+
+def stored_tensors(model: nn.Module, style: str = "lab") -> dict[str, torch.Tensor]:
+    """name → the tensor a checkpoint of `model` in `style` stores (CPU, contiguous), in layout order."""
+    cfg = model.cfg
+    state = model.state_dict()
+    out: dict[str, torch.Tensor] = {}
+    entries = layout(cfg, check_style(style))
+    for i, s in enumerate(entries):
+        if s.role == "scale":
+            continue  # written with its weight
+        if s.fmt == "float":
+            out[s.name] = _logical(model, s.lab, state).detach().to("cpu", s.dtype).contiguous()
+            continue
+        mod = model.get_submodule(s.lab.rpartition(".")[0])
+        if isinstance(mod, PackedWeight) and mod.fmt == s.fmt:
+            q, sc = mod.qweight, mod.scale  # packed already: exported as held
+        else:
+            q, sc = pack(s.fmt, _logical(model, s.lab, state).detach(), s.lab)
+        if s.fmt == "mxfp4":
+            q = q.view(MXFP4_STORED)  # the same bytes, the checkpoint's I8
+        out[s.name] = q.to("cpu").contiguous()
+        out[entries[i + 1].name] = sc.to("cpu").contiguous()
+    return out
+
+
+def _check_out(out_dir: Path, overwrite: bool) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RealScaleError(f"--out {str(out_dir)!r} is a file: allowed a new or empty folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        ours = (out_dir / INDEX).is_file()
+        if not (overwrite and ours):
+            raise RealScaleError(
+                f"--out {str(out_dir)!r} is not empty: allowed a new or empty folder"
+                + (" (overwrite=True replaces an earlier export)" if ours else "")
+            )
+        for p in out_dir.glob("model-*-of-*.safetensors"):
+            p.unlink()
+        for name in (INDEX, CONFIG):
+            (out_dir / name).unlink(missing_ok=True)
+
+
+@torch.no_grad()
+def export_checkpoint(
+    model: Transformer, out_dir: str | os.PathLike, shards: int = 1, style: str = "lab", overwrite: bool = False
+) -> Path:
+    """Write `model` (target + DSpark draft) as sharded safetensors + index + config.json; returns out_dir.
+
+    Shards hold about equal bytes, in layout order (embed, layers 0…, norm, head, mtp.*). The index is written
+    last, so a folder with an index is complete."""
+    if not isinstance(getattr(model, "cfg", None), ModelConfig):
+        raise RealScaleError(f"export needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
+    out_dir = Path(out_dir)
+    tensors = stored_tensors(model, style)
+    names = list(tensors)
+    which = assign_shards([tensors[n].nbytes for n in names], shards)
+    _check_out(out_dir, overwrite)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    weight_map: dict[str, str] = {}
+    for k in range(shards):
+        file = shard_name(k, shards)
+        part = {n: tensors[n] for n, w in zip(names, which, strict=True) if w == k}
+        tmp = out_dir / f".{file}.tmp"
+        save_file(part, str(tmp), metadata={"format": "pt"})
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_dir / file)
+        weight_map.update(dict.fromkeys(part, file))
+    temps = getattr(getattr(model, "mtp", None), "confidence_temperatures", None)
+    write_json(out_dir / CONFIG, config_json(model.cfg, style, temps))
+    write_index(out_dir, weight_map, sum(t.nbytes for t in tensors.values()))
+    return out_dir
+
+
+# ---- load --------------------------------------------------------------------------------------------
+class CheckpointReader:
+    """A checkpoint folder opened lazily. Opening reads config.json and the index only; a shard's header is
+    read the first time one of its tensors is checked, its data only by `raw` / `lab_value` / `packed_value`."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.weight_map, self.index_metadata = read_index(self.folder)
+        self.cfg, self.style, self.lab_section = read_config(self.folder)
+        self.entries = layout(self.cfg, self.style)
+        self.expected = by_name(self.entries)
+        self.by_lab: dict[str, list[Stored]] = {}
+        for s in self.entries:
+            self.by_lab.setdefault(s.lab, []).append(s)
+        self._headers: dict = {}
+        self._handles: dict = {}
+
+    def lab_names(self) -> list[str]:
+        """Every lab tensor this checkpoint's config has, in state-dict order."""
+        return list(self.by_lab)
+
+    def _where(self, name: str) -> str:
+        if name not in self.weight_map:
+            raise RealScaleError(f"tensor {name!r} is missing: {str(self.folder / INDEX)!r} does not list it")
+        return self.weight_map[name]
+
+    def header(self, shard: str):
+        if shard not in self._headers:
+            h = read_header(self.folder / shard)  # clear errors: missing file, truncated header
+            if h.header_only:
+                raise RealScaleError(
+                    f"shard {str(h.path)!r} is header-only (real shapes, no data: written for inspection); "
+                    "it cannot be loaded"
+                )
+            self._headers[shard] = h
+        return self._headers[shard]
+
+    def check(self, names: Iterable[str]) -> None:
+        """Check the headers of these checkpoint tensors against the layout, reading no data."""
+        for name in names:
+            shard = self._where(name)
+            try:
+                h = self.header(shard)
+            except RealScaleError as e:
+                raise RealScaleError(f"tensor {name!r}: {e}") from e
+            want = self.expected[name]
+            t = h.tensors.get(name)
+            if t is None:
+                raise RealScaleError(f"tensor {name!r} is missing from shard {str(h.path)!r} (the index maps it there)")
+            if t.dtype != dtype_code(want.dtype) or t.shape != want.shape:
+                raise RealScaleError(
+                    f"tensor {name!r} in {str(h.path)!r} is {t.dtype} {list(t.shape)}: "
+                    f"allowed {dtype_code(want.dtype)} {list(want.shape)} for this config"
+                )
+            if t.end > h.data_size:
+                raise RealScaleError(
+                    f"shard {str(h.path)!r} is truncated: tensor {name!r} needs data bytes {t.begin:,}…{t.end:,}, "
+                    f"the file holds {h.data_size:,}"
+                )
+
+    def _handle(self, shard: str):
+        if shard not in self._handles:
+            try:
+                self._handles[shard] = safe_open(str(self.folder / shard), framework="pt", device="cpu")
+            except Exception as e:  # safetensors' own error type
+                raise RealScaleError(f"shard {str(self.folder / shard)!r} cannot be opened ({e})") from e
+        return self._handles[shard]
+
+    def raw(self, name: str) -> torch.Tensor:
+        """One stored tensor as it is in the file (checked first)."""
+        self.check([name])
+        t = self._handle(self.weight_map[name]).get_tensor(name)
+        if ST_DTYPES[dtype_code(t.dtype)] != self.expected[name].dtype:  # pragma: no cover - checked above
+            raise RealScaleError(f"tensor {name!r} read back as {t.dtype}")
+        return t
+
+    def stored_of(self, lab: str) -> list[Stored]:
+        if lab not in self.by_lab:
+            raise RealScaleError(f"{lab!r} is not a tensor of this config ({self.cfg.name})")
+        return self.by_lab[lab]
+
+    def packed_value(self, lab: str) -> tuple[str, torch.Tensor, torch.Tensor]:
+        """(format, codes, scales) of a packed lab tensor, as stored (MXFP4 bytes viewed as uint8)."""
+        w, s = self.stored_of(lab)
+        q = self.raw(w.name)
+        return w.fmt, (q.view(torch.uint8) if w.fmt == "mxfp4" else q), self.raw(s.name)
+
+    def lab_value(self, lab: str, dtype: torch.dtype) -> torch.Tensor:
+        """A lab tensor's values in `dtype` (dequantized if packed); only its stored tensors are read."""
+        entries = self.stored_of(lab)
+        if entries[0].fmt == "float":
+            t = self.raw(entries[0].name).to(dtype)
+        else:
+            fmt, q, s = self.packed_value(lab)
+            t = unpack(fmt, q, s, dtype, entries[0].name)
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise RealScaleError(
+                f"tensor {entries[0].name!r} in {str(self.folder / self.weight_map[entries[0].name])!r} holds NaN "
+                "or ±inf values: allowed finite numbers only"
+            )
+        return t
+
+    def close(self) -> None:
+        self._handles.clear()
+
+
+def _selector(select) -> Callable[[str], bool]:
+    if select is None:
+        return lambda name: True
+    if callable(select):
+        return select
+    wanted = set(select)
+    return lambda name: name in wanted
+
+
+@torch.no_grad()
+def load_checkpoint(
+    folder: str | os.PathLike,
+    select: Iterable[str] | Callable[[str], bool] | None = None,
+    packed: bool = False,
+    device: str | torch.device | None = None,
+) -> Transformer:
+    """A lab model built from the folder's config with its tensors read from the shards.
+
+    select: lab state-dict names (or a predicate on them) to read — a rank asks only for its share; the others
+            keep the seed-0 init. Unknown names are an error. Every selected tensor's header is checked first.
+    packed: keep what the checkpoint stores packed as `PackedLinear` / `PackedEmbedding` modules holding the
+            stored codes and scales (nothing re-quantized; memory ≈ the checkpoint's bytes)."""
+    reader = CheckpointReader(folder)
+    cfg = reader.cfg
+    keep = _selector(select)
+    if select is not None and not callable(select):
+        unknown = sorted(set(select) - set(reader.by_lab))
+        if unknown:
+            raise RealScaleError(f"select names tensors this config does not have: {unknown[:8]}")
+    labs = [lab for lab in reader.lab_names() if keep(lab)]
+    reader.check(s.name for lab in labs for s in reader.by_lab[lab])  # every header before any data
+    check_size(cfg, reader.folder)  # refuse a config too big to build here, before allocating it
+    model = build_model(cfg)
+    state = model.state_dict()
+    for lab in labs:
+        fmt = reader.by_lab[lab][0].fmt
+        if packed and fmt in PACKED_FORMATS:
+            path = lab.rpartition(".")[0]
+            dtype = model.get_submodule(path).weight.dtype
+            _, q, s = reader.packed_value(lab)
+            replace_module(model, path, packed_module(fmt, q, s, dtype, lab))
+        else:
+            state[lab].copy_(reader.lab_value(lab, state[lab].dtype))
+    if packed:
+        drop_weight_caches(model)
+    temps = reader.lab_section.get("confidence_temperatures")
+    if model.mtp is not None and temps is not None:
+        model.mtp.set_confidence_temperatures(temps)
+    reader.close()
+    return model.to(device) if device is not None else model

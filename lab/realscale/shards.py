@@ -1,0 +1,176 @@
+"""The files of a sharded safetensors checkpoint, read without touching the tensor data.
+
+  folder/config.json                          the model config (official keys; the lab's own under "dspark_lab")
+  folder/model.safetensors.index.json         {"metadata": {"total_size": bytes of all tensors},
+                                               "weight_map": {tensor name: shard file}}
+  folder/model-00001-of-0000N.safetensors …   the shards
+
+A safetensors file is: 8 bytes (little-endian uint64) = N, then N bytes of JSON
+{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then the data; offsets
+count from the first byte after the JSON. `read_header` reads only the first 8 + N bytes, so a header of the
+real 475 GiB checkpoint costs a few hundred KB. A "header-only" shard (written by `write_header_only` for tests
+and teaching: real shapes, no data) says so in its metadata; readers refuse its data and inspect allows it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from .layout import ST_DTYPES, RealScaleError
+
+INDEX = "model.safetensors.index.json"
+CONFIG = "config.json"
+HEADER_ONLY = "dspark_lab_header_only"  # metadata key of a shard that declares tensors but holds no data
+MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
+
+
+def shard_name(i: int, n: int) -> str:
+    """The i-th (0-based) of n shard files, named as the Hugging Face checkpoints are."""
+    return f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+
+
+@dataclass
+class TensorHeader:
+    name: str
+    dtype: str  # safetensors code: "BF16", "F8_E4M3", …
+    shape: tuple[int, ...]
+    begin: int  # data offsets, from the start of the data section
+    end: int
+
+
+@dataclass
+class ShardHeader:
+    path: Path
+    tensors: dict[str, TensorHeader]
+    metadata: dict[str, str]
+    data_size: int  # bytes present after the header (the file may be shorter than the header needs)
+
+    @property
+    def header_only(self) -> bool:
+        return self.metadata.get(HEADER_ONLY) == "true"
+
+    @property
+    def data_end(self) -> int:
+        return max((t.end for t in self.tensors.values()), default=0)
+
+    def first_beyond_end(self) -> TensorHeader | None:
+        """The first tensor (by offset) whose data runs past the end of the file, if any."""
+        short = [t for t in self.tensors.values() if t.end > self.data_size]
+        return min(short, key=lambda t: t.begin) if short else None
+
+
+def read_header(path: str | os.PathLike) -> ShardHeader:
+    """The JSON header of one safetensors file (8 + N bytes read, never the data); RealScaleError naming the
+    file and the tensor if it is missing, truncated or malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise RealScaleError(f"shard {str(path)!r} is missing")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise RealScaleError(
+                f"shard {str(path)!r} is truncated: {size} bytes, shorter than the 8-byte header length"
+            )
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_HEADER or 8 + n > size:
+            raise RealScaleError(
+                f"shard {str(path)!r} is truncated or not safetensors: its header claims {n:,} bytes, "
+                f"the file has {size - 8:,} after the length prefix"
+            )
+        raw = f.read(n)
+    try:
+        obj = json.loads(raw)
+        if not isinstance(obj, dict):
+            raise ValueError("the header is not a JSON object")
+    except ValueError as e:
+        raise RealScaleError(f"shard {str(path)!r} has an unreadable JSON header ({e})") from e
+    metadata = obj.pop("__metadata__", None) or {}
+    tensors = {}
+    for name, e in obj.items():
+        try:
+            dtype, shape, (begin, end) = e["dtype"], tuple(int(d) for d in e["shape"]), e["data_offsets"]
+            if dtype not in ST_DTYPES:
+                raise ValueError(f"unknown dtype {dtype!r}: allowed {sorted(ST_DTYPES)}")
+            want = math.prod(shape) * ST_DTYPES[dtype].itemsize
+            if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin and end - begin == want):
+                raise ValueError(f"data_offsets {[begin, end]} do not hold {want:,} bytes of {dtype} {list(shape)}")
+        except (KeyError, TypeError, ValueError) as err:
+            raise RealScaleError(f"shard {str(path)!r}: tensor {name!r} has a malformed header entry ({err})") from err
+        tensors[name] = TensorHeader(name, dtype, shape, begin, end)
+    return ShardHeader(path, tensors, dict(metadata), size - 8 - n)
+
+
+def read_index(folder: str | os.PathLike) -> tuple[dict[str, str], dict]:
+    """(weight_map, metadata) of `folder/model.safetensors.index.json`."""
+    path = Path(folder) / INDEX
+    if not Path(folder).is_dir():
+        raise RealScaleError(f"checkpoint folder {str(folder)!r} does not exist")
+    if not path.is_file():
+        raise RealScaleError(f"{str(path)!r} is missing: a sharded checkpoint folder needs its index ({INDEX})")
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+        wm, md = obj["weight_map"], obj.get("metadata", {})
+        if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
+            raise TypeError("weight_map must map tensor names to shard file names")
+        if not isinstance(md, dict):
+            raise TypeError("metadata must be an object")
+    except (ValueError, KeyError, TypeError) as e:
+        raise RealScaleError(f"{str(path)!r} is not a readable index ({e!r}): allowed {{metadata, weight_map}}") from e
+    for shard in set(wm.values()):
+        if Path(shard).name != shard:
+            raise RealScaleError(f"{str(path)!r} maps tensors to {shard!r}: allowed plain file names in the folder")
+    return wm, md
+
+
+def write_index(folder: Path, weight_map: dict[str, str], total_size: int) -> Path:
+    path = folder / INDEX
+    text = json.dumps({"metadata": {"total_size": total_size}, "weight_map": weight_map}, indent=2)
+    _write_text(path, text + "\n")
+    return path
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: dict) -> Path:
+    _write_text(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def write_header_only_shard(path: Path, entries: list[tuple[str, str, tuple[int, ...]]]) -> int:
+    """A safetensors file that declares (name, dtype code, shape) tensors at their real offsets but holds no
+    data (marked in its metadata). Returns the bytes its tensors would take."""
+    header: dict = {"__metadata__": {"format": "pt", HEADER_ONLY: "true"}}
+    offset = 0
+    for name, code, shape in entries:
+        n = math.prod(shape) * ST_DTYPES[code].itemsize
+        header[name] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # safetensors pads the header to 8 bytes
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+    return offset
+
+
+def assign_shards(sizes: list[int], n: int) -> list[int]:
+    """Shard index of each tensor (in order): about total/n bytes per shard, every shard non-empty."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(sizes):
+        raise RealScaleError(f"shards = {n!r} is invalid: allowed 1..{len(sizes)} (the number of tensors)")
+    total, cum, shard, out = sum(sizes), 0, 0, []
+    for i, b in enumerate(sizes):
+        later = n - 1 - shard  # shards still empty after the current one
+        if i and later and (cum >= total * (shard + 1) / n or len(sizes) - i <= later):
+            shard += 1
+        out.append(shard)
+        cum += b
+    return out
