@@ -5,6 +5,8 @@ dspark-lab walk --step 2A --lang vi  one step, in Vietnamese
 dspark-lab inspect --preset flash    the real-size model built on `meta`: parameters and KV budget
 dspark-lab generate                  plain vs speculative decoding, with the accept/reject strip
 dspark-lab profile                   parity, tap mix, acceptance by position, verify cost (p50/p95/p99)
+dspark-lab profile --sps             SPS(B): verify steps/s vs batch tokens on this machine, saved as a cost table
+dspark-lab schedule                  load simulation of the verify-length policies for R = 1 … 256 requests
 dspark-lab data                      the toy corpus: math, code and chat lines, described
 dspark-lab train target|draft|all    train the tiny target, one drafter against it, or the whole shipped set
 dspark-lab eval                      τ, acceptance per position and tokens/s of the trained drafters
@@ -39,6 +41,8 @@ examples:
   dspark-lab generate --max-new-tokens 48 --block 5 plain vs DSpark speculative decoding, side by side
   dspark-lab generate --temperature 1 --seed 7      sampled: same distribution as the target, other tokens
   dspark-lab profile --json                         parity, tap mix, acceptance, verify cost with conditions
+  dspark-lab profile --sps --out runs/sps.json      SPS(B) of the verify forward here, as a cost table
+  dspark-lab schedule --json                        throughput and verify length per policy, R = 1 … 256
   dspark-lab data --out runs/corpus                 write and describe the toy corpus (3 domains)
   dspark-lab train target --steps 400 --out runs/target.safetensors
   dspark-lab train draft --kind eagle3 --target runs/target.safetensors --out runs/eagle3.safetensors
@@ -76,6 +80,96 @@ def add_seed_argument(p: argparse.ArgumentParser, what: str) -> None:
 TEMPERATURE_HELP = "0 = greedy (default); a finite number ≥ 1e-6 samples"
 
 
+PROFILE_EPILOG = """\
+examples:
+  dspark-lab profile                                parity, tap mix, acceptance, verify cost (p50/p95/p99)
+  dspark-lab profile --json --reps 30               the same as JSON, more repetitions
+  dspark-lab profile --sps                          SPS(B) at B = 1, 6, 12, … 1536, saved to runs/sps.json
+  dspark-lab profile --sps --reps 30 --out lab/serving/data/sps_lab_cpu.json   re-measure the shipped table
+  dspark-lab profile --sps --batch-tokens 1,6,48 --reps 3 --json               a quick look, as JSON
+
+exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 141 output pipe closed (e.g. `| head`)
+"""
+
+SCHEDULE_EPILOG = """\
+policies: fixed (verify all k drafts) · threshold (stop at the first survival a = Π c below --threshold) ·
+dspark (Algorithm 1: greedy over a with early stop on Θ = τ*·SPS(B)) · dspark-async (capacity from
+confidences two rounds old, global search; then the top current candidates)
+tables: measured (lab/serving/data/sps_lab_cpu.json or --sps-table) · smooth (t = t0·(1 + B/256)) ·
+staircase (CUDA-graph-like buckets at powers of two)
+
+examples:
+  dspark-lab schedule                               every policy on the three tables, R = 1 … 256
+  dspark-lab schedule --lang vi                     the same, in Vietnamese
+  dspark-lab schedule --json                        sim[table][policy][R] = {throughput, mean_verify_len, tau}
+  dspark-lab schedule --requests 1,16,256 --policies fixed,dspark
+  dspark-lab schedule --sps-table runs/sps.json     with a table you measured (dspark-lab profile --sps)
+  dspark-lab schedule --threshold 0.3               the static policy stops at survival 0.3
+  dspark-lab schedule --record --streams runs/streams.json   re-record the confidences (≈ 30 s), then simulate
+
+exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 141 output pipe closed (e.g. `| head`)
+"""
+SIM_REQUESTS_TEXT = "1,2,4,8,16,32,64,128,256"
+MAX_SIM_ROUNDS = 10_000
+DEFAULT_THRESHOLD = 0.1  # dspark_mini.scheduler.DEFAULT_THRESHOLD, kept here so --help needs no torch (tested)
+
+
+def add_schedule_parser(sub: Any) -> None:
+    s = sub.add_parser(
+        "schedule",
+        help="load simulation: throughput and verify length of each verify-length policy for R = 1 … 256",
+        description="Confidence-scheduled verification under load: replay recorded calibrated confidences and "
+        "acceptances of the trained DSpark drafter for R concurrent requests, let each policy choose how many "
+        "drafts every request verifies, and time each round with an SPS(B) cost table (measured here, smooth, "
+        "staircase). Reports throughput, mean verify length ℓ and τ per table, policy and R, and the "
+        "scheduler's own time per round beside the verify forward.",
+        epilog=SCHEDULE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--requests",
+        default=SIM_REQUESTS_TEXT,
+        help=f"comma-separated concurrent requests R, each 1..1024 (default {SIM_REQUESTS_TEXT})",
+    )
+    s.add_argument(
+        "--policies",
+        default="fixed,threshold,dspark,dspark-async",
+        help="comma-separated policies: fixed, threshold, dspark, dspark-async (default all four)",
+    )
+    s.add_argument(
+        "--sps-table",
+        default=None,
+        help="the measured SPS table (JSON from `dspark-lab profile --sps`; default the shipped "
+        "lab/serving/data/sps_lab_cpu.json)",
+    )
+    s.add_argument(
+        "--streams",
+        default=None,
+        help="recorded rounds (JSON; default the shipped lab/serving/data/streams_dspark.json); with --record: "
+        "where to write them (default runs/streams_dspark.json)",
+    )
+    s.add_argument(
+        "--record",
+        action="store_true",
+        help="re-record the streams from the trained drafter (32 held-out prompts per domain, 40 new tokens, T = 1)",
+    )
+    s.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"the threshold policy's survival cut: a number in [0, 1] (default {DEFAULT_THRESHOLD})",
+    )
+    s.add_argument(
+        "--rounds",
+        type=int,
+        default=64,
+        help=f"measured rounds per R, policy and table: 1..{MAX_SIM_ROUNDS:,} (default 64)",
+    )
+    add_seed_argument(s, "seed of the replay (which recorded rounds each request slot plays)")
+    s.add_argument("--lang", default="en", help="vi or en")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dspark-lab",
@@ -84,7 +178,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile,data,train,eval}")
+    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile,schedule,data,train,eval}")
 
     w = sub.add_parser(
         "walk",
@@ -147,12 +241,14 @@ def parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser(
         "profile",
-        help="step 6B profiling: parity, tap mix, acceptance, verify cost",
+        help="step 6B profiling: parity, tap mix, acceptance, verify cost; --sps: SPS(B) cost table",
         description="Measure what step 6B claims: logit parity of two forwards (threshold 1e-9), the "
         "0.5/0.5 tap mix, acceptance per draft position with the confidence beside it, "
         "and the time of one verify over k tokens vs k single decode steps on the same "
-        "cache. Timings are p50/p95/p99 with the run conditions.",
-        epilog=EPILOG,
+        "cache. Timings are p50/p95/p99 with the run conditions. With --sps: the target's verify steps per "
+        "second SPS(B) as a function of the batch-token count B (R requests × 6 rows, one forward), median of "
+        "--reps, forced monotone, saved as the JSON cost table that `dspark-lab schedule` reads.",
+        epilog=PROFILE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     f.add_argument("--preset", default="lab", help="model preset (lab)")
@@ -161,13 +257,27 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--cache-length",
         type=int,
-        default=48,
+        default=None,
         help="tokens in the cache before the verify: 1..250 = max_seq_len 256 − one verify of 6 tokens "
-        "(anchor + block 5) (default 48)",
+        "(anchor + block 5) (default 48; with --sps 32)",
+    )
+    f.add_argument(
+        "--sps",
+        action="store_true",
+        help="measure SPS(B), steps/s of the verify forward vs batch tokens B, and save the cost table",
+    )
+    f.add_argument("--out", default=None, help="(--sps) where to save the table (default runs/sps.json)")
+    f.add_argument(
+        "--batch-tokens",
+        default=None,
+        help="(--sps) comma-separated B to measure: 1..6 (one request) or multiples of 6 (R requests × 6 rows) up "
+        "to 3072 (default 1,6,12,24,48,96,192,384,768,1536: one decode step, then R = 1 … 256)",
     )
     f.add_argument("--lang", default="en", help="vi or en")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
     add_weights_argument(f)
+
+    add_schedule_parser(sub)
 
     from .corpus import DEFAULT_LINES_PER_DOMAIN, MAX_LINES_PER_DOMAIN, add_data_arguments
 
@@ -302,10 +412,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.command == "generate" and args.preset == "lab":  # compare() refuses the other presets
         check_generate_length(args, cfg)
     elif args.command == "profile":
-        verify = cfg.dspark_block_size + 1
-        check_int(args.reps, "--reps", 1, MAX_REPS)
-        why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
-        check_int(args.cache_length, "--cache-length", 1, cfg.max_seq_len - verify, why)
+        check_profile_args(args, cfg)
+    elif args.command == "schedule":
+        check_schedule_args(args)
     elif args.command == "data":
         if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
             raise ValueError(f"--out = {args.out!r} is a file: allowed a folder (data writes <domain>.txt into it)")
@@ -318,6 +427,50 @@ def check_args(args: argparse.Namespace) -> None:
         check_int(args.speed_prompts, "--speed-prompts", 1, args.prompts, "at most --prompts")
     elif args.command == "train":
         check_train_args(args, cfg)
+
+
+def check_profile_args(args: argparse.Namespace, cfg: Any) -> None:
+    """`profile`'s options; --out and --batch-tokens belong to --sps. Fills the --cache-length default."""
+    from dspark_mini.validate import check_int
+
+    verify = cfg.dspark_block_size + 1
+    check_int(args.reps, "--reps", 1, MAX_REPS)
+    if not args.sps:
+        for option, value in (("--out", args.out), ("--batch-tokens", args.batch_tokens)):
+            if value is not None:
+                raise ValueError(f"{option} applies to `profile --sps` only: add --sps")
+    if args.cache_length is None:
+        from .serving.profile_sps import SPS_CACHE_LENGTH
+
+        args.cache_length = SPS_CACHE_LENGTH if args.sps else 48
+    why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
+    check_int(args.cache_length, "--cache-length", 1, cfg.max_seq_len - verify, why)
+    if args.sps:
+        from .serving.profile_sps import DEFAULT_BATCH_TOKENS, parse_batch_tokens
+
+        if args.batch_tokens is None:
+            args.batch_tokens = list(DEFAULT_BATCH_TOKENS)
+        elif isinstance(args.batch_tokens, str):
+            args.batch_tokens = parse_batch_tokens(args.batch_tokens, verify)
+        if args.out is not None and Path(args.out).is_dir():
+            raise ValueError(f"--out = {args.out!r} is a folder: allowed a file path for the JSON table")
+
+
+def check_schedule_args(args: argparse.Namespace) -> None:
+    """`schedule`'s options, parsed in place: --requests and --policies become lists."""
+    from dspark_mini.validate import check_float, check_int
+
+    from .serving.schedule import parse_policies, parse_requests
+
+    if isinstance(args.requests, str):
+        args.requests = parse_requests(args.requests)
+    if isinstance(args.policies, str):
+        args.policies = parse_policies(args.policies)
+    check_float(args.threshold, "--threshold", 0.0, 1.0, why="a survival probability")
+    check_int(args.rounds, "--rounds", 1, MAX_SIM_ROUNDS)
+    for option, value in (("--sps-table", args.sps_table), ("--streams", args.streams)):
+        if value is not None and Path(value).is_dir():
+            raise ValueError(f"--{option.lstrip('-')} = {value!r} is a folder: allowed a JSON file")
 
 
 def check_generate_length(args: argparse.Namespace, cfg: Any) -> None:
@@ -390,7 +543,13 @@ def error_line(args: argparse.Namespace, e: Exception) -> str:
     if message.startswith("--"):
         return message
     draft = getattr(args, "what", None) == "draft"
-    dests = {"data": ["out"], "eval": ["weights_dir"], "train": ["out", "target"] if draft else ["out"]}
+    dests = {
+        "data": ["out"],
+        "eval": ["weights_dir"],
+        "train": ["out", "target"] if draft else ["out"],
+        "profile": ["out"],
+        "schedule": ["streams", "sps_table"],
+    }
     for dest in dests.get(args.command, []):
         value = getattr(args, dest, None)
         if value and (str(Path(value)) in f"{e} {filename or ''}" or (filename and str(filename) in str(value))):
@@ -510,6 +669,18 @@ def run(args: argparse.Namespace, console: Any) -> None:
         from .eval_cli import main_eval
 
         report = main_eval(args, console, lang)
+        if args.json:
+            print_json(report)
+    elif args.command == "profile" and args.sps:
+        from .serving.cli import main_profile_sps
+
+        report = main_profile_sps(args, console, lang)
+        if args.json:
+            print_json(report)
+    elif args.command == "schedule":
+        from .serving.cli import main_schedule
+
+        report = main_schedule(args, console, lang)
         if args.json:
             print_json(report)
     elif args.command == "profile":

@@ -27,6 +27,7 @@ ANSWERS = {
     "05_step_6B": "3",
     "06_lossless": "0.25",
     "07_train_and_compare": "2.7",
+    "08_scheduler": "[2, 1]",
 }
 
 

@@ -4,5 +4,10 @@ in dspark_mini/scheduler.py):
   sps.py       the SPS(B) cost table: steps/s of the verify forward vs batch tokens — JSON, validation,
                forced monotone, interpolation, `measure_sps(forward_fn, …)`, synthetic `smooth` / `staircase`;
   simulate.py  load simulation: replay recorded (confidences, accepted) rounds for R = 1 … 256 concurrent
-               requests under each policy and table; recording those rounds from the trained lab drafter.
+               requests under each policy and table; recording those rounds from the trained lab drafter;
+  profile_sps.py  `dspark-lab profile --sps`: SPS(B) of the lab model's verify forward on this machine;
+  schedule.py  `dspark-lab schedule`: the simulation on the shipped data (data/sps_lab_cpu.json, the measured
+               table; data/streams_dspark.json, recorded rounds) and the scheduler's own cost per round;
+  cli.py       the two subcommands' handlers and their vi/en tables;
+  plots.py     SPS(B) and B·SPS(B); throughput and mean verify length vs R per policy (paper Fig. 7/8).
 """

@@ -1,0 +1,185 @@
+"""Plotly figures of confidence-scheduled verification: the SPS(B) cost tables and the load simulation.
+
+    sps_curves(tables)             SPS(B) and the token throughput B·SPS(B), measured points and synthetic curves
+    throughput_vs_requests(sim)    throughput vs concurrent requests R per policy, one panel per table (paper Fig. 7)
+    verify_len_vs_requests(sim)    mean verify length ℓ vs R per policy, one panel per table (paper Fig. 8)
+
+`sim` is `simulate(...)`'s dict or `dspark-lab schedule --json`'s report (its "sim" part is used). Nothing is
+run here; titles and axes follow `lang` ("vi" or "en"); the look is lab.plots' (plotly_white, left title).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from dspark_mini.validate import check_int
+
+from ..plots import finish
+from ..steps import check_lang
+from .sps import SPSTable
+
+POLICY_COLOURS: Mapping[str, str] = {
+    "fixed": "#7f7f7f",
+    "threshold": "#f58518",
+    "dspark": "#4c78a8",
+    "dspark-async": "#54a24b",
+    "retrospective": "#e45756",
+}
+DEFAULT_MAX_B = 1536  # 256 requests × 6 rows
+TABLE_COLOURS: Mapping[str, str] = {"measured": "#4c78a8", "smooth": "#54a24b", "staircase": "#e45756"}
+
+TEXT: Mapping[str, Mapping[str, str]] = {
+    "sps_title": {
+        "vi": "SPS(B): số bước verify mỗi giây và thông lượng token B·SPS(B) theo số token của batch B",
+        "en": "SPS(B): verify steps per second and token throughput B·SPS(B) vs batch tokens B",
+    },
+    "sps_panel": {"vi": "SPS(B) (bước/giây)", "en": "SPS(B) (steps/s)"},
+    "tok_panel": {"vi": "B·SPS(B) (token/giây)", "en": "B·SPS(B) (tokens/s)"},
+    "batch_tokens": {"vi": "số token của batch B", "en": "batch tokens B"},
+    "measured_points": {"vi": "{name}: trung vị đo (p95 ở thanh lỗi)", "en": "{name}: measured median (bar: p95)"},
+    "thr_title": {
+        "vi": "Thông lượng theo số yêu cầu đồng thời R (token/giây, mô phỏng tải)",
+        "en": "Throughput vs concurrent requests R (tokens/s, load simulation)",
+    },
+    "len_title": {
+        "vi": "Độ dài verify trung bình ℓ theo số yêu cầu đồng thời R",
+        "en": "Mean verify length ℓ vs concurrent requests R",
+    },
+    "requests": {"vi": "số yêu cầu R", "en": "requests R"},
+    "throughput": {"vi": "token/giây", "en": "tokens/s"},
+    "verify_len": {"vi": "ℓ (token nháp được verify)", "en": "ℓ (drafts verified)"},
+}
+
+
+def tr(key: str, lang: str, **fmt: Any) -> str:
+    return TEXT[key][check_lang(lang)].format(**fmt)
+
+
+def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_tokens: int | None = None) -> go.Figure:
+    """Left: SPS(B) as the scheduler reads it (forced monotone, interpolated), with the measured medians and p95
+    of a measured table as markers; right: B·SPS(B), the tokens per second a full batch of B would verify.
+    Both axes logarithmic. tables: name → SPSTable; B runs 1..max_batch_tokens (default the largest measured)."""
+    lang = check_lang(lang)
+    if not isinstance(tables, Mapping) or not tables or not all(isinstance(t, SPSTable) for t in tables.values()):
+        raise ValueError("tables must be a non-empty mapping name → SPSTable (lab.serving.sps)")
+    measured = [t.max_batch_tokens for t in tables.values() if t.step_stats[0] is not None]
+    top = max(measured) if measured else DEFAULT_MAX_B
+    if max_batch_tokens is not None:
+        top = check_int(max_batch_tokens, "max_batch_tokens", 2)
+    b = torch.unique(torch.logspace(0, torch.log10(torch.tensor(float(top))), 200).round().long())
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("sps_panel", lang), tr("tok_panel", lang)))
+    for name, t in tables.items():
+        colour = TABLE_COLOURS.get(name, None)
+        sps = t.steps_per_s(b)
+        line = {"color": colour, "shape": "linear"}
+        for col, y in ((1, sps), (2, b.double() * sps)):
+            fig.add_trace(
+                go.Scatter(
+                    x=b.tolist(),
+                    y=y.tolist(),
+                    mode="lines",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    line=line,
+                    hovertemplate=f"{name} B = %{{x}}: %{{y:.4g}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        if t.step_stats[0] is not None:  # measured: the medians and how far p95 reaches
+            bt = list(t.batch_tokens)
+            raw = list(t.raw_steps_per_s)
+            low = [1.0 / s["p95"] for s in t.step_stats]
+            for col, scale in ((1, [1] * len(bt)), (2, bt)):
+                y = [r * k for r, k in zip(raw, scale, strict=True)]
+                down = [(r - lo) * k for r, lo, k in zip(raw, low, scale, strict=True)]
+                fig.add_trace(
+                    go.Scatter(
+                        x=bt,
+                        y=y,
+                        mode="markers",
+                        name=tr("measured_points", lang, name=name),
+                        legendgroup=name + "-points",
+                        showlegend=col == 1,
+                        marker={"color": colour, "size": 7},
+                        error_y={"type": "data", "symmetric": False, "array": [0.0] * len(bt), "arrayminus": down},
+                        hovertemplate="B = %{x}: %{y:.4g}<extra></extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
+    fig.update_xaxes(type="log", title_text=tr("batch_tokens", lang))
+    fig.update_yaxes(type="log")
+    return finish(fig, tr("sps_title", lang), 420, legend={"orientation": "h", "y": -0.3})
+
+
+def sim_of(report: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The sim[table][policy][R] part of a schedule report (or the sim itself), checked."""
+    sim = report.get("sim", report) if isinstance(report, Mapping) else None
+    ok = (
+        isinstance(sim, Mapping)
+        and sim
+        and all(
+            isinstance(per, Mapping) and per and all(isinstance(rs, Mapping) and rs for rs in per.values())
+            for per in sim.values()
+        )
+    )
+    if not ok:
+        raise ValueError("sim must be simulate()'s dict or a schedule report: sim[table][policy][R] = {throughput, …}")
+    return sim
+
+
+def _per_request(
+    report: Mapping[str, Any], metric: str, title: str, axis: str, lang: str, tables: Sequence[str] | None
+) -> go.Figure:
+    lang = check_lang(lang)
+    sim = sim_of(report)
+    names = list(sim) if tables is None else list(tables)
+    for n in names:
+        if n not in sim:
+            raise ValueError(f"table {n!r} is not in the simulation: allowed {', '.join(map(repr, sim))}")
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, shared_yaxes=metric == "mean_verify_len")
+    for i, name in enumerate(names, start=1):
+        for policy, per_r in sim[name].items():
+            rs = sorted(per_r, key=int)
+            fig.add_trace(
+                go.Scatter(
+                    x=[int(r) for r in rs],
+                    y=[per_r[r][metric] for r in rs],
+                    mode="lines+markers",
+                    name=policy,
+                    legendgroup=policy,
+                    showlegend=i == 1,
+                    line={"color": POLICY_COLOURS.get(policy)},
+                    hovertemplate=f"{policy}, R = %{{x}}: %{{y:.4g}}<extra>{name}</extra>",
+                ),
+                row=1,
+                col=i,
+            )
+    fig.update_xaxes(type="log", dtick=0.30102999566, title_text=tr("requests", lang))  # a tick per power of 2
+    if metric == "throughput":
+        fig.update_yaxes(type="log")
+    else:
+        fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(title_text=tr(axis, lang), row=1, col=1)
+    return finish(fig, tr(title, lang), 420, legend={"orientation": "h", "y": -0.3})
+
+
+def throughput_vs_requests(
+    report: Mapping[str, Any], lang: str = "en", tables: Sequence[str] | None = None
+) -> go.Figure:
+    """Committed tokens per second vs R, one line per policy, one panel per table (the paper's Fig. 7)."""
+    return _per_request(report, "throughput", "thr_title", "throughput", lang, tables)
+
+
+def verify_len_vs_requests(
+    report: Mapping[str, Any], lang: str = "en", tables: Sequence[str] | None = None
+) -> go.Figure:
+    """Mean verify length ℓ (drafts sent to verify per request and round) vs R (the paper's Fig. 8)."""
+    return _per_request(report, "mean_verify_len", "len_title", "verify_len", lang, tables)

@@ -1,0 +1,161 @@
+"""`dspark-lab profile --sps`: SPS(B) of the lab model's verify forward on this machine.
+
+What one step at B batch tokens is. A verify round of R requests runs the target once over R blocks of k + 1
+rows (the anchor slot and the k drafts, lab: k = 5, 6 rows). Until the ragged batched verify exists, the
+forward is built from the model API as R = B / (k + 1) sequences of k + 1 rows each, every sequence on its own
+cache prefilled to `cache_len` tokens of held-out corpus text, run with `commit=False` so the cache stays as it
+was and the same forward can be repeated; a B ≤ k + 1 is one sequence of B rows (B = 1: a plain decode step).
+So B is 1..k + 1 or a multiple of k + 1, and the table records the B that really ran.
+
+The sizes. DEFAULT_BATCH_TOKENS = 1, 6, 12, 24, …, 1536: a plain decode step, then R = 1, 2, 4, …, 256 full
+blocks — the loads the simulation (`dspark-lab schedule`) plays, so at every R the fixed policy's B is a
+measured point and the scheduler's smaller B fall between two of them (the table interpolates the step time
+linearly). Powers of two, because the step time of a small model on a CPU is a floor (weight reads, Python
+overhead) plus work per token: doubling spreads the points evenly over that curve. The default run (15
+reps, one thread) takes ≈ 25 s on a 2-core Xeon, most of it at B = 1536.
+
+Measured with `lab.serving.sps.measure_sps`: a warm-up per size, the repetitions interleaved over the sizes,
+SPS = 1 / median step time, p50/p95/p99 kept, forced monotone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dspark_mini.validate import check_int, check_seed
+
+from .sps import SPSTable, measure_sps
+
+DEFAULT_BATCH_TOKENS = (1, 6, 12, 24, 48, 96, 192, 384, 768, 1536)  # a decode step, then R = 1 … 256 blocks of 6
+MAX_BATCH_TOKENS = 3072  # 512 sequences of 6 rows: every cache is held at once while the reps interleave
+SPS_CACHE_LENGTH = 32  # a held-out prompt (16 tokens) plus the middle of a 40-token generation
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def check_batch_tokens(sizes: Sequence[int], rows: int, name: str = "--batch-tokens") -> list[int]:
+    """Sizes the lab's verify forward can run exactly: 1..rows (one sequence) or multiples of rows (rows = k + 1),
+    at most MAX_BATCH_TOKENS, distinct. → sorted list."""
+    allowed = f"distinct integers 1..{rows} or multiples of {rows} (k + 1 rows per request) up to {MAX_BATCH_TOKENS}"
+    if not sizes:
+        raise ValueError(f"{name} is empty: allowed {allowed}")
+    for b in sizes:
+        check_int(b, name, 1, MAX_BATCH_TOKENS, f"{allowed}")
+        if b > rows and b % rows:
+            raise ValueError(f"{name} = {b} is invalid: allowed {allowed}")
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"{name} repeats a size: allowed {allowed}")
+    return sorted(sizes)
+
+
+def parse_batch_tokens(text: str, rows: int) -> list[int]:
+    """'1,6,12' → [1, 6, 12] (checked by `check_batch_tokens`)."""
+    try:
+        sizes = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(
+            f"--batch-tokens = {text!r} is invalid: allowed comma-separated integers, e.g. 1,6,12"
+        ) from None
+    return check_batch_tokens(sizes, rows)
+
+
+def layout(b: int, rows: int) -> tuple[int, int]:
+    """B batch tokens → (sequences R, rows per sequence)."""
+    return (1, b) if b <= rows else (b // rows, rows)
+
+
+def corpus_rows(n: int, length: int, seed: int) -> torch.Tensor:
+    """n held-out corpus snippets of `length` tokens, the three domains in turn.  → [n, length] int64"""
+    from lab.corpus import DOMAINS
+    from lab.evaluation import eval_prompts
+
+    per = -(-n // len(DOMAINS))
+    parts = [eval_prompts(d, per, length, seed) for d in DOMAINS]
+    return torch.stack([parts[i % len(DOMAINS)][i // len(DOMAINS)] for i in range(n)])
+
+
+@torch.no_grad()
+def verify_forward(model, sizes: Sequence[int], cache_len: int, seed: int = 0) -> Callable[[int], object]:
+    """forward_fn(B) for `measure_sps`: one verify forward over B batch tokens (see the module docstring).
+    The caches are prefilled here, once per size (all held in memory while the reps interleave)."""
+    rows = model.cfg.dspark_block_size + 1
+    sizes = check_batch_tokens(list(sizes), rows, "batch_tokens")
+    check_int(cache_len, "cache_len", 1, model.cfg.max_seq_len - rows, f"max_seq_len − one verify of {rows} rows")
+    most = max(layout(b, rows)[0] for b in sizes)
+    text = corpus_rows(most, cache_len + rows, seed)  # [R_max, L + rows]
+    work: dict[int, tuple[Any, torch.Tensor]] = {}
+    for b in sizes:
+        r, s = layout(b, rows)
+        cache = model.new_cache(r)
+        model(text[:r, :cache_len], cache=cache)
+        work[b] = (cache, text[:r, cache_len : cache_len + s].contiguous())
+
+    @torch.no_grad()
+    def forward(b: int) -> object:
+        cache, block = work[b]
+        return model(block, cache=cache, commit=False).logits
+
+    return forward
+
+
+def git_state() -> str:
+    """The source the numbers came from: commit id, '+dirty' when the working tree differs ('unknown' outside git)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "dspark_mini"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty (dspark_mini/ differs from the commit)" if dirty else "")
+
+
+def profile_sps(
+    sizes: Sequence[int] = DEFAULT_BATCH_TOKENS,
+    reps: int = 15,
+    cache_len: int = SPS_CACHE_LENGTH,
+    weights: str = "trained",
+    seed: int = 0,
+    warmup: int = 1,
+    model=None,
+) -> SPSTable:
+    """Measure the lab model's verify forward at each B of `sizes` → the forced-monotone SPS table with its run
+    conditions. `model` defaults to `lab.weights.lab_model(weights, seed)`."""
+    from lab.profiling import run_conditions
+    from lab.weights import lab_model
+
+    check_seed(seed)
+    check_int(reps, "reps", 1)
+    if model is None:
+        model = lab_model(weights, seed)
+    model.eval()
+    rows = model.cfg.dspark_block_size + 1
+    sizes = check_batch_tokens(list(sizes), rows, "batch_tokens")
+    forward = verify_forward(model, sizes, cache_len, seed)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cond = run_conditions(model, 0, cache_len)
+    cond.update(
+        {
+            "batch": f"R = B / {rows} sequences of {rows} rows (anchor + block {rows - 1}); B ≤ {rows}: one sequence",
+            "forward": "model(block [R, rows], cache prefilled with held-out corpus text, commit=False), no_grad",
+            "rows_per_request": rows,
+            "weights": weights,
+            "preset": model.cfg.name,
+            "seed": seed,
+            "source": git_state(),
+            "load_average_1min_before": load,
+        }
+    )
+    return measure_sps(forward, sizes, reps, warmup=warmup, name="measured", conditions=cond)
