@@ -64,12 +64,64 @@ MAX_REPS = 1000  # timing repetitions per block size
 MAX_EVAL_PROMPTS = 1000  # held-out prompts per domain: math has ≈ 1,000 distinct lines, more would repeat
 
 
+# lab.realscale.layout.STYLES (a test keeps them equal; --help stays torch-free)
+CHECKPOINT_STYLES = ("lab", "official")
+MAX_SHARDS = 4096  # the real checkpoint has 48; one shard per tensor would already be absurd
+
+CHECKPOINT_EXAMPLES = """\
+examples:
+  dspark-lab checkpoint export --out runs/ckpt --shards 3        the trained lab model, official names (exact)
+  dspark-lab checkpoint export --out runs/ckpt --style official  dense weights as FP8 32×32 blocks (lossy here)
+  dspark-lab inspect --checkpoint runs/ckpt                      what the headers say, without reading data
+  dspark-lab generate --checkpoint runs/ckpt --json              decode with the model read back from it
+  dspark-lab checkpoint headers --out runs/flash-headers         real-shape headers: 474.34 GiB, no data
+"""
+
+
+def add_checkpoint_parser(sub: Any) -> None:
+    c = sub.add_parser(
+        "checkpoint",
+        help="write the lab model in DeepSeek's official checkpoint layout (sharded safetensors + index)",
+        description="Write the trained lab model (target + DSpark draft) the way DeepSeek ships V4.1-Flash: "
+        "model-0000k-of-0000N.safetensors shards, model.safetensors.index.json and config.json, with the "
+        "reference's tensor names; routed experts as MXFP4, Engram tables as FP8 rows. `headers` writes "
+        "header-only shards at the real flash shapes (no data) for `inspect --checkpoint`.",
+        epilog=CHECKPOINT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("what", choices=["export", "headers"], help="export: the lab model; headers: real shapes, no data")
+    c.add_argument("--out", required=True, help="a new or empty folder to write into")
+    c.add_argument("--shards", type=int, default=None, help=f"number of shards: 1..{MAX_SHARDS} (export 2, headers 48)")
+    c.add_argument(
+        "--style",
+        default=None,
+        choices=list(CHECKPOINT_STYLES),
+        help="lab: only what the lab simulates is packed, the round trip is exact (export default); official: "
+        "the real dtypes everywhere (dense FP8 too — lossy for the lab; headers default)",
+    )
+    c.add_argument("--weights", default="trained", choices=["trained", "untrained"], help="which lab model to export")
+    c.add_argument("--seed", type=int, default=0, help="init seed with --weights untrained; 0 ≤ seed < 2**63")
+    c.add_argument("--force", action="store_true", help="write into a folder that already holds files")
+    c.add_argument("--lang", default="en", help="vi or en")
+    c.add_argument("--json", action="store_true", help="print the inspect report of what was written as JSON")
+
+
 def add_weights_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--weights",
         default="trained",
         choices=["trained", "untrained"],
         help="trained: the shipped lab weights (default); untrained: the seeded random init",
+    )
+
+
+def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="DIR",
+        help="run on the model read back from a folder in the official layout (`dspark-lab checkpoint export`) "
+        "instead of --weights",
     )
 
 
@@ -178,7 +230,8 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="{walk,inspect,generate,profile,schedule,data,train,eval}")
+    commands = "{walk,inspect,generate,profile,schedule,data,train,eval,checkpoint}"
+    sub = p.add_subparsers(dest="command", metavar=commands)
 
     w = sub.add_parser(
         "walk",
@@ -199,6 +252,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--temperature", type=float, default=0.0, help=TEMPERATURE_HELP)
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
     add_weights_argument(w)
+    add_checkpoint_argument(w)
 
     i = sub.add_parser(
         "inspect",
@@ -212,6 +266,13 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--lang", default="en", help="vi or en")
     add_seed_argument(i, "init seed (lab only)")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
+    i.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="DIR",
+        help="read only the headers of a checkpoint folder: tensors, bytes by group, missing/unexpected keys, "
+        "dtype/shape mismatches against its config (exit 1 when there are problems)",
+    )
 
     g = sub.add_parser(
         "generate",
@@ -238,6 +299,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--preset", default="lab", help="model preset (lab)")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     add_weights_argument(g)
+    add_checkpoint_argument(g)
 
     f = sub.add_parser(
         "profile",
@@ -276,6 +338,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--lang", default="en", help="vi or en")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
     add_weights_argument(f)
+    add_checkpoint_argument(f)
 
     add_schedule_parser(sub)
 
@@ -394,6 +457,7 @@ def parser() -> argparse.ArgumentParser:
     add_seed_argument(e, "seed of the prompts and the sampling")
     e.add_argument("--lang", default="en", help="vi or en")
     e.add_argument("--json", action="store_true", help="per drafter and domain: tau, cond_accept, tokens/s ratio")
+    add_checkpoint_parser(sub)
     return p
 
 
@@ -409,6 +473,15 @@ def check_args(args: argparse.Namespace) -> None:
         check_temperature(args.temperature, "--temperature")
     if getattr(args, "block", None) is not None:
         check_int(args.block, "--block", 1, cfg.dspark_block_size, "the trained draft block")
+    checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint is not None:
+        if not Path(checkpoint).is_dir():
+            raise ValueError(
+                f"--checkpoint = {checkpoint!r} is not a folder: allowed a folder written by `dspark-lab checkpoint "
+                "export`"
+            )
+        if getattr(args, "weights", "trained") != "trained":
+            raise ValueError("--checkpoint and --weights untrained exclude each other: allowed one model source")
     if args.command == "generate" and args.preset == "lab":  # compare() refuses the other presets
         check_generate_length(args, cfg)
     elif args.command == "profile":
@@ -579,6 +652,10 @@ def stdout_console() -> Any:
     return PipeConsole()
 
 
+class CheckpointProblems(Exception):
+    """`inspect --checkpoint` found problems: the report says which; the exit code is 1 (not bad input)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, closed pipe → 141."""
     args = parser().parse_args(argv)
@@ -595,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except CheckpointProblems as e:  # the report was printed: the folder does not fit its config
+        err.print(f"[red]✗[/red] {escape(str(e))}", soft_wrap=True)
+        return 1
     except BrokenPipeError:
         return closed_pipe()
     except (OSError, ValueError, TypeError) as e:
@@ -628,11 +708,12 @@ def run(args: argparse.Namespace, console: Any) -> None:
             args.block,
             args.temperature,
             args.weights,
+            args.checkpoint,
         )
         if args.json:
             print_json(
                 {
-                    "weights": args.weights,
+                    "weights": args.weights if args.checkpoint is None else f"checkpoint {args.checkpoint}",
                     "preset": args.preset,
                     "prompt": prompt,
                     "seed": args.seed,
@@ -647,7 +728,14 @@ def run(args: argparse.Namespace, console: Any) -> None:
         from .generation import compare
 
         report = compare(
-            args.prompt, args.preset, args.max_new_tokens, args.block, args.temperature, args.seed, args.weights
+            args.prompt,
+            args.preset,
+            args.max_new_tokens,
+            args.block,
+            args.temperature,
+            args.seed,
+            args.weights,
+            args.checkpoint,
         )
         if args.json:
             print_json(report.to_json())
@@ -687,13 +775,37 @@ def run(args: argparse.Namespace, console: Any) -> None:
         from .profiling import profile
 
         with console.status("profiling step 6B…"):
-            report = profile(args.preset, args.seed, reps=args.reps, cache_len=args.cache_length, weights=args.weights)
+            report = profile(
+                args.preset,
+                args.seed,
+                reps=args.reps,
+                cache_len=args.cache_length,
+                weights=args.weights,
+                checkpoint=args.checkpoint,
+            )
         if args.json:
             print_json(report)
         else:
             from .render import render_profile
 
             render_profile(console, report, lang)
+    elif args.command == "checkpoint":
+        from .realscale.cli import main_checkpoint
+
+        report = main_checkpoint(args, console, lang)
+        if args.json:
+            print_json(report)
+    elif args.command == "inspect" and args.checkpoint is not None:
+        from .realscale import inspect_checkpoint
+        from .realscale.cli import render_inspect_checkpoint
+
+        report = inspect_checkpoint(args.checkpoint)
+        if args.json:
+            print_json(report)
+        else:
+            render_inspect_checkpoint(console, report, lang)
+        if report["problems"]:
+            raise CheckpointProblems(f"{len(report['problems'])} problem(s) in {args.checkpoint}")
     else:
         from .walkthrough import inspect_model
 

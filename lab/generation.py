@@ -84,6 +84,7 @@ def compare(
     temperature: float = 0.0,
     seed: int = 0,
     weights: str = "trained",
+    checkpoint: str | None = None,
 ) -> Comparison:
     """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained")."""
     check_seed(seed)  # before the weights are loaded or built
@@ -96,7 +97,7 @@ def compare(
     cfg = get_config(preset)
     tok = get_tokenizer(cfg)
     ids = tok.encode(prompt)
-    model = lab_model(weights, seed)
+    model = lab_model(weights, seed, checkpoint=checkpoint)
     x = torch.tensor([ids], dtype=torch.long)
     spec = generate_speculative(model, x, max_new_tokens, block, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)

@@ -149,6 +149,7 @@ def profile(
     cache_len: int = 48,
     temperature: float = 0.0,
     weights: str = "trained",
+    checkpoint: str | None = None,
 ) -> dict[str, Any]:
     """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
     (the language they learned); untrained ones after random token ids."""
@@ -163,7 +164,7 @@ def profile(
     verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
     why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
     check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
-    model = lab_model(weights, seed)
+    model = lab_model(weights, seed, checkpoint=checkpoint)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)

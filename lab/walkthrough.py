@@ -413,6 +413,7 @@ def run_walk(
     block: int | None = None,
     temperature: float = 0.0,
     weights: str = "trained",
+    checkpoint: str | None = None,
 ) -> Walk:
     """Tokenize, run one traced forward (and a second for the parity check), one DSpark round, the views.
 
@@ -438,7 +439,7 @@ def run_walk(
         )
     block = check_block(cfg, block)
     temperature = check_temperature(temperature)
-    model = lab_model(weights, seed)
+    model = lab_model(weights, seed, checkpoint=checkpoint)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
     with torch.no_grad():

@@ -246,8 +246,15 @@ def check_out(out: str | Path, folder: bool, force: bool = False) -> Path:
 
 
 # ---- loading -----------------------------------------------------------------------------------------------
-def lab_model(weights: str = "trained", seed: int = 0, weights_dir: str | Path | None = None) -> Transformer:
-    """The `lab` model: trained target + DSpark draft, or the untrained init of `seed`."""
+def lab_model(
+    weights: str = "trained", seed: int = 0, weights_dir: str | Path | None = None, checkpoint: str | Path | None = None
+) -> Transformer:
+    """The `lab` model: trained target + DSpark draft, or the untrained init of `seed` — or, with `checkpoint`, the
+    model read back from a folder in the official layout (`dspark-lab checkpoint export`), whatever `weights` says."""
+    if checkpoint is not None:
+        from .realscale import load_checkpoint
+
+        return load_checkpoint(checkpoint)
     if check_weights(weights) == "untrained":
         return build_model(get_config("lab"), seed=seed)
     target, draft = weight_file("target", weights_dir), weight_file("dspark", weights_dir)
