@@ -19,10 +19,10 @@ from torch import nn
 from .compressor import Compressor
 from .config import ModelConfig
 from .indexer import Indexer, visible_counts, window_mask
-from .linear import Linear
+from .linear import Linear, cast
 from .norm import RMSNorm
 from .quant import fake_quant, fp4_qdq, fp8_qdq
-from .rope import apply_rope, rope_angles, rope_inv_freq
+from .rope import RopeTable, apply_rope, rope_angles, rope_inv_freq, rope_table
 
 
 @dataclass
@@ -38,17 +38,35 @@ class SharedAttention:
     topk_idxs: torch.Tensor | None = None  # [B, S, k] compressed positions per query, −1 = none
     candidates: torch.Tensor | None = None  # [B, S, T] bool
     owner: dict = field(default_factory=dict)  # slot → layer that wrote it (for the 3B/3C views)
+    memo: dict = field(default_factory=dict)  # what every layer would compute alike: RoPE tables, masks
+
+    def once(self, key: tuple, make):
+        """make() the first time `key` is asked for in this forward, the same value after that."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
+
+    def forget(self, kind: str) -> None:
+        """Drop the memo entries of one kind (their inputs just changed)."""
+        for key in [k for k in self.memo if k[0] == kind]:
+            del self.memo[key]
 
 
 def sparse_attention(q: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor, sink: torch.Tensor, scale: float):
-    """q [B, S, H, Dh], kv [B, T, Dh], mask [B, S, T] → o [B, S, H, Dh], probs [B, S, H, T], sink share [B, S, H]."""
+    """q [B, S, H, Dh], kv [B, T, Dh], mask [B, S, T] → o [B, S, H, Dh], probs [B, S, H, T], sink share [B, S, H].
+
+    scores[s, h, t] = q[s, h] · kv[t] · scale (−∞ where masked);  p = softmax over [scores ‖ sink_h];
+    o[s, h] = Σ_t p[s, h, t] · kv[t]. Both sums are one batched matmul over the S·H query rows of a sequence."""
     hp = torch.float64 if q.dtype == torch.float64 else torch.float32
-    scores = torch.einsum("bshd,btd->bsht", q.to(hp), kv.to(hp)) * scale  # [B, S, H, T]
-    scores = scores.masked_fill(~mask[:, :, None, :], float("-inf"))
-    sink_col = sink.to(hp)[None, None, :, None].expand(*scores.shape[:3], 1)  # unscaled sink logit
+    B, S, H, Dh = q.shape
+    T = kv.size(1)
+    kv = cast(kv, hp)
+    scores = torch.bmm(cast(q, hp).reshape(B, S * H, Dh), kv.mT).view(B, S, H, T) * scale  # [B, S, H, T]
+    scores = torch.where(mask.unsqueeze(2), scores, float("-inf"))
+    sink_col = cast(sink, hp).view(1, 1, H, 1).expand(B, S, H, 1)  # unscaled sink logit
     probs = torch.cat([scores, sink_col], dim=-1).softmax(dim=-1)  # [B, S, H, T + 1]
-    o = torch.einsum("bsht,btd->bshd", probs[..., :-1], kv.to(hp))
-    return o.to(q.dtype), probs[..., :-1], probs[..., -1]
+    o = torch.bmm(probs[..., :T].reshape(B, S * H, T), kv).view(B, S, H, Dh)
+    return cast(o, q.dtype), probs[..., :T], probs[..., T]
 
 
 class Attention(nn.Module):
@@ -114,23 +132,24 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x [B, S, D] (normed attention input), positions [S] absolute → [B, S, D]."""
         B, S, _ = x.shape
-        angles = rope_angles(positions, self.inv_freq)  # [S, r/2]
+        # one RoPE table per forward for all layers of this kind (ratio 0: θ = 10000; ratio > 0: compress θ + YaRN)
+        rope = shared.once(("rope", self.ratio > 0), lambda: rope_table(rope_angles(positions, self.inv_freq)))
         qr = self.q_norm(self.wq_a(x))  # [B, S, Rq]
-        q = apply_rope(self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim)), angles)  # [B, S, H, Dh]
-        kv_raw, kv = self.latent(x, positions, angles)  # [B, S, Dh] each
+        q = apply_rope(self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim)), rope)  # [B, S, H, Dh]
+        kv_raw, kv = self.latent(x, positions, rope)  # [B, S, Dh] each
         if pending is not None and not self.is_draft:  # a draft block's own rows are never stored
             pending.window[self.layer_id] = kv
 
-        # window keys: committed ring slots ‖ this chunk's own rows
-        if cache is not None:
-            ring = cache.windows[self.layer_id]
-            keys, key_pos = torch.cat([ring.kv, kv], dim=1), torch.cat([ring.pos, positions])
+        # window keys: committed ring slots ‖ this chunk's own rows; the mask is the same for every layer
+        ring = cache.windows[self.layer_id] if cache is not None else None
+        if ring is not None:
+            keys = torch.cat([ring.kv, kv], dim=1)  # [B, W + S, Dh]
         else:
-            keys, key_pos = kv, positions
-        if self.is_draft:  # every filled ring slot and every row of the block: bidirectional inside it
-            mask = (key_pos >= 0).expand(B, S, -1)
-        else:
-            mask = window_mask(positions, key_pos, self.window).expand(B, S, -1)  # [B, S, Tw]
+            keys = kv
+        key_pos, mask = shared.once(
+            ("window", self.is_draft, id(ring.pos) if ring is not None else None),
+            lambda: self._window(ring, positions, B),
+        )  # [Tw], [B, S, Tw]
         n_window = keys.size(1)
 
         if self.ratio:
@@ -138,19 +157,20 @@ class Attention(nn.Module):
                 self._compress(x, cache, pending, shared, rec)
             visible = visible_counts(positions, self.ratio)  # [S]
             if self.is_index_source:
-                self._pick(x, qr, angles, visible, shared, rec)
+                self._pick(x, qr, rope, visible, shared, rec)
             comp = shared.compress_kv  # [B, T, Dh]
             picks = shared.topk_idxs  # [B, S, k]
-            comp_mask = torch.zeros(B, S, comp.size(1) + 1, dtype=torch.bool, device=x.device)
-            comp_mask.scatter_(-1, torch.where(picks >= 0, picks, comp.size(1)), True)
             keys = torch.cat([keys, comp], dim=1)
-            mask = torch.cat([mask, comp_mask[..., :-1]], dim=-1)
+            # the same for every layer until a source publishes new latents or picks (they drop it from the memo)
+            mask = shared.once(("picked", id(mask)), lambda: self._picked(mask, picks, comp.size(1)))
 
         o, probs, sink_share = sparse_attention(q, keys, mask, self.attn_sink, self.head_dim**-0.5)
-        o = apply_rope(o, angles, inverse=True)
-        og = o.reshape(B, S, self.groups, -1)  # [B, S, G, H·Dh/G]
+        o = apply_rope(o, rope, inverse=True)
+        # block-diagonal wo_a: group g maps its H·Dh/G channels to its own R ranks (a batched matmul over groups)
+        og = o.reshape(B * S, self.groups, -1).transpose(0, 1)  # [G, B·S, H·Dh/G]
         wo_a = self.wo_a.weight.view(self.groups, self.o_rank, -1)  # [G, R, H·Dh/G]
-        y = self.wo_b(torch.einsum("bsgd,grd->bsgr", og, wo_a).flatten(2))  # [B, S, D]
+        mid = torch.bmm(og, wo_a.mT).transpose(0, 1).reshape(B, S, -1)  # [B, S, G·R]
+        y = self.wo_b(mid)  # [B, S, D]
         if rec is not None:
             rec("4A", "probs", probs)
             rec("4A", "n_window_keys", torch.tensor(n_window))
@@ -162,12 +182,27 @@ class Attention(nn.Module):
             rec("6A", "window_kv", kv)
         return y
 
+    def _window(self, ring, positions: torch.Tensor, B: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions of the window keys [Tw] (ring slots, then this chunk) and the mask [B, S, Tw]."""
+        key_pos = torch.cat([ring.pos, positions]) if ring is not None else positions
+        if self.is_draft:  # every filled ring slot and every row of the block: bidirectional inside it
+            return key_pos, (key_pos >= 0).expand(B, positions.numel(), -1)
+        return key_pos, window_mask(positions, key_pos, self.window).expand(B, -1, -1)
+
+    @staticmethod
+    def _picked(mask: torch.Tensor, picks: torch.Tensor, T: int) -> torch.Tensor:
+        """The window mask [B, S, Tw] extended by the picked compressed positions (picks [B, S, k], −1 = none)."""
+        B, S, _ = mask.shape
+        comp_mask = torch.zeros(B, S, T + 1, dtype=torch.bool, device=mask.device)
+        comp_mask.scatter_(-1, torch.where(picks >= 0, picks, T), True)  # −1 → the spare column T
+        return torch.cat([mask, comp_mask[..., :-1]], dim=-1)  # [B, S, Tw + T]
+
     def latent(
-        self, x: torch.Tensor, positions: torch.Tensor, angles: torch.Tensor | None = None
+        self, x: torch.Tensor, positions: torch.Tensor, rope: RopeTable | torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The shared K = V latent of each row: RoPE(kv_norm(wkv(x))), then FP8 QDQ.  → raw, stored [B, S, Dh]"""
-        angles = rope_angles(positions, self.inv_freq) if angles is None else angles
-        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), angles)
+        rope = rope_table(rope_angles(positions, self.inv_freq)) if rope is None else rope
+        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), rope)
         return kv_raw, (fake_quant(kv_raw, fp8_qdq, 32) if self.cfg.kv_quant else kv_raw)
 
     def _compress(self, x, cache, pending, shared: SharedAttention, rec) -> None:
@@ -178,10 +213,14 @@ class Attention(nn.Module):
         start = pending.start if pending is not None else 0
         first_group = start // r
         gpos = (first_group + torch.arange(latent.size(1), device=x.device)) * r  # [n] group → first token
-        gang = rope_angles(gpos, self.inv_freq)
-        new_ik = self.indexer.index_keys(latent, gang)  # [B, n, Di]
-        rot = apply_rope(latent, gang)
-        new_kv = fake_quant(rot, fp4_qdq, 16, "e4m3") if cfg.kv_quant else rot
+        if latent.size(1):
+            gang = rope_table(rope_angles(gpos, self.inv_freq))
+            new_ik = self.indexer.index_keys(latent, gang)  # [B, n, Di]
+            rot = apply_rope(latent, gang)
+            new_kv = fake_quant(rot, fp4_qdq, 16, "e4m3") if cfg.kv_quant else rot
+        else:  # no group completed in this chunk (a ratio-2 source, every other decode step)
+            rot = new_kv = latent  # [B, 0, Dh]
+            new_ik = latent.new_zeros(latent.size(0), 0, cfg.index_head_dim)  # [B, 0, Di]
         if cache is not None:
             store = cache.sources[self.layer_id]
             comp = torch.cat([store.kv[:, : store.count], new_kv], dim=1)
@@ -189,6 +228,7 @@ class Attention(nn.Module):
         else:
             comp, ik = new_kv, new_ik
         shared.compress_kv, shared.index_k = comp, ik
+        shared.forget("picked")
         shared.owner["compress_kv"] = shared.owner["index_k"] = self.layer_id
         if pending is not None:
             pending.latents[self.layer_id], pending.index_k[self.layer_id] = new_kv, new_ik
@@ -204,13 +244,14 @@ class Attention(nn.Module):
             rec("6A", "compressed_kv", new_kv)
             rec("6A", "index_k", new_ik)
 
-    def _pick(self, x, qr, angles, visible, shared: SharedAttention, rec) -> None:
+    def _pick(self, x, qr, rope, visible, shared: SharedAttention, rec) -> None:
         """3C: score the compressed entries and publish this layer's top-k (and candidates)."""
         cfg = self.cfg
         cand_filter = (cfg.candidate_topk_blocks, cfg.candidate_block_size) if self.is_candidate_source else None
         cands = shared.candidates if self.uses_candidates else None
-        idxs, scores, cand_out = self.indexer(x, qr, angles, visible, shared.index_k, cands, cand_filter)
+        idxs, scores, cand_out = self.indexer(x, qr, rope, visible, shared.index_k, cands, cand_filter)
         shared.topk_idxs = idxs
+        shared.forget("picked")
         shared.owner["topk_idxs"] = self.layer_id
         if cand_out is not None:
             shared.candidates = cand_out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .linear import Linear
+from .linear import Linear, cast
 from .norm import RMSNorm
 
 
@@ -40,7 +40,7 @@ class Compressor(nn.Module):
             kv = self.wkv(x)  # [B, S, Dh]
             return self.norm(kv), kv, None, None
         hp = self.wkv.weight.dtype
-        kv, score = self.wkv(x.to(hp)), self.wgate(x.to(hp))  # [B, S, Dh] each
+        kv, score = self.wkv(cast(x, hp)), self.wgate(cast(x, hp))  # [B, S, Dh] each
         if carry is not None:
             kv_all, sc_all = torch.cat([carry[0], kv], dim=1), torch.cat([carry[1], score], dim=1)
         else:
@@ -49,4 +49,4 @@ class Compressor(nn.Module):
         groups_kv = kv_all[:, : n_new * self.ratio].unflatten(1, (n_new, self.ratio))  # [B, n, r, Dh]
         gate = sc_all[:, : n_new * self.ratio].unflatten(1, (n_new, self.ratio)).softmax(dim=2)  # [B, n, r, Dh]
         latent = (groups_kv * gate).sum(dim=2)  # [B, n, Dh]
-        return self.norm(latent.to(x.dtype)), kv, score, gate
+        return self.norm(cast(latent, x.dtype)), kv, score, gate

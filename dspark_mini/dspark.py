@@ -25,6 +25,7 @@ from .config import ModelConfig
 from .linear import Linear
 from .mhc import hc_pre, identity_pre_mix
 from .norm import RMSNorm
+from .rope import rope_angles, rope_table
 from .validate import check_temperature
 
 
@@ -165,7 +166,8 @@ class DSparkDraft(nn.Module):
 
     def ring_rows(self, main_x: torch.Tensor, positions: torch.Tensor) -> dict[int, torch.Tensor]:
         """What each draft layer's window ring stores for these target positions.  → {layer: [B, S, Dh]}"""
-        return {blk.layer_id: blk.attn.latent(main_x, positions)[1] for blk in self.layers}
+        rope = rope_table(rope_angles(positions, self.layers[0].attn.inv_freq))  # draft layers: all ratio 0, θ 10000
+        return {blk.layer_id: blk.attn.latent(main_x, positions, rope)[1] for blk in self.layers}
 
     def block_pass(
         self, anchor: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache, block_size: int, trace=None

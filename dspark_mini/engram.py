@@ -10,7 +10,8 @@ Gate and update (per token, per residual copy c of hc):
 
 Differs from the real model: the table is small (a few thousand rows instead of 384 M) unless built at
 real size on the meta device; the FP8 table (E4M3 with a power-of-two scale per 32 values) is simulated
-by quantize→dequantize on lookup; everything is computed in the input's dtype (float64 in the lab).
+by quantize→dequantize (the table once for inference, `Engram.lookup`; the looked-up rows at each use while
+training); everything is computed in the input's dtype (float64 in the lab).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .linear import Linear
+from .linear import Linear, cast
+from .quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 
 _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 _MR_LIMIT = 318_665_857_834_031_151_167_461  # smallest strong pseudoprime to all twelve bases above
@@ -135,22 +137,34 @@ def hash_ngram_ids(
         raise ValueError(
             f"compressed must be [B, S] and history [B, {k}]; got {tuple(compressed.shape)} and {tuple(history.shape)}"
         )
-    n_heads = len(primes) // k
     dev = compressed.device
     S = compressed.shape[1]
-    m = multipliers.to(device=dev, dtype=torch.int64)
-    p = torch.tensor(primes, dtype=torch.int64, device=dev).view(k, n_heads)  # [orders, heads]
-    offsets = torch.tensor([0, *np.cumsum(primes)[:-1].tolist()], dtype=torch.int64, device=dev)
-    offsets = offsets.view(k, n_heads)  # [orders, heads]
+    m = multipliers.tolist()  # python ints: int64 tensor × int wraps around like int64 × int64
+    p, offsets = _moduli(primes, k, dev)  # [orders, heads] each
 
     ext = torch.cat([history.to(dev, torch.int64), compressed.to(torch.int64)], dim=1)  # [B, k + S]
     r = ext[:, k : k + S] * m[0]  # r_1, [B, S]
-    cols: list[torch.Tensor] = []
+    rs: list[torch.Tensor] = []
     for n in range(2, max_ngram + 1):
         tok = ext[:, k - (n - 1) : k - (n - 1) + S]  # id at t − (n−1), [B, S]
         r = torch.bitwise_xor(r, tok * m[n - 1])  # r_n
-        cols.append(torch.remainder(r[..., None], p[n - 2]) + offsets[n - 2])  # [B, S, heads]
-    return torch.cat(cols, dim=-1)  # [B, S, (max_ngram − 1) · heads]
+        rs.append(r)
+    r_all = torch.stack(rs, dim=-1)  # [B, S, orders]: r_2 … r_max
+    return (torch.remainder(r_all[..., None], p) + offsets).flatten(-2)  # [B, S, orders · heads], order-major
+
+
+_MODULI: dict = {}
+
+
+def _moduli(primes: tuple[int, ...], k: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The primes and the row offsets (their running sum) as [orders, heads] int64 tensors, made once."""
+    key = (primes, k, str(device))
+    if key not in _MODULI:
+        with torch.inference_mode(False):
+            p = torch.tensor(primes, dtype=torch.int64, device=device).view(k, -1)  # [orders, heads]
+            offsets = torch.tensor([0, *np.cumsum(primes)[:-1].tolist()], dtype=torch.int64, device=device)
+            _MODULI[key] = (p, offsets.view(k, -1))
+    return _MODULI[key]
 
 
 class Engram(nn.Module):
@@ -171,6 +185,31 @@ class Engram(nn.Module):
         self.wkv = Linear(self.n_hash_cols * cfg.engram_head_dim, D * (hc + 1), bias=False, dtype=dt)
         self.q_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
         self.k_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
+        self.prepared = Prepared(self._qdq_table, self._table_params)  # the FP8-QDQ'd table: a cache
+        self.register_load_state_dict_post_hook(forget_prepared)
+
+    def lookup(self, row_ids: torch.Tensor) -> torch.Tensor:
+        """Table rows as the model sees them [B, S, n_hash_cols, head_dim]: FP8-QDQ'd when `engram_table_quant`
+        (one E8M0 scale per 32 values of a row). Inference looks them up in a table QDQ'd once (`quant.Prepared`;
+        QDQ'ing the whole table equals QDQ'ing each looked-up row); training QDQs the looked-up rows at each use
+        (straight-through)."""
+        w = self.embed.weight  # [rows, head_dim]
+        if not self.cfg.engram_table_quant:
+            return F.embedding(row_ids, w)
+        if self.prepared.active():
+            return F.embedding(row_ids, self.prepared.get())
+        return fake_quant(F.embedding(row_ids, w), fp8_qdq, 32)
+
+    def _table_params(self) -> list[torch.Tensor]:
+        return [self.embed.weight]
+
+    def _qdq_table(self) -> torch.Tensor:
+        return fp8_qdq(self.embed.weight, 32)
+
+    def prepare(self) -> None:
+        """Rebuild the QDQ'd table now (after an in-place edit through `.data`; see `quant.Prepared`)."""
+        if self.cfg.engram_table_quant:
+            self.prepared.rebuild()
 
     def row_ids(self, compressed: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """This layer's table rows for compressed ids [B, S] after `history` [B, max_ngram − 1]."""
@@ -181,16 +220,12 @@ class Engram(nn.Module):
         """x [B, S, hc, D], row_ids [B, S, n_hash_cols] → (x + g·value [B, S, hc, D], diagnostics)."""
         cfg = self.cfg
         B, S, hc, D = x.shape
-        rows = F.embedding(row_ids, self.embed.weight)  # [B, S, n_hash_cols, head_dim]
-        if cfg.engram_table_quant:
-            from .quant import fake_quant, fp8_qdq
-
-            rows = fake_quant(rows, fp8_qdq, 32)
-        e = rows.to(x.dtype).flatten(2)  # [B, S, n_hash_cols · head_dim]
-        kv = F.linear(e, self.wkv.weight.to(x.dtype))  # [B, S, (hc + 1) · D]
+        rows = self.lookup(row_ids)  # [B, S, n_hash_cols, head_dim]
+        e = cast(rows, x.dtype).flatten(2)  # [B, S, n_hash_cols · head_dim]
+        kv = F.linear(e, cast(self.wkv.weight, x.dtype))  # [B, S, (hc + 1) · D]
         key = kv[..., : hc * D].view(B, S, hc, D)  # [B, S, hc, D]
         value = kv[..., hc * D :]  # [B, S, D]
-        w = (self.q_weight * self.k_weight).to(x.dtype)  # [hc, D]
+        w = cast(self.q_weight * self.k_weight, x.dtype)  # [hc, D]
         eps = cfg.norm_eps
         x_n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # [B, S, hc, D]
         k_n = key * torch.rsqrt(key.pow(2).mean(-1, keepdim=True) + eps)  # [B, S, hc, D]

@@ -116,15 +116,17 @@ class Indexer(nn.Module):
         q = self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim))  # [B, S, Hi, Di]
         q = self._qdq(apply_rope(q, angles))
         w = self.weights_proj(x) * (self.head_dim**-0.5 * self.n_heads**-0.5)  # [B, S, Hi]
-        scores = torch.einsum("bshd,btd->bsht", q, index_k).relu()  # [B, S, Hi, T]
+        # q[s, h] · k[t] for all query rows of a sequence at once: one batched matmul
+        scores = torch.bmm(q.reshape(B, S * self.n_heads, -1), index_k.mT)  # [B, S·Hi, T]
+        scores = scores.view(B, S, self.n_heads, T).relu()  # [B, S, Hi, T]
         scores = (scores * w.unsqueeze(-1)).sum(dim=2)  # [B, S, T]
         seen = torch.arange(T, device=x.device)[None, :] < visible[:, None]  # [S, T]
-        scores = scores.masked_fill(~seen, float("-inf"))
+        scores = torch.where(seen, scores, float("-inf"))
         cand_out = None
         if candidate_filter is not None:
             cand_out = select_candidate_blocks(scores, visible, *candidate_filter)
         if candidates is not None:
-            scores = scores.masked_fill(~candidates, float("-inf"))
+            scores = torch.where(candidates, scores, float("-inf"))
         k = min(self.topk, T)
         values, indices = stable_topk(scores, k)
         idxs = torch.where(values > float("-inf"), indices, -1)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .config import ModelConfig
+from .linear import cast
 from .quant import fp4_bytes, fp8_bytes
 
 
@@ -29,13 +30,15 @@ class WindowRing:
     kv: torch.Tensor  # [B, W, Dh]
     pos: torch.Tensor  # [W] absolute position held by each slot, −1 = empty
 
-    def write(self, rows: torch.Tensor, positions: torch.Tensor) -> None:
-        """rows [B, n, Dh] at absolute `positions` [n]; only the last W rows can survive."""
+    def write(self, rows: torch.Tensor, positions: torch.Tensor, write_pos: bool = True) -> None:
+        """rows [B, n, Dh] at absolute `positions` [n]; only the last W rows can survive. `write_pos=False`
+        when another ring sharing this `pos` tensor already recorded the same positions."""
         W = self.pos.numel()
         rows, positions = rows[:, -W:], positions[-W:]
         slots = positions % W
-        self.kv[:, slots] = rows.to(self.kv.dtype)
-        self.pos[slots] = positions
+        self.kv[:, slots] = cast(rows, self.kv.dtype)
+        if write_pos:
+            self.pos[slots] = positions
 
 
 @dataclass
@@ -77,11 +80,11 @@ class KVCache:
         dtype = dtype or cfg.torch_dtype
         self.cfg, self.batch, self.length = cfg, batch, 0
         W, Dh, Di = cfg.window_size, cfg.head_dim, cfg.index_head_dim
+        # a commit writes every ring at the same positions, so the backbone rings share one `pos` tensor [W]
+        # (attention builds their window mask once per forward), and the draft rings another
+        pos = {draft: torch.full((W,), -1, dtype=torch.long, device=device) for draft in (False, True)}  # [W] each
         self.windows = {
-            i: WindowRing(
-                torch.zeros(batch, W, Dh, dtype=dtype, device=device),
-                torch.full((W,), -1, dtype=torch.long, device=device),
-            )
+            i: WindowRing(torch.zeros(batch, W, Dh, dtype=dtype, device=device), pos[i >= cfg.n_layers])
             for i in range(cfg.n_layers + cfg.n_mtp_layers)  # backbone rings, then the draft rings
         }
         self.sources = {}
@@ -107,8 +110,11 @@ class KVCache:
         start, end = pending.start, pending.start + n
         positions = torch.arange(start, end, device=self.windows[0].pos.device)
         if n:
+            written = set()  # ids of the shared `pos` tensors already updated
             for layer, rows in pending.window.items():
-                self.windows[layer].write(rows[:, :n], positions)
+                ring = self.windows[layer]
+                ring.write(rows[:, :n], positions, write_pos=id(ring.pos) not in written)
+                written.add(id(ring.pos))
         for s, store in self.sources.items():
             r = store.ratio
             n_new = end // r - start // r

@@ -25,7 +25,7 @@ from .config import ModelConfig
 from .dspark import DraftOutput, DSparkDraft
 from .engram import Engram, engram_multipliers, engram_primes, hash_ngram_ids, new_history
 from .kv_cache import KVCache, PendingWrites
-from .linear import Linear
+from .linear import Linear, cast
 from .mhc import HyperConnection, hc_post, hc_pre, identity_pre_mix
 from .moe import MoE
 from .norm import RMSNorm
@@ -177,6 +177,16 @@ class Transformer(nn.Module):
         hist = new_history(batch, self.cfg, self.pad_compressed_id()).to(self.device)
         return KVCache(self.cfg, batch, device=self.device, engram_history=hist)
 
+    def prepare(self) -> Transformer:
+        """Build the prepared forms of the static weights now: the routed experts stacked and MXFP4-QDQ'd, the
+        Engram tables FP8-QDQ'd (`quant.Prepared`). Optional — the first inference forward builds them, and
+        they rebuild themselves after an optimizer step, `load_state_dict` or an in-place edit under no_grad;
+        needed only after an in-place edit through `.data` (`w.data.zero_()`)."""
+        for m in self.modules():
+            if isinstance(m, (MoE, Engram)):
+                m.prepare()
+        return self
+
     @torch.no_grad()
     def init_weights(self, seed: int = 0) -> Transformer:
         """Deterministic random init (the untrained lab model): same seed → same numbers."""
@@ -219,7 +229,7 @@ class Transformer(nn.Module):
                 f"tokens is empty (shape {tuple(tokens.shape)}): give at least one sequence of at least one token id"
             )
         V = self.cfg.vocab_size
-        lo, hi = int(tokens.min()), int(tokens.max())
+        lo, hi = (int(v) for v in torch.aminmax(tokens))
         if lo < 0 or hi >= V:
             bad = lo if lo < 0 else hi
             raise ValueError(f"token id {bad} is out of range: allowed 0..{V - 1}")
@@ -293,7 +303,7 @@ class Transformer(nn.Module):
         if last_only:
             hidden = hidden[:, -1:]
         normed = self.norm(hidden)
-        logits = self.head(normed.to(self.head.weight.dtype))  # [B, S, V]
+        logits = self.head(cast(normed, self.head.weight.dtype))  # [B, S, V]
         if top is not None:
             top("head", "hidden", hidden)
             top("head", "normed", normed)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .linear import cast
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float, dtype: torch.dtype = torch.float32):
@@ -14,6 +16,6 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hp = torch.float64 if x.dtype == torch.float64 else torch.float32
-        h = x.to(hp)
+        h = cast(x, hp)
         h = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + self.eps)
-        return (self.weight.to(hp) * h).to(x.dtype)
+        return cast(cast(self.weight, hp) * h, x.dtype)

@@ -15,9 +15,14 @@ a value plus one scale byte per block (512 in blocks of 16 → 288 B; 128 in blo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
 
 import torch
+
+from .linear import cast
 
 FP8_MAX = 448.0  # largest finite E4M3 ("fn") value: 1.75 · 2^8
 FP4_MAX = 6.0  # largest E2M1 value: 1.5 · 2^2
@@ -42,36 +47,79 @@ def _work_dtype(x: torch.Tensor) -> torch.dtype:
 def _round_to_grid(x: torch.Tensor, max_value: float, fmt: tuple[int, int]) -> torch.Tensor:
     """Round x onto a sign-magnitude float grid (RNE, saturating at ±max_value); x in a work dtype.
 
-    Inside the binade [2^e, 2^(e+1)) the grid spacing is 2^(e - mant_bits); below the smallest normal
-    exponent the spacing stays at the subnormal quantum. Dividing by a power of two is exact, and
-    torch.round rounds half to even, which is the even-mantissa-LSB rule (a binade's top 2^(e+1) is an
-    even multiple of the quantum below it).
+    The formula: inside the binade [2^e, 2^(e+1)) the grid spacing is q = 2^(e - mant_bits) (below the
+    smallest normal exponent it stays at the subnormal quantum), and
+
+        y = sign(x) · round_half_even(min(|x|, max) / q) · q
+
+    which rounds ties to the even mantissa LSB. The grid is small (E4M3: 253 signed values, E2M1: 15), so the
+    same function is a lookup: every value of the grid, sorted, with the decision boundary between each pair
+    of neighbours (their midpoint, one ulp lower where the tie goes up to the even neighbour); the result is
+    the grid value whose interval holds x — one binary search (`bucketize`) and one gather, saturating for free.
+    Zero comes out as +0.0 (the formula gives −0.0 for small negative x; the values are equal).
     """
+    grid, bounds = _grid_table(max_value, fmt, x.dtype, x.device)  # [G], [G − 1]
+    return grid.take(torch.bucketize(x, bounds))  # bucketize: how many boundaries lie strictly below x
+
+
+_GRID_TABLES: dict = {}
+
+
+def _grid_table(
+    max_value: float, fmt: tuple[int, int], dtype: torch.dtype, device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The signed grid [G] of a format and its RNE decision boundaries [G − 1], built once per dtype/device."""
+    key = (max_value, fmt, dtype, str(device))
+    if key not in _GRID_TABLES:
+        with torch.inference_mode(False):  # ordinary tensors, usable in every mode later
+            _GRID_TABLES[key] = _build_grid_table(max_value, fmt, dtype, device)
+    return _GRID_TABLES[key]
+
+
+def _build_grid_table(max_value: float, fmt: tuple[int, int], dtype: torch.dtype, device):
     min_exp, mant_bits = fmt
-    mag = x.abs().clamp(max=max_value)  # [...]
-    _, exp = torch.frexp(mag)  # mag = m · 2^exp, m in [0.5, 1) -> floor(log2 mag) = exp - 1
-    exp = (exp - 1).clamp(min=min_exp)
-    quantum = torch.ldexp(torch.ones_like(mag), exp - mant_bits)  # [...] exact powers of two
-    return torch.copysign(torch.round(mag / quantum) * quantum, x)
+    mags = [j * 2.0 ** (min_exp - mant_bits) for j in range(2**mant_bits)]  # zero and the subnormals
+    for e in range(min_exp, math.floor(math.log2(max_value)) + 1):  # normals (1 + j / 2^m) · 2^e
+        mags += [(1 + j / 2**mant_bits) * 2.0**e for j in range(2**mant_bits)]
+    mags = [m for m in mags if m <= max_value]  # [n] magnitudes ascending; the index is the code
+    # a code's parity is its mantissa LSB's: a tie goes to the neighbour with the even code
+    signed = [(-m, i) for i, m in reversed(list(enumerate(mags)))][:-1] + [(m, i) for i, m in enumerate(mags)]
+    grid = torch.tensor([m for m, _ in signed], dtype=torch.float64)  # [G] ascending, G = 2n − 1
+    mids = ((grid[1:] + grid[:-1]) / 2).to(dtype)  # [G − 1] exact: E4M3/E2M1 midpoints need 5 significant bits
+    up = torch.tensor([signed[k + 1][1] % 2 == 0 for k in range(len(signed) - 1)])  # [G − 1] tie → upper one
+    bounds = torch.where(up, torch.nextafter(mids, torch.tensor(-math.inf, dtype=dtype)), mids)  # [G − 1]
+    return grid.to(dtype=dtype, device=device), bounds.to(device)
 
 
 def e4m3_round(x: torch.Tensor) -> torch.Tensor:
     """Round to the nearest FP8 E4M3 ("fn") value, ties to even, saturating at ±448; same dtype as x."""
     wd = _work_dtype(x)
-    return _round_to_grid(x.to(wd), FP8_MAX, _E4M3).to(x.dtype)
+    return cast(_round_to_grid(cast(x, wd), FP8_MAX, _E4M3), x.dtype)
 
 
 def e2m1_round(x: torch.Tensor) -> torch.Tensor:
     """Round to the nearest FP4 E2M1 value, ties to even, saturating at ±6; same dtype as x."""
     wd = _work_dtype(x)
-    return _round_to_grid(x.to(wd), FP4_MAX, _E2M1).to(x.dtype)
+    return cast(_round_to_grid(cast(x, wd), FP4_MAX, _E2M1), x.dtype)
 
 
 def _pow2_ceil(y: torch.Tensor) -> torch.Tensor:
-    """2^ceil(log2 y) for y > 0, computed exactly from the binary exponent (no log2 rounding)."""
-    mant, exp = torch.frexp(y)  # y = mant · 2^exp, mant in [0.5, 1)
-    exp = torch.where(mant == 0.5, exp - 1, exp)  # exact power of two: ceil(log2 y) = exp - 1
-    return torch.ldexp(torch.ones_like(y), exp)
+    """2^ceil(log2 y) for y > 0, exactly: the smallest power of two ≥ y (y in a work dtype).
+
+    The formula is mant, exp = frexp(y); 2^(exp − 1) if mant == 0.5 else 2^exp (six ops); a work dtype has
+    only ~2,100 powers of two, so this is a lookup among them instead: one binary search and one gather."""
+    key = (y.dtype, str(y.device))
+    if key not in _POW2:
+        fi = torch.finfo(y.dtype)
+        lo, hi = math.frexp(fi.smallest_normal * fi.eps)[1] - 1, math.frexp(fi.max)[1] - 1  # subnormals … max
+        with torch.inference_mode(False):
+            powers = torch.tensor([2.0**k for k in range(lo, hi + 1)], dtype=torch.float64)  # exact in y's dtype
+            _POW2[key] = powers.to(dtype=y.dtype, device=y.device)
+    powers = _POW2[key]  # [n] 2^lo … 2^hi ascending
+    return powers.take(torch.bucketize(y, powers))
+
+
+_POW2: dict = {}
 
 
 def _check_block(block: int) -> None:
@@ -88,7 +136,12 @@ def _blocked(x: torch.Tensor, block: int) -> torch.Tensor:
     n = x.shape[-1]
     if n % block != 0:
         raise ValueError(f"x.shape[-1] = {n} is not a multiple of block = {block}")
-    return x.to(wd).reshape(*x.shape[:-1], n // block, block)
+    return cast(x, wd).view(*x.shape[:-1], n // block, block)
+
+
+def _amax(xb: torch.Tensor) -> torch.Tensor:
+    """max |x| per block: [..., n/block, block] → [..., n/block, 1] (the ∞-norm: one op for abs + amax)."""
+    return torch.linalg.vector_norm(xb, math.inf, dim=-1, keepdim=True)
 
 
 def fp8_qdq(x: torch.Tensor, block: int = 32) -> torch.Tensor:
@@ -97,10 +150,10 @@ def fp8_qdq(x: torch.Tensor, block: int = 32) -> torch.Tensor:
     x: [..., n] with n % block == 0 -> [..., n], same dtype as x.
     """
     xb = _blocked(x, block)  # [..., n/block, block]
-    amax = xb.abs().amax(dim=-1, keepdim=True).clamp(min=_FP8_AMAX_FLOOR)  # [..., n/block, 1]
+    amax = _amax(xb).clamp(min=_FP8_AMAX_FLOOR)  # [..., n/block, 1]
     scale = _pow2_ceil(amax / FP8_MAX)  # [..., n/block, 1]
-    q = _round_to_grid((xb / scale).clamp(-FP8_MAX, FP8_MAX), FP8_MAX, _E4M3)  # [..., n/block, block]
-    return (q * scale).reshape(x.shape).to(x.dtype)
+    q = _round_to_grid(xb / scale, FP8_MAX, _E4M3)  # [..., n/block, block], saturating at ±448
+    return cast((q * scale).view(x.shape), x.dtype)
 
 
 def fp4_qdq(x: torch.Tensor, block: int, scale_fmt: str) -> torch.Tensor:
@@ -113,13 +166,13 @@ def fp4_qdq(x: torch.Tensor, block: int, scale_fmt: str) -> torch.Tensor:
     if scale_fmt not in _SCALE_FMTS:
         raise ValueError(f"scale_fmt must be one of {_SCALE_FMTS}, got {scale_fmt!r}")
     xb = _blocked(x, block)  # [..., n/block, block]
-    amax = xb.abs().amax(dim=-1, keepdim=True).clamp(min=_FP4_AMAX_FLOOR[scale_fmt])  # [..., n/block, 1]
+    amax = _amax(xb).clamp(min=_FP4_AMAX_FLOOR[scale_fmt])  # [..., n/block, 1]
     if scale_fmt == "e8m0":
         scale = _pow2_ceil(amax / FP4_MAX)
     else:
         scale = _round_to_grid(amax / FP4_MAX, FP8_MAX, _E4M3)  # may sit a little below amax/6
-    q = _round_to_grid((xb / scale).clamp(-FP4_MAX, FP4_MAX), FP4_MAX, _E2M1)  # [..., n/block, block]
-    return (q * scale).reshape(x.shape).to(x.dtype)
+    q = _round_to_grid(xb / scale, FP4_MAX, _E2M1)  # [..., n/block, block], saturating at ±6
+    return cast((q * scale).view(x.shape), x.dtype)
 
 
 def qdq_ste(x: torch.Tensor, fn: Callable[..., torch.Tensor], *args: object) -> torch.Tensor:
@@ -155,3 +208,77 @@ def fake_quant(x: torch.Tensor, fn: Callable[..., torch.Tensor], *args: object) 
     if torch.is_grad_enabled() and x.requires_grad:
         return qdq_ste(x, fn, *args)
     return fn(x, *args)
+
+
+# ---- static weights, prepared once ----------------------------------------------------------------
+# A weight's QDQ depends only on the weight: at inference it is computed once and kept (`Prepared`), as a
+# serving engine stores its FP4/FP8 weights once. Activations and KV entries are new at every step and keep
+# their QDQ at every write (`fake_quant`): that part is the lesson of 6A.
+PREPARE_STATIC = True  # False: re-quantize static weights at every use (the old path; `per_use_static_qdq()`)
+
+
+@contextmanager
+def per_use_static_qdq():
+    """Inside: static weights are rebuilt (re-quantized, re-stacked) at every use — the reference path the
+    prepared one is tested against (bit-identical)."""
+    global PREPARE_STATIC
+    before, PREPARE_STATIC = PREPARE_STATIC, False
+    try:
+        yield
+    finally:
+        PREPARE_STATIC = before
+
+
+class Prepared:
+    """A value built from some parameters (e.g. their MXFP4 QDQ, stacked), built once and reused.
+
+    When it is rebuilt:
+      - while autograd records and a parameter requires grad (training): at every use, never kept — the forward
+        sees the same QDQ values and the straight-through gradient reaches every parameter, so QAT after an
+        optimizer step always sees the new weights;
+      - otherwise (inference, `torch.no_grad`) when a parameter changed since the last build: an in-place update
+        under no_grad (`optimizer.step()`, `load_state_dict`, `w.mul_(2)`) bumps the parameter's version
+        counter, `.to()` or `w.data = t` gives it new storage — both are compared at each use;
+      - by `rebuild()` (`Transformer.prepare()` calls it): needed after an in-place edit *through* `.data`
+        (`w.data.zero_()`), the one change autograd's version counter does not see. `forget()` (after a
+        `load_state_dict`, which may assign new Parameter objects) looks the parameters up again.
+    build: () → value;  params: () → the parameters it reads, in a fixed order.
+    """
+
+    def __init__(self, build: Callable[[], Any], params: Callable[[], list[torch.Tensor]]):
+        self.build, self.params_of = build, params
+        self.params: list[torch.Tensor] | None = None  # looked up once (module attribute access is slow)
+        self.value: Any = None
+        self.stamp: list[tuple[int, int]] | None = None  # (version, data_ptr) of each parameter at build time
+        self.sources: list[torch.Tensor] = []  # the storages built from, kept alive so no address is reused
+
+    def active(self) -> bool:
+        """Whether a use now reads the kept value (False: autograd records, or `per_use_static_qdq()`)."""
+        if self.params is None:
+            self.params = self.params_of()
+        return PREPARE_STATIC and not (torch.is_grad_enabled() and any(p.requires_grad for p in self.params))
+
+    def get(self) -> Any:
+        """The value: kept (rebuilt first if a parameter changed), or built now while training."""
+        if not self.active():
+            return self.build()
+        if self.stamp != [(p._version, p.data_ptr()) for p in self.params]:
+            self.rebuild()
+        return self.value
+
+    def rebuild(self) -> None:
+        self.params = self.params_of()
+        with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, even when asked inside inference_mode
+            self.value = self.build()
+            self.stamp = [(p._version, p.data_ptr()) for p in self.params]
+            self.sources = [p.detach() for p in self.params]
+
+    def forget(self) -> None:
+        self.params, self.value, self.stamp, self.sources = None, None, None, []
+
+
+def forget_prepared(module, incompatible_keys=None) -> None:
+    """A `load_state_dict` post-hook: the module's `Prepared` values look their parameters up again."""
+    for v in vars(module).values():
+        if isinstance(v, Prepared):
+            v.forget()

@@ -236,16 +236,19 @@ def test_expert_quant_cache_refreshes_after_data_edit():
 
 # ---- the MoE layer ------------------------------------------------------------------------------
 @pytest.mark.parametrize("fp4", [False, True])
-def test_moe_matches_naive_per_token_loop(fp4):
-    D, I, E, k = 32, 32, 6, 2
+@pytest.mark.parametrize(("B", "S", "k"), [(2, 5, 2), (1, 1, 2), (1, 3, 2), (2, 4, 3), (1, 2, 3)])
+def test_moe_matches_naive_per_token_loop(fp4, B, S, k):
+    """Both ways of batching the routed experts: few (token, expert) pairs gather their experts' weights
+    (N·k ≤ 2E), many are grouped by expert into a padded batch."""
+    D, I, E = 32, 32, 6
     moe = fill_random(MoE(D, I, E, k, 1, 1.5, 1.0, 2.0, fp4, F64, F64), 12, std=0.4)
     assert moe.shared_experts is not None and moe.shared_experts.fp4 is False  # shared expert is not MXFP4
-    x = torch.randn(2, 5, D, generator=torch.Generator().manual_seed(13), dtype=F64)
+    x = torch.randn(B, S, D, generator=torch.Generator().manual_seed(13), dtype=F64)
     with torch.no_grad():
         y, info = moe(x)
-    assert y.shape == (2, 5, D)
-    assert info["scores"].shape == (2, 5, E) and info["indices"].shape == (2, 5, k)
-    assert info["weights"].shape == (2, 5, k) and info["load"].shape == (E,)
+    assert y.shape == (B, S, D)
+    assert info["scores"].shape == (B, S, E) and info["indices"].shape == (B, S, k)
+    assert info["weights"].shape == (B, S, k) and info["load"].shape == (E,)
     q = (lambda w: fp4_qdq(w, 32, "e8m0")) if fp4 else (lambda w: w)
     flat = x.reshape(-1, D)
     for n in range(flat.size(0)):
@@ -257,7 +260,7 @@ def test_moe_matches_naive_per_token_loop(fp4):
         sh = moe.shared_experts
         want = want + naive_expert(flat[n], sh.w1.weight, sh.w2.weight, sh.w3.weight, 2.0)
         torch.testing.assert_close(y.reshape(-1, D)[n], want, rtol=0, atol=1e-12)
-    assert int(info["load"].sum()) == 10 * k
+    assert int(info["load"].sum()) == B * S * k
     assert torch.equal(info["load"], torch.bincount(info["indices"].flatten(), minlength=E))
 
 
