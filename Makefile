@@ -43,6 +43,7 @@ test: install
 bench: install
 	$(PY) bench/bench_budgets.py
 	$(PY) bench/bench_speculative.py
+	$(PY) bench/bench_speed.py
 
 weights: install
 	$(PY) -m lab train all --out lab/weights --force
