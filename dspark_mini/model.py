@@ -29,6 +29,7 @@ from .linear import Linear, cast
 from .mhc import HyperConnection, hc_post, hc_pre, identity_pre_mix
 from .moe import MoE
 from .norm import RMSNorm
+from .ragged import RaggedBatch
 
 
 class Trace:
@@ -112,7 +113,11 @@ class Block(nn.Module):
         hist_a = [] if keep_hist else None
         a_pre, a_post, a_comb = self.hc_attn(x, hist_a)
         u = self.attn_norm(hc_pre(x, pre_in))  # [B, S, D] attention input
-        x_attn = hc_post(self.attn(u, positions, shared, cache, pending, rec), x, a_post, a_comb)
+        if isinstance(cache, RaggedBatch):  # packed requests: attention per segment, on each one's cache
+            a = cache.attend(self.attn, u, rec)
+        else:
+            a = self.attn(u, positions, shared, cache, pending, rec)
+        x_attn = hc_post(a, x, a_post, a_comb)
         hist_f = [] if keep_hist else None
         f_pre, f_post, f_comb = self.hc_ffn(x_attn, hist_f)
         v = self.ffn_norm(hc_pre(x_attn, a_pre))  # [B, S, D] FFN input, collapsed with attention's pre
@@ -318,6 +323,46 @@ class Transformer(nn.Module):
         if cache is not None and commit:
             cache.commit(pending)
         return ForwardOutput(logits=logits, hidden=hidden, taps=taps, pending=pending)
+
+
+def forward_ragged(model: Transformer, rows: list[torch.Tensor], caches: list[KVCache]) -> list[ForwardOutput]:
+    """R requests in one packed forward (see `ragged.py`): rows[r] [1, n_r] at positions caches[r].length …
+    Nothing is committed; returns one ForwardOutput per request (logits [1, n_r, V], its own pending writes)."""
+    cfg = model.cfg
+    batch = RaggedBatch.build(rows, caches)
+    for t, c in zip(rows, caches, strict=True):
+        model.check_tokens(t, c)
+    tokens = torch.cat(rows, dim=1)  # [1, T] all segments end to end
+    T = tokens.size(1)
+    compressed = model.compress_map[tokens]  # [1, T]
+    row_ids: dict[int, list[torch.Tensor]] = {l: [] for l in cfg.engram_layer_ids}
+    for comp_r, cache, pend in zip(batch.split(compressed), caches, batch.pendings, strict=True):
+        pend.compressed_ids = comp_r
+        for l, ids in model.engram_row_ids(comp_r, cache.engram_history).items():  # each request's own history
+            row_ids[l].append(ids)
+    packed_ids = {l: torch.cat(v, dim=1) for l, v in row_ids.items()}  # [1, T, cols]
+
+    x = model.embed(tokens).unsqueeze(2).repeat(1, 1, cfg.hc_mult, 1)  # [1, T, hc, D]
+    pre = identity_pre_mix(1, T, cfg.hc_mult, hp_dtype(cfg), tokens.device)  # [1, T, hc]
+    taps = {}
+    for block in model.layers:
+        i = block.layer_id
+        if block.engram is not None:
+            x, _ = block.engram(x, packed_ids[i])  # token-wise: one op over all T rows
+        if i in cfg.dspark_target_layer_ids:
+            taps[i] = x.mean(dim=2)  # [1, T, D]
+        x, pre = block(x, pre, None, None, batch, None)  # mixes / norms / MoE over T; attention per segment
+    hidden = hc_pre(x, pre)  # [1, T, D]
+    logits = model.head(cast(model.norm(hidden), model.head.weight.dtype))  # [1, T, V]
+    if model.mtp is not None:
+        main_x = model.mtp.main_x(taps)  # [1, T, D]
+        for mx, pos, pend in zip(batch.split(main_x), batch.positions, batch.pendings, strict=True):
+            pend.window.update(model.mtp.ring_rows(mx, pos))
+    per_tap = {l: batch.split(t) for l, t in taps.items()}
+    return [
+        ForwardOutput(logits=lg, hidden=h, taps={l: per_tap[l][r] for l in taps}, pending=batch.pendings[r])
+        for r, (lg, h) in enumerate(zip(batch.split(logits), batch.split(hidden), strict=True))
+    ]
 
 
 def draft(

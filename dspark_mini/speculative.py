@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 import torch
 
 from .drafters import Drafter, DSparkDrafter
-from .dspark import sample, token_distribution
-from .model import Transformer
+from .dspark import DraftOutput, sample, token_distribution
+from .kv_cache import KVCache
+from .model import Transformer, forward_ragged
 from .validate import check_seed, check_temperature
 
 ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS = "accepted", "rejected", "not verified", "resampled", "bonus"
+NOT_SENT = "not sent"  # drafted, but beyond the verify length ℓ the scheduler chose: never shown to the target
 
 
 @dataclass
@@ -84,6 +86,7 @@ class Round:
     next_token: int  # its replacement or bonus token
     next_kind: str  # resampled or bonus
     committed: list[int]  # tokens appended this round (in a batch: cut to the shortest verdict)
+    verify_len: int | None = None  # ℓ drafts sent to verify (None: the whole block, as `speculative_round` does)
 
     @property
     def tau(self) -> int:
@@ -152,7 +155,7 @@ def prefill(
     return cache, sample(token_distribution(out.logits[:, -1], temperature), gen)  # [B]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate_plain(
     model: Transformer, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
 ) -> GenerateResult:
@@ -228,7 +231,7 @@ def speculative_round(
     return result
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate_speculative(
     model: Transformer,
     prompt: torch.Tensor,
@@ -258,6 +261,86 @@ def generate_speculative(
         for t, r in zip(tokens, rs, strict=True):
             t += r.committed
     return GenerateResult([t[:max_new_tokens] for t in tokens], time.perf_counter() - t0, rounds, forwards=len(rounds))
+
+
+@torch.no_grad()
+def draft_requests(
+    model: Transformer,
+    caches: list[KVCache],
+    anchors: list[int],
+    temperature: float,
+    gen: torch.Generator | None,
+    drafter: Drafter | None = None,
+) -> list[DraftOutput]:
+    """The whole trained block for every request, each on its own batch-1 cache (its own draft rings).
+    The confidences c [k] of each draft are what the scheduler reads before it picks the verify lengths."""
+    drafter = DSparkDrafter() if drafter is None else drafter
+    k = model.cfg.dspark_block_size
+    dev = model.device
+    return [
+        drafter.propose(model, cache, torch.tensor([a], device=dev), k, temperature, gen)
+        for cache, a in zip(caches, anchors, strict=True)
+    ]
+
+
+@torch.no_grad()
+def verify_ragged(
+    model: Transformer,
+    caches: list[KVCache],
+    anchors: list[int],
+    drafts: list[DraftOutput],
+    lengths: list[int],
+    temperature: float,
+    gen: torch.Generator | None,
+    drafter: Drafter | None = None,
+) -> list[Round]:
+    """One target forward for R requests at their own cache lengths (`forward_ragged`), each verifying its own
+    prefix [anchor, x_1..x_ℓr] of its draft, each committing its own verdict (no shortest verdict for all).
+    ℓ_r = 0 sends only the anchor: that request decodes plainly this round (its token comes from p_t)."""
+    drafter = DSparkDrafter() if drafter is None else drafter
+    if not len(caches) == len(anchors) == len(drafts) == len(lengths):
+        raise ValueError(
+            f"verify_ragged: {len(caches)} caches, {len(anchors)} anchors, {len(drafts)} drafts, "
+            f"{len(lengths)} lengths: allowed one of each per request"
+        )
+    dev = model.device
+    rows = []
+    for r, (a, d, n) in enumerate(zip(anchors, drafts, lengths, strict=True)):
+        k = d.tokens.size(1)
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= k:
+            raise ValueError(f"verify length ℓ[{r}] = {n!r} is invalid: allowed an integer in 0..{k}")
+        rows.append(torch.cat([torch.tensor([[a]], device=dev), d.tokens[:, :n]], dim=1))  # [1, 1 + ℓ_r]
+    outs = forward_ragged(model, rows, caches)  # commit=False: nothing stored yet
+    result = []
+    for cache, row, d, n, out in zip(caches, rows, drafts, lengths, outs, strict=True):
+        p = cache.length
+        target = token_distribution(out.logits[0], temperature)  # [ℓ + 1, V]
+        v = verify_block(d.tokens[0, :n], d.probs[0, :n], target, gen)
+        cache.commit(out.pending, v.n_accepted + 1)  # anchor + kept drafts; the other rows were never written
+        drafter.observe(row, out, v.n_accepted + 1)
+        k = d.tokens.size(1)
+        drafts_r = d.tokens[0].tolist()
+        status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < n else [])
+        status += [NOT_VERIFIED] * (n - len(status)) + [NOT_SENT] * (k - n)
+        shown = target if temperature > 0 else torch.softmax(out.logits[0], -1)
+        result.append(
+            Round(
+                position=p,
+                anchor=int(row[0, 0]),
+                draft=drafts_r,
+                draft_probs=d.draft_probs[0].tolist(),
+                confidence=d.confidence[0].tolist(),
+                target_probs=shown[:n].gather(-1, d.tokens[0, :n, None]).squeeze(-1).tolist(),
+                target_argmax=out.logits[0].argmax(-1).tolist(),
+                status=status,
+                n_accepted=v.n_accepted,
+                next_token=v.next_token,
+                next_kind=v.kind,
+                committed=drafts_r[: v.n_accepted] + [v.next_token],
+                verify_len=n,
+            )
+        )
+    return result
 
 
 def acceptance_stats(rounds: list[Round]) -> dict:

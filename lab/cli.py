@@ -230,7 +230,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = "{walk,inspect,generate,profile,schedule,data,train,eval,checkpoint}"
+    commands = "{walk,inspect,generate,profile,schedule,serve,data,train,eval,checkpoint}"
     sub = p.add_subparsers(dest="command", metavar=commands)
 
     w = sub.add_parser(
@@ -458,7 +458,63 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--lang", default="en", help="vi or en")
     e.add_argument("--json", action="store_true", help="per drafter and domain: tau, cond_accept, tokens/s ratio")
     add_checkpoint_parser(sub)
+    add_serve_parser(sub)
     return p
+
+
+SERVE_EPILOG = """\
+examples:
+  dspark-lab serve                                   12 held-out prompts, 4 in flight, Algorithm 1
+  dspark-lab serve --requests 8 --policy dspark-async --json
+  dspark-lab serve --policy fixed --requests 1       the classic: verify the whole block, one request
+  dspark-lab serve --prompts-file prompts.txt --max-new-tokens 48 --temperature 1 --seed 3
+
+At temperature 0 every request's tokens equal `dspark-lab generate --prompt <same> --json`'s plain.tokens,
+for every policy and R: the scheduler only decides how much to verify, never what to keep.
+"""
+
+
+def add_serve_parser(sub: Any) -> None:
+    v = sub.add_parser(
+        "serve",
+        help="R requests decoded concurrently: ragged speculative rounds, confidence-scheduled verification",
+        description="Decode many prompts with at most R in flight (continuous batching). Each round every "
+        "request drafts the whole trained block, the policy picks how many drafts each one verifies from the "
+        "confidences (and SPS(B) for dspark / dspark-async), and ONE target forward verifies every request at its "
+        "own cache length; each request commits its own verdict.",
+        epilog=SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.add_argument("--requests", type=int, default=4, help="requests in flight R: 1..1024 (default 4)")
+    v.add_argument(
+        "--policy",
+        default="dspark",
+        choices=["fixed", "threshold", "dspark", "dspark-async"],
+        help="verify-length policy (default dspark = Algorithm 1)",
+    )
+    v.add_argument("--temperature", type=float, default=0.0, help=TEMPERATURE_HELP)
+    v.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=32,
+        help="new tokens per request: 1..256 − the longest prompt (default 32)",
+    )
+    v.add_argument(
+        "--prompts-file",
+        default=None,
+        help="UTF-8 text, one prompt per line (blank lines skipped); default: 12 held-out corpus prompts",
+    )
+    v.add_argument("--sps-table", default=None, help="SPS cost table (default the shipped measured one)")
+    v.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="the threshold policy's survival cut-off, in [0, 1] (default 0.1)",
+    )
+    add_seed_argument(v, "seed of the sampling")
+    add_checkpoint_argument(v)
+    v.add_argument("--lang", default="en", help="vi or en")
+    v.add_argument("--json", action="store_true", help="policy, requests (prompt, tokens, rounds, τ), tokens/s, …")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -488,6 +544,18 @@ def check_args(args: argparse.Namespace) -> None:
         check_profile_args(args, cfg)
     elif args.command == "schedule":
         check_schedule_args(args)
+    elif args.command == "serve":
+        from dspark_mini.validate import check_float
+
+        from .serving.serve import MAX_REQUESTS
+
+        check_int(args.requests, "--requests", 1, MAX_REQUESTS)
+        check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - 1)
+        if args.threshold is not None:
+            check_float(args.threshold, "--threshold", 0.0, 1.0, why="a survival probability")
+        for option, value in (("--prompts-file", args.prompts_file), ("--sps-table", args.sps_table)):
+            if value is not None and not Path(value).is_file():
+                raise ValueError(f"{option} = {value!r} is not a file: allowed an existing file")
     elif args.command == "data":
         if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
             raise ValueError(f"--out = {args.out!r} is a file: allowed a folder (data writes <domain>.txt into it)")
@@ -622,6 +690,7 @@ def error_line(args: argparse.Namespace, e: Exception) -> str:
         "train": ["out", "target"] if draft else ["out"],
         "profile": ["out"],
         "schedule": ["streams", "sps_table"],
+        "serve": ["prompts_file", "sps_table"],
     }
     for dest in dests.get(args.command, []):
         value = getattr(args, dest, None)
@@ -789,6 +858,12 @@ def run(args: argparse.Namespace, console: Any) -> None:
             from .render import render_profile
 
             render_profile(console, report, lang)
+    elif args.command == "serve":
+        from .serving.serve_cli import main_serve
+
+        report = main_serve(args, console, lang)
+        if args.json:
+            print_json(report)
     elif args.command == "checkpoint":
         from .realscale.cli import main_checkpoint
 
