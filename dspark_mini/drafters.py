@@ -50,6 +50,8 @@ class DSparkDrafter:
     """The model's own draft (`model.mtp`): one parallel pass + the Markov head (DSpark), or the same pass with
     the Markov head zeroed (DFlash-style: then `kind="dflash"`, and the confidence head is not trained)."""
 
+    parallel = True  # one pass drafts the whole block: always draft the trained block, verify a prefix
+
     def __init__(self, kind: str = "dspark"):
         self.kind = kind
         self.has_confidence = kind != "dflash"

@@ -95,6 +95,12 @@ class Round:
 
     @property
     def block(self) -> int:
+        """Drafts sent to verify: ℓ (the verify length) when the round recorded one, else every draft."""
+        return len(self.draft) if self.verify_len is None else self.verify_len
+
+    @property
+    def drafted(self) -> int:
+        """Drafts proposed: the whole trained block for the parallel (DSpark-family) drafters."""
         return len(self.draft)
 
 
@@ -184,9 +190,14 @@ def speculative_round(
     residual: bool = True,
     trace=None,
     drafter: Drafter | None = None,
+    draft_len: int | None = None,
 ) -> list[Round]:
-    """Draft k tokens after each anchor [B], verify them in one forward, commit the kept prefix (+ anchor).
+    """Draft after each anchor [B], verify k of the drafts in one forward, commit the kept prefix (+ anchor).
 
+    A parallel drafter (DSpark, DFlash: the model's own draft) always drafts its whole trained block — the block it
+    was trained on — and `block_size` is the verify length ℓ of a fixed policy: drafts beyond ℓ are recorded as
+    `not sent`. A sequential drafter (Eagle3-lite, MTP-1) drafts only the k it will send. `draft_len` caps the
+    parallel draft (generate passes what the sequence still needs: its last round drafts no more than that).
     In a batch every sequence commits the same number of rows: the shortest verdict n_min. A sequence that
     kept more drafts appends its draft n_min + 1 (the verifier accepted it) instead of its own next token, so
     each committed token is still exactly what the target would have produced.
@@ -194,22 +205,27 @@ def speculative_round(
     """
     drafter = DSparkDrafter() if drafter is None else drafter
     p = cache.length
-    d = drafter.propose(model, cache, anchors, block_size, temperature, gen, trace)
-    rows = torch.cat([anchors[:, None], d.tokens], dim=1)  # [B, k + 1]
+    k = block_size  # the verify length ℓ
+    # a parallel drafter drafts its trained block, but never past max_seq_len (the last rounds of a full cache)
+    room = model.cfg.max_seq_len - cache.length
+    drafted = min(drafter.max_block(model), room, draft_len or room) if getattr(drafter, "parallel", False) else k
+    drafted = max(drafted, k)
+    d = drafter.propose(model, cache, anchors, drafted, temperature, gen, trace)
+    sent = d.tokens[:, :k]  # [B, k] the drafts sent to verify
+    rows = torch.cat([anchors[:, None], sent], dim=1)  # [B, k + 1]
     out = model(rows, cache=cache, commit=False)  # the verify forward: nothing stored yet
     target = token_distribution(out.logits, temperature)  # [B, k + 1, V]
-    k = d.tokens.size(1)
-    verdicts = [verify_block(d.tokens[b], d.probs[b], target[b], gen, residual) for b in range(anchors.size(0))]
+    verdicts = [verify_block(sent[b], d.probs[b, :k], target[b], gen, residual) for b in range(anchors.size(0))]
     n_min = min(v.n_accepted for v in verdicts)
     cache.commit(out.pending, n_min + 1)  # anchor + kept drafts; the other rows were never written
     drafter.observe(rows, out, n_min + 1)
     shown = target if temperature > 0 else torch.softmax(out.logits, -1)
-    tp = shown[:, :k].gather(-1, d.tokens[..., None]).squeeze(-1)  # [B, k]
+    tp = shown[:, :k].gather(-1, sent[..., None]).squeeze(-1)  # [B, k]
     argmax = out.logits.argmax(-1)  # [B, k + 1]
     result = []
     for b, v in enumerate(verdicts):
         status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < k else [])
-        status += [NOT_VERIFIED] * (k - len(status))
+        status += [NOT_VERIFIED] * (k - len(status)) + [NOT_SENT] * (drafted - k)
         drafts = d.tokens[b].tolist()
         last = drafts[n_min] if v.n_accepted > n_min else v.next_token
         result.append(
@@ -226,6 +242,7 @@ def speculative_round(
                 next_token=v.next_token,
                 next_kind=v.kind,
                 committed=drafts[:n_min] + [last],
+                verify_len=k,
             )
         )
     return result
@@ -254,9 +271,10 @@ def generate_speculative(
     tokens = [[int(a)] for a in anchors]
     rounds: list[list[Round]] = []
     while len(tokens[0]) < max_new_tokens:
-        k = min(k_max, max_new_tokens - len(tokens[0]))
+        need = max_new_tokens - len(tokens[0])  # the last round drafts no more than the sequence still needs
+        k = min(k_max, need)
         anchors = torch.tensor([t[-1] for t in tokens], device=model.device)
-        rs = speculative_round(model, cache, anchors, k, temperature, gen, residual, drafter=drafter)
+        rs = speculative_round(model, cache, anchors, k, temperature, gen, residual, drafter=drafter, draft_len=need)
         rounds.append(rs)
         for t, r in zip(tokens, rs, strict=True):
             t += r.committed
@@ -278,7 +296,9 @@ def draft_requests(
     k = model.cfg.dspark_block_size
     dev = model.device
     return [
-        drafter.propose(model, cache, torch.tensor([a], device=dev), k, temperature, gen)
+        drafter.propose(
+            model, cache, torch.tensor([a], device=dev), min(k, model.cfg.max_seq_len - cache.length), temperature, gen
+        )
         for cache, a in zip(caches, anchors, strict=True)
     ]
 

@@ -26,6 +26,7 @@ from dspark_mini.model import draft
 from dspark_mini.speculative import (
     ACCEPTED,
     BONUS,
+    NOT_SENT,
     REJECTED,
     RESAMPLED,
     Round,
@@ -104,8 +105,10 @@ def tile_cache(model, cache, batch: int):
 
 
 def check_greedy_round(r: Round, k: int) -> None:
-    """A greedy round against the naive rule: keep the drafts that equal the target's argmax, left to right."""
-    assert len(r.draft) == k and len(r.target_argmax) == k + 1 and len(r.status) == k
+    """A greedy round against the naive rule: keep the drafts that equal the target's argmax, left to right.
+    k is the verify length ℓ: the model's draft proposes its whole trained block, drafts past ℓ were not sent."""
+    assert r.block == k and len(r.target_argmax) == k + 1 and len(r.status) == len(r.draft) >= k
+    assert r.status[k:] == [NOT_SENT] * (len(r.draft) - k)
     n = 0
     while n < k and r.draft[n] == r.target_argmax[n]:
         n += 1
@@ -114,7 +117,7 @@ def check_greedy_round(r: Round, k: int) -> None:
     assert r.next_kind == (BONUS if n == k else RESAMPLED)
     assert r.status[:n] == [ACCEPTED] * n
     if n < k:
-        assert r.status[n] == REJECTED and r.status[n + 1 :] == ["not verified"] * (k - n - 1)
+        assert r.status[n] == REJECTED and r.status[n + 1 : k] == ["not verified"] * (k - n - 1)
     assert 1 <= len(r.committed) <= n + 1
     assert r.committed[:-1] == r.draft[: len(r.committed) - 1]
 
@@ -288,7 +291,7 @@ def test_greedy_lossless_batch1_default_config_crossing_boundaries(lab_model, la
     assert spec.tokens == plain.tokens
     assert all(len(r.draft) <= lab_cfg.dspark_block_size for r in spec.rows(0))
     for r in spec.rows(0):
-        check_greedy_round(r, len(r.draft))
+        check_greedy_round(r, r.block)
         assert len(r.committed) == r.n_accepted + 1  # batch 1: the whole verdict is committed
         assert r.confidence == [0.5] * len(r.draft)  # untrained confidence head
 
@@ -303,7 +306,8 @@ def forced_draft(plain_tokens: list[list[int]], prompt_len: int, V: int, wrong_e
         toks = torch.empty(B, k, dtype=torch.long)
         for b in range(B):
             for i in range(1, k + 1):
-                good = plain_tokens[b][p - prompt_len + i]  # the greedy token at position p + i
+                j = p - prompt_len + i  # the greedy token at position p + i (past the end: never sent to verify)
+                good = plain_tokens[b][j] if j < len(plain_tokens[b]) else 0
                 wrong = (7 * (p + i) + 3 * b) % wrong_every == 0
                 toks[b, i - 1] = (good + 1) % V if wrong else good
         probs = one_hot(toks, V)
@@ -338,7 +342,7 @@ def test_greedy_lossless_with_a_mostly_right_draft(model_k5, forced_case, monkey
     assert spec.tokens == plain.tokens
     rows = [r for rs in spec.rounds for r in rs]
     for r in rows:
-        check_greedy_round(r, len(r.draft))
+        check_greedy_round(r, r.block)
     assert acceptance_stats(rows)["mean_accepted_length"] > 2.0  # per-row verdicts
     assert len(spec.rounds) < (N - 1) / 1.5  # the batch commits several tokens per round too
     # the batch min-commit path: some row kept more than the batch committed, and appended its draft
@@ -368,7 +372,8 @@ def peaked():
         pt = torch.softmax(m(torch.cat([prompt, torch.tensor([[anchor]])], 1)).logits[0, -1], -1)
         c1 = m.new_cache(1)
         m(prompt, cache=c1)
-        pd = draft(m, torch.tensor([anchor]), c1, 3, 1.0, torch.Generator().manual_seed(0)).probs[0, 0]
+        # the whole trained block, as speculative_round drafts it (the block is bidirectional: its length matters)
+        pd = draft(m, torch.tensor([anchor]), c1, None, 1.0, torch.Generator().manual_seed(0)).probs[0, 0]
     return {"model": m, "prompt": prompt, "anchor": anchor, "pt": pt, "pd": pd, "cache1": c1}
 
 

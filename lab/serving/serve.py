@@ -142,14 +142,20 @@ def serve(
         anchors = [r.tokens[-1] for r in active]
         caches = [r.cache for r in active]
         drafts = draft_requests(model, caches, anchors, temperature, gen)  # 2. the whole block, each request
-        conf = torch.cat([d.confidence for d in drafts]).to("cpu", torch.float64)  # [R, k]
+        # [R, k]; a request at the end of max_seq_len drafted fewer: its missing drafts have survival 0
+        conf = torch.zeros(len(drafts), k, dtype=torch.float64)
+        for r, d in enumerate(drafts):
+            conf[r, : d.confidence.size(1)] = d.confidence[0].to("cpu", torch.float64)
         tp = time.perf_counter()
         stale = history[0] if len(history) == 2 else None
         plan = scheduler.plan(conf, stale=stale)  # 3. ℓ_r per request
         result.plan_seconds.append(time.perf_counter() - tp)
         history.append(conf)
         # never verify past what a request still needs (its last round may want fewer tokens)
-        lengths = [min(int(n), r.max_new_tokens - len(r.tokens)) for n, r in zip(plan.lengths, active, strict=True)]
+        lengths = [
+            min(int(n), r.max_new_tokens - len(r.tokens), d.tokens.size(1))
+            for n, r, d in zip(plan.lengths, active, drafts, strict=True)
+        ]
         rounds = verify_ragged(model, caches, anchors, drafts, lengths, temperature, gen)  # 4. one forward
         result.verify_lens += lengths
         result.batch_tokens.append(sum(1 + n for n in lengths))
