@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import multiprocessing as mp
 import os
 import shutil
@@ -46,6 +47,17 @@ from .weights import (
     stamp_set,
     verify_set,
 )
+
+
+def strict_json(x: Any) -> Any:
+    """A report JSON can hold: a NaN or ±inf (e.g. a calibration with no rounds in a --quick run) becomes null."""
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_json(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +245,7 @@ def build_set(work: Path, recipe: Recipe, console=None, quiet: bool = False) -> 
     report["summary"] = summary(report)
     report["seconds"]["total"] = round(time.perf_counter() - t_start, 1)
     (work / "report.json").write_text(
-        json.dumps(report, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+        json.dumps(strict_json(report), indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
     )
     return report
 
