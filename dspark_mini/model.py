@@ -193,12 +193,18 @@ class Transformer(nn.Module):
         return self
 
     @torch.no_grad()
-    def init_weights(self, seed: int = 0) -> Transformer:
-        """Deterministic random init (the untrained lab model): same seed → same numbers."""
-        g = torch.Generator().manual_seed(seed)
+    def init_weights(self, seed: int = 0, on_device: bool = False) -> Transformer:
+        """Deterministic random init (the untrained lab model): same seed → same numbers.
+
+        on_device=True draws on each parameter's own device in its own dtype (a GPU run of the real widths:
+        tens of billions of values, too many to draw in float64 on the host); same rules, other numbers."""
+        g = torch.Generator(device=self.device if on_device else "cpu").manual_seed(seed)
 
         def normal(p: torch.Tensor, std: float) -> None:
-            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64).mul_(std).to(p.dtype))
+            if on_device:
+                p.normal_(0.0, std, generator=g)
+            else:
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64).mul_(std).to(p.dtype))
 
         for name, p in self.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
