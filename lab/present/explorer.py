@@ -1,0 +1,473 @@
+"""Step 6B in a browser: the DSpark Explorer, one self-contained HTML page (no server, no network, no install).
+
+`python -m lab.explorer --out docs/explorer.html` runs the trained lab model on a handful of prompts (two held-out
+prompts per domain and the walk's default prompt), stores what one speculative round needs, and writes a page whose
+own JavaScript redoes the draft sampling and the verifier on those numbers for any temperature T, verify length k,
+confidence threshold and seed. `--check` says whether a file is what the generator writes now.
+
+What is stored, per prompt, along the greedy path (the text greedy decoding produces — plain and speculative agree):
+  target  l_j [V]: the target's logits at every position j from the first anchor on. Row i of a round whose anchor
+          sits at position p is l_{p+i}: the target's distribution after the greedy tokens. The real verify forward
+          conditions row i on the *drafted* x_1..x_{i−1}; the two agree whenever the kept drafts are the greedy tokens
+          (always at T = 0). A kept draft that is not the greedy token makes the later rows an approximation.
+  rounds  the anchor positions of the greedy speculative run (block 5), and per round the draft's parallel pass:
+          U_i [5, V], the base logits of the block [anchor, noise × 4] (they depend on the committed context only),
+          and a_i = w_h·h_i, the hidden part of the confidence logit.
+  once    the Markov head W1, W2 [V, r], q[v] = w_e·W1[v] and the STS temperatures, so the page runs the sequential
+          part itself: p_d^i = softmax((U_i + W2·W1[x_{i−1}]) / T), c_i = σ((a_i + q[x_{i−1}]) / T_sts,i), x_0 the
+          anchor. The draft side is therefore exact: c_i depends on the context (through h_i) and on the previous
+          *sampled* draft token, never on T or on the target.
+Everything is stored as T-independent logits over the full vocabulary (510 tokens, nothing dropped), rounded (logits
+to 0.01, W1/W2 to 0.001, a and q to 0.0001). The page and the Python twin below (`StoredRound`, `simulate_round`,
+which calls `dspark_mini.speculative.verify_block`) sample from exactly those stored numbers; the tests run both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dspark_mini import Trace, Transformer
+from dspark_mini.dspark import sample, token_distribution
+from dspark_mini.speculative import Verdict, prefill, speculative_round, verify_block
+from dspark_mini.tokenizer import default_tokenizer
+
+from ..evaluation import eval_prompts
+from ..steps import LANGS, UI
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PAGE = "docs/explorer.html"
+FIX_COMMAND = f"python -m lab.explorer --out {PAGE}"
+MAX_BYTES = 3_000_000  # the page must stay small enough to mail or put on a course page
+DOMAINS = ("math", "code", "chat")
+PROMPTS_PER_DOMAIN = 2
+NEW_TOKENS = 24  # greedy tokens per prompt the rounds cover
+SEED_ROUNDS = 200  # re-samples behind the page's acceptance chart
+DECIMALS = {"logits": 2, "markov": 3, "confidence": 4}
+
+# lab/steps.py UI strings the page reuses as they are; the page's own strings follow
+SHARED = (
+    "prompt", "seed", "language", "temperature", "token", "position", "probability", "draft_token",
+    "draft_probability", "confidence", "target_token", "accepted", "rejected", "not_verified", "resampled", "bonus",
+    "accepted_length", "acceptance_rate", "note_draft_probability",
+)  # fmt: skip
+TEXT: dict[str, dict[str, str]] = {
+    "title": {"vi": "DSpark Explorer · bước 6B trong trình duyệt", "en": "DSpark Explorer · step 6B in your browser"},
+    "intro": {
+        "vi": (
+            "Phân phối của forward thật và của bộ vẽ DSpark (mô hình lab đã huấn luyện) cho vài lời nhắc được tính "
+            "sẵn; việc vẽ token nháp và verify (lấy mẫu loại bỏ) chạy ngay trong trang này bằng JavaScript, với "
+            "nhiệt độ, độ dài verify, ngưỡng tin cậy và seed bạn chọn. Không cần cài đặt, không cần mạng."
+        ),
+        "en": (
+            "The target's and the DSpark draft's distributions (the trained lab model) for a few prompts are "
+            "precomputed; drafting and verify (rejection sampling) run right here, in this page's JavaScript, with "
+            "the temperature, verify length, confidence threshold and seed you pick. No install, no network."
+        ),
+    },
+    "not_sent": {"vi": "không gửi đi verify", "en": "not sent to verify"},
+    "round": {"vi": "Vòng", "en": "Round"},
+    "round_of": {"vi": "vòng {i}/{n} · anchor ở vị trí {p}", "en": "round {i} of {n} · anchor at position {p}"},
+    "prev_round": {"vi": "◀ Vòng trước", "en": "◀ Previous round"},
+    "next_round": {"vi": "Vòng sau ▶", "en": "Next round ▶"},
+    "greedy": {"vi": "0 = greedy (argmax)", "en": "0 = greedy (argmax)"},
+    "verify_length": {"vi": "Độ dài verify k", "en": "Verify length k"},
+    "verify_length_help": {
+        "vi": "bộ vẽ luôn vẽ đủ khối 5 token; chỉ k token đầu được gửi đi verify",
+        "en": "the draft always drafts its whole block of 5; only the first k are sent to verify",
+    },
+    "threshold": {"vi": "Ngưỡng tin cậy", "en": "Confidence threshold"},
+    "threshold_help": {
+        "vi": "token nháp có xác suất sống sót Π c dưới ngưỡng không được gửi đi verify",
+        "en": "drafts whose survival Π c falls below it are not sent to verify",
+    },
+    "resample": {"vi": "Lấy mẫu lần khác (seed + 1)", "en": "Re-sample (seed + 1)"},
+    "context": {"vi": "Ngữ cảnh: văn bản greedy tới anchor ▸", "en": "Context: the greedy text up to the anchor ▸"},
+    "strip": {"vi": "Dải token nháp của vòng này", "en": "This round's draft strip"},
+    "committed": {"vi": "Được ghi vào văn bản", "en": "Committed"},
+    "sent": {"vi": "ℓ = {l} token nháp được gửi đi verify", "en": "ℓ = {l} drafts sent to verify"},
+    "survival": {"vi": "sống sót Π c", "en": "survival Π c"},
+    "ratio": {"vi": "min(1, p_t/p_d)", "en": "min(1, p_t/p_d)"},
+    "kept_of": {"vi": "giữ {n}/{l}", "en": "kept {n} of {l}"},
+    "from_residual": {
+        "vi": "rút từ norm(max(0, p_t − p_d)) ở vị trí {i}",
+        "en": "drawn from norm(max(0, p_t − p_d)) at position {i}",
+    },
+    "from_bonus": {
+        "vi": "mọi token nháp gửi đi đều được giữ: rút từ p_t ở hàng {i}",
+        "en": "every sent draft was kept: drawn from p_t at row {i}",
+    },
+    "from_plain": {
+        "vi": "ℓ = 0: không gửi token nháp nào, forward thật tự giải mã một token từ p_t hàng 1",
+        "en": "ℓ = 0: no draft sent, the target decodes one token plainly from p_t row 1",
+    },
+    "top": {"vi": "cao nhất", "en": "top"},
+    "chart": {
+        "vi": "Tỉ lệ giữ theo vị trí qua {n} lần lấy mẫu (seed {s}; dải ở trên là lần đầu)",
+        "en": "Acceptance by position over {n} re-samples (seed {s}; the strip above is the first)",
+    },
+    "chart_bar": {"vi": "▮ tỉ lệ vòng giữ token nháp ở vị trí này", "en": "▮ share of rounds that kept this draft"},
+    "chart_dot": {
+        "vi": "◆ Π c trung bình: đầu tin cậy dự đoán token sống sót tới đây",
+        "en": "◆ mean Π c: the confidence head's predicted survival up to here",
+    },
+    "chart_summary": {"vi": "τ trung bình {tau} · tỉ lệ giữ {rate}", "en": "mean τ {tau} · acceptance rate {rate}"},
+    "check_ok": {
+        "vi": (
+            "✓ kiểm tra: với T = 0, k = 5, ngưỡng 0, trang này cho đúng vòng greedy mà Python đã ghi "
+            "({n} token giữ, rồi {tok})"
+        ),
+        "en": (
+            "✓ check: at T = 0, k = 5, threshold 0 this page gives the greedy round Python recorded "
+            "({n} kept, then {tok})"
+        ),
+    },
+    "check_bad": {
+        "vi": (
+            "✗ kiểm tra: với T = 0, k = 5, ngưỡng 0, trang này KHÁC vòng greedy mà Python đã ghi "
+            "({n} token giữ, rồi {tok})"
+        ),
+        "en": (
+            "✗ check: at T = 0, k = 5, threshold 0 this page DIFFERS from the greedy round Python recorded "
+            "({n} kept, then {tok})"
+        ),
+    },
+    "notes_title": {"vi": "Trang này tính gì, và không tính gì", "en": "What this page computes, and what it does not"},
+    "note_rule": {
+        "vi": (
+            "Verify giống hệt `verify_block` (dspark_mini/speculative.py): giữ x_i với xác suất "
+            "min(1, p_t(x_i)/p_d(x_i)); ở lần từ chối đầu tiên rút token từ norm(max(0, p_t − p_d)); nếu mọi token "
+            "gửi đi đều được giữ, rút token thưởng từ hàng k + 1. Tại T = 0 cả hai phân phối là one-hot (argmax)."
+        ),
+        "en": (
+            "Verify is `verify_block` (dspark_mini/speculative.py): keep x_i with probability "
+            "min(1, p_t(x_i)/p_d(x_i)); at the first rejection draw from norm(max(0, p_t − p_d)); if every sent draft "
+            "is kept, draw the bonus from row k + 1. At T = 0 both distributions are one-hot (argmax)."
+        ),
+    },
+    "note_draft": {
+        "vi": (
+            "Phần bộ vẽ là chính xác: logits song song U_i của khối [anchor, noise × 4] được tính sẵn, còn Markov head "
+            "chạy trong trang: p_d^i = softmax((U_i + W2·W1[x_{i−1}]) / T) với x_{i−1} là token nháp vừa rút. Đầu tin "
+            "cậy c_i = σ((w_h·h_i + w_e·W1[x_{i−1}]) / T_STS,i) phụ thuộc ngữ cảnh (qua h_i) và token nháp trước đó, "
+            "không phụ thuộc T hay forward thật."
+        ),
+        "en": (
+            "The draft side is exact: the parallel logits U_i of the block [anchor, noise × 4] are stored, and the "
+            "Markov head runs in the page: p_d^i = softmax((U_i + W2·W1[x_{i−1}]) / T), x_{i−1} the draft just "
+            "sampled. The confidence c_i = σ((w_h·h_i + w_e·W1[x_{i−1}]) / T_STS,i) depends on the context (through "
+            "h_i) and on the previous draft token, not on T and not on the target."
+        ),
+    },
+    "note_target": {
+        "vi": (
+            "Phần forward thật là gần đúng khi T > 0: các hàng p_t được tính dọc theo văn bản greedy. Forward verify "
+            "thật đặt hàng i sau chính các token nháp x_1..x_{i−1}; hai cách trùng nhau khi các token nháp được giữ là "
+            "token greedy (luôn đúng khi T = 0). Khi một token nháp khác token greedy được giữ, các hàng sau nó là "
+            "xấp xỉ."
+        ),
+        "en": (
+            "The target side is an approximation at T > 0: the p_t rows were computed along the greedy text. The real "
+            "verify forward conditions row i on the drafted x_1..x_{i−1}; the two agree whenever the kept drafts are "
+            "the greedy tokens (always at T = 0). When a kept draft is not the greedy token, the rows after it are "
+            "approximate."
+        ),
+    },
+    "note_data": {
+        "vi": (
+            "Dữ liệu: mô hình lab đã huấn luyện (lab/weights), đủ 510 token của từ vựng, logits làm tròn 0.01; trang "
+            "này và bản Python (lab/present/explorer.py) lấy mẫu trên đúng các số đã lưu, và một test so thống kê của "
+            "hai bên. Mỗi vòng ở đây là một vòng riêng lẻ: vòng sau luôn bắt đầu từ văn bản greedy."
+        ),
+        "en": (
+            "Data: the trained lab model (lab/weights), all 510 tokens of the vocabulary, logits rounded to 0.01; this "
+            "page and its Python twin (lab/present/explorer.py) sample from exactly the stored numbers, and a test "
+            "compares their statistics. Each round here stands alone: the next round always starts from the greedy "
+            "text."
+        ),
+    },
+    "footer": {
+        "vi": "Sinh bởi `{cmd}` từ mô hình lab đã huấn luyện; đừng sửa tay.",
+        "en": "Generated by `{cmd}` from the trained lab model; do not edit.",
+    },
+    "walk_prompt": {"vi": "lời nhắc mặc định của dspark-lab walk", "en": "dspark-lab walk's default prompt"},
+}
+MARKERS = {  # the verify outcomes' markers, as lab/render.py's STRIP: the marker alone tells them apart
+    "anchor": "▸",
+    "accepted": "✓",
+    "rejected": "✗",
+    "not_verified": "·",
+    "not_sent": "○",
+    "resampled": "↻",
+    "bonus": "+",
+}
+
+
+def strings() -> dict[str, dict[str, str]]:
+    """Every string the page shows, {key: {vi, en}}: lab/steps.py's shared terms and this module's own."""
+    shared = {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED}
+    clash = set(shared) & set(TEXT)
+    if clash:
+        raise ValueError(f"explorer strings {sorted(clash)} are also lab/steps.py UI keys: reuse them instead")
+    return shared | TEXT
+
+
+# ---- the data: the trained model along the greedy path -------------------------------------------------------
+def _num(x: float, decimals: int) -> float | int:
+    """x rounded for the page: 3 not 3.0, 0 not -0.0 (shorter JSON, same value)."""
+    v = round(x, decimals) + 0.0
+    return int(v) if v.is_integer() else v
+
+
+def rounded(t: torch.Tensor, decimals: int) -> list:
+    """Nested lists of t's values rounded to `decimals`."""
+    return [rounded(row, decimals) for row in t] if t.dim() > 1 else [_num(x, decimals) for x in t.tolist()]
+
+
+def default_prompts() -> list[dict[str, Any]]:
+    """The page's prompts: two held-out prompts per domain (lab.evaluation.eval_prompts), then the walk's default."""
+    from ..walkthrough import DEFAULT_PROMPT
+
+    out = []
+    for domain in DOMAINS:
+        for i, ids in enumerate(eval_prompts(domain, PROMPTS_PER_DOMAIN).tolist()):
+            out.append({"name": f"{domain} · {i + 1}", "domain": domain, "ids": ids})
+    out.append({"name": "dspark-lab walk", "domain": "walk", "ids": default_tokenizer().encode(DEFAULT_PROMPT)})
+    return out
+
+
+@torch.inference_mode()
+def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_tokens: int = NEW_TOKENS) -> dict:
+    """One prompt's page data: the greedy speculative rounds, the greedy text they commit, and the target's logits
+    along that text (one full forward; its argmax must reproduce the text: greedy speculative = greedy plain)."""
+    K = model.cfg.dspark_block_size
+    start = len(ids)  # the first anchor's position
+    gen = torch.Generator().manual_seed(0)  # T = 0: every row is one-hot, the generator never changes a token
+    cache, anchor = prefill(model, torch.tensor([ids]), 0.0, gen)
+    text, rounds = [*ids, int(anchor)], []
+    while len(text) < start + new_tokens + K:  # K more than the rounds cover: the last rounds' target rows
+        trace = Trace(sinkhorn_history=False)
+        [r] = speculative_round(model, cache, torch.tensor([text[-1]]), K, 0.0, gen, trace=trace)
+        h = trace.get("6B", "draft_hidden")[0]  # [K, D] the draft stream the confidence head reads
+        w_h = model.mtp.confidence_head.weight[0, : h.size(-1)]  # [D] (the rest, w_e, multiplies W1[x_{i−1}])
+        rounds.append(
+            {
+                "p": r.position,
+                "base": rounded(trace.get("6B", "base_logits")[0], DECIMALS["logits"]),  # U_i [K, V]
+                "a": rounded(h.to(w_h.dtype) @ w_h, DECIMALS["confidence"]),  # w_h·h_i [K]
+                "greedy": {"draft": r.draft, "n": r.n_accepted, "next": r.next_token},
+            }
+        )
+        text += r.committed
+    logits = model(torch.tensor([text])).logits[0]  # [S, V] row j: the target's distribution after text[: j + 1]
+    if logits[start:-1].argmax(-1).tolist() != text[start + 1 :]:
+        raise RuntimeError(f"{name}: greedy speculative decoding did not reproduce greedy plain decoding")
+    rounds = [r for r in rounds if r["p"] + K < len(text)]  # rows p .. p + K of the target exist
+    end = rounds[-1]["p"] + K + 1
+    return {
+        "name": name,
+        "domain": domain,
+        "prompt_len": start,
+        "tokens": text[:end],
+        "target": rounded(logits[start:end], DECIMALS["logits"]),  # row j ↔ position start + j
+        "rounds": rounds,
+    }
+
+
+@torch.inference_mode()
+def build_data(model: Transformer) -> dict[str, Any]:
+    """Everything the page embeds: the model's shared draft parts, the prompts' data, the vocabulary, the strings."""
+    if model.mtp is None or model.cfg.dspark_markov_kind != "vanilla":
+        raise ValueError(
+            "the Explorer runs the vanilla Markov head in the page: allowed a model with a DSpark draft "
+            f"whose dspark_markov_kind is 'vanilla' (got {model.cfg.dspark_markov_kind!r})"
+        )
+    mtp = model.mtp
+    w1, w2 = mtp.markov_head.embed.weight, mtp.markov_head.head.weight  # [V, r] each
+    w_e = mtp.confidence_head.weight[0, model.cfg.dim :]  # [r]
+    sts = mtp.confidence_temperatures or (1.0,) * model.cfg.dspark_block_size
+    tok = default_tokenizer()
+    return {
+        "k_max": model.cfg.dspark_block_size,
+        "vocab": [tok.token_text(i).replace("\n", "↵") for i in range(tok.vocab_size)],
+        "markov_w1": rounded(w1, DECIMALS["markov"]),
+        "markov_w2": rounded(w2, DECIMALS["markov"]),
+        "conf_q": rounded(w1.to(w_e.dtype) @ w_e, DECIMALS["confidence"]),  # q[v] = w_e·W1[v]
+        "conf_sts": list(sts),
+        "prompts": [prompt_data(model, **p) for p in default_prompts()],
+        "seed_rounds": SEED_ROUNDS,
+        "markers": MARKERS,
+        "ui": strings(),
+        "command": FIX_COMMAND,
+    }
+
+
+# ---- the Python twin of the page's sampler (the tests compare the two) ------------------------------------
+@dataclass
+class StoredRound:
+    """One stored round as tensors: target logits [K + 1, V], draft base logits U [K, V], a [K], and the shared
+    Markov head W1, W2 [V, r], q [V], STS temperatures [K]. Distributions are memoised per temperature (and per
+    previous token for the draft), as the page does: a round is sampled thousands of times in the tests."""
+
+    anchor: int
+    target_logits: torch.Tensor
+    base: torch.Tensor
+    a: list[float]
+    w1: torch.Tensor
+    w2: torch.Tensor
+    q: list[float]
+    sts: list[float]
+    memo: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], prompt: int, round_: int) -> StoredRound:
+        pr = data["prompts"][prompt]
+        r = pr["rounds"][round_]
+        K, j = data["k_max"], r["p"] - pr["prompt_len"]
+        f = lambda x: torch.tensor(x, dtype=torch.float64)
+        return cls(
+            anchor=pr["tokens"][r["p"]],
+            target_logits=f(pr["target"][j : j + K + 1]),
+            base=f(r["base"]),
+            a=r["a"],
+            w1=f(data["markov_w1"]),
+            w2=f(data["markov_w2"]),
+            q=data["conf_q"],
+            sts=data["conf_sts"],
+        )
+
+    def target(self, temperature: float) -> torch.Tensor:
+        """p_t for the k + 1 verify rows.  → [K + 1, V]"""
+        if ("t", temperature) not in self.memo:
+            self.memo["t", temperature] = token_distribution(self.target_logits, temperature)
+        return self.memo["t", temperature]
+
+    def draft_logits(self, i: int, prev: int) -> torch.Tensor:
+        """U_i + W2·W1[x_{i−1}]: the parallel part plus the Markov head's bias.  → [V]"""
+        return self.base[i] + self.w2 @ self.w1[prev]
+
+    def draft(self, i: int, prev: int, temperature: float) -> torch.Tensor:
+        """p_d^i = softmax((U_i + W2·W1[x_{i−1}]) / T).  → [V]"""
+        key = ("d", i, prev, temperature)
+        if key not in self.memo:
+            self.memo[key] = token_distribution(self.draft_logits(i, prev), temperature)
+        return self.memo[key]
+
+    def confidence(self, i: int, prev: int) -> float:
+        """c_i = σ((w_h·h_i + w_e·W1[x_{i−1}]) / T_sts,i)."""
+        return 1 / (1 + math.exp(-(self.a[i] + self.q[prev]) / self.sts[i]))
+
+
+@dataclass
+class Sampled:
+    verify_len: int  # ℓ: drafts sent to verify
+    draft: list[int]  # the whole drafted block x_1..x_K
+    confidence: list[float]  # c_i of each draft
+    verdict: Verdict
+
+
+def verify_length(confidence: list[float], k: int, threshold: float) -> int:
+    """ℓ ≤ k: the longest prefix whose survival Π_{j≤i} c_j stays at or above the threshold."""
+    survival, n = 1.0, 0
+    for c in confidence[:k]:
+        survival *= c
+        if survival < threshold:
+            break
+        n += 1
+    return n
+
+
+def simulate_round(
+    sr: StoredRound, temperature: float, k: int, threshold: float, gen: torch.Generator | None
+) -> Sampled:
+    """What the page does for one round: draft the whole block (x_i ~ p_d^i, left to right), pick ℓ, verify."""
+    prev, tokens, rows, conf = sr.anchor, [], [], []
+    for i in range(sr.base.size(0)):
+        pd = sr.draft(i, prev, temperature)
+        x = int(sample(pd, gen))
+        conf.append(sr.confidence(i, prev))
+        tokens.append(x)
+        rows.append(pd)
+        prev = x
+    n = verify_length(conf, k, threshold)
+    draft = torch.tensor(tokens[:n], dtype=torch.long)
+    verdict = verify_block(draft, torch.stack(rows)[:n], sr.target(temperature)[: n + 1], gen)
+    return Sampled(n, tokens, conf, verdict)
+
+
+# ---- the page ----------------------------------------------------------------------------------------------
+def asset(name: str) -> str:
+    """A file of this package (the page's template, style and scripts)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The page: the template with the style, the data (JSON) and the two scripts inlined."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")  # no `</script>`
+    parts = {
+        "/*@STYLE@*/": asset("explorer.css"),
+        "/*@DATA@*/": payload,
+        "/*@VERIFY@*/": asset("explorer_verify.js"),
+        "/*@APP@*/": asset("explorer_app.js"),
+    }
+    page = asset("explorer_template.html")
+    for marker, text in parts.items():
+        if "</script" in text.lower() or page.count(marker) != 1:
+            raise ValueError(f"cannot inline {marker}: it must appear once and hold no `</script`")
+        page = page.replace(marker, text.rstrip("\n"))
+    return page
+
+
+def page_html(model: Transformer | None = None) -> str:
+    """The whole page from the trained lab model (loaded when not given)."""
+    if model is None:
+        from ..weights import lab_model
+
+        model = lab_model("trained")
+    html = render_page(build_data(model))
+    size = len(html.encode("utf-8"))
+    if size > MAX_BYTES:
+        raise ValueError(f"the Explorer page is {size:,} bytes: allowed ≤ {MAX_BYTES:,} (store fewer prompts/rounds)")
+    return html
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lab.explorer",
+        description="Write the DSpark Explorer: one self-contained HTML page (no server, no network) that samples "
+        "drafts and verifies them in the browser on distributions precomputed from the trained lab model.",
+    )
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / PAGE, help=f"the page to write (default: {PAGE})")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if --out is not what it would be")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
+    html = page_html()
+    if args.check:
+        if not args.out.is_file() or args.out.read_bytes() != html.encode("utf-8"):
+            print(f"{args.out} is out of date with the generator. Regenerate it with: {FIX_COMMAND}", file=sys.stderr)
+            return 1
+        print(f"{args.out} is in sync ({len(html.encode('utf-8')):,} bytes)")
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")  # written beside it and renamed: never half a page
+    try:
+        tmp.write_text(html, encoding="utf-8", newline="\n")
+        os.replace(tmp, args.out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    print(f"wrote {args.out} ({len(html.encode('utf-8')):,} bytes); open it in a browser, no server needed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+// The Explorer's page: reads the controls, runs the verifier block above, draws the strip and the chart.
+// Plain DOM, no framework; every string comes from data.ui in the chosen language.
+(function () {
+  const data = JSON.parse(document.getElementById("explorer-data").textContent);
+  const $ = (id) => document.getElementById(id);
+  const state = { lang: location.hash === "#vi" ? "vi" : "en", prompt: 0, round: 0 };
+
+  function t(key, vars = {}) {
+    return data.ui[key][state.lang].replace(/\{(\w+)\}/g, (_, name) => String(vars[name]));
+  }
+  const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  const tok = (id) => data.vocab[id];
+  const quoted = (id) => `«${esc(tok(id))}»`;
+  const num = (x) => (x === undefined ? "—" : x.toFixed(3));
+  const marked = (status) => `${data.markers[status]} ${esc(t(status))}`;
+
+  function settings() {
+    return {
+      T: Number($("temperature").value),
+      k: Number($("k").value),
+      threshold: Number($("threshold").value),
+      seed: Math.max(0, Math.floor(Number($("seed").value) || 0)),
+    };
+  }
+
+  // ---- controls -----------------------------------------------------------------------------------------
+  function fillPrompts() {
+    $("prompt").innerHTML = data.prompts
+      .map((p, i) => {
+        const label = p.domain === "walk" ? t("walk_prompt") : p.name;
+        const text = p.tokens.slice(0, p.prompt_len).map(tok).join("").replace(/▁/g, " ");
+        return `<option value="${i}">${esc(label)}: ${esc(text)}</option>`;
+      })
+      .join("");
+    $("prompt").value = String(state.prompt);
+  }
+
+  function fillRounds() {
+    const rounds = data.prompts[state.prompt].rounds;
+    $("round").innerHTML = rounds
+      .map((r, i) => `<option value="${i}">${esc(t("round_of", { i: i + 1, n: rounds.length, p: r.p }))}</option>`)
+      .join("");
+    $("round").value = String(state.round);
+  }
+
+  // ---- one round: the strip ------------------------------------------------------------------------------
+  function topTokens(probs) {
+    return probs
+      .map((p, v) => [p, v])
+      .sort((a, b) => b[0] - a[0])
+      .slice(0, 3)
+      .filter(([p]) => p > 0)
+      .map(([p, v]) => `${quoted(v)} ${p.toFixed(2)}`)
+      .join("<br>");
+  }
+
+  function drawContext(prompt, round) {
+    const spans = prompt.tokens.slice(0, round.p + 1).map((id, j) => {
+      const cls = j === round.p ? "tok anchor" : j >= prompt.prompt_len ? "tok gen" : "tok";
+      const mark = j === round.p ? data.markers.anchor : "";
+      return `<span class="${cls}">${mark}${esc(tok(id).replace(/^▁/, " "))}</span>`;
+    });
+    $("context").innerHTML = spans.join("");
+  }
+
+  function drawStrip(prepared, result) {
+    const { tokens, probs, confidence, verifyLen, verdict, status } = result;
+    const survival = [];
+    confidence.reduce((s, c, i) => (survival[i] = s * c), 1);
+    const cells = (f) => tokens.map((_, i) => f(i)).join("");
+    const verified = (i) => i < verifyLen; // the target computed this row
+    const reached = (i) => i < verdict.ratios.length; // the verifier compared p_t and p_d here
+    const rows = [
+      [t("position"), (i) => `<th>${i + 1}</th>`],
+      ["", (i) => `<td class="${status[i]}">${marked(status[i])}</td>`],
+      [t("draft_token"), (i) => `<td class="code ${status[i]}">${quoted(tokens[i])}</td>`],
+      [t("draft_probability"), (i) => `<td>${num(probs[i][tokens[i]])}</td>`],
+      ["p_t(x)", (i) => `<td>${verified(i) ? num(prepared.target[i][tokens[i]]) : "—"}</td>`],
+      [t("ratio"), (i) => `<td>${reached(i) ? num(verdict.ratios[i]) : "—"}</td>`],
+      [t("confidence"), (i) => `<td>${num(confidence[i])}</td>`],
+      [t("survival"), (i) => `<td>${num(survival[i])}</td>`],
+      [`${t("top")} p_t`, (i) => `<td class="top">${verified(i) ? topTokens(prepared.target[i]) : "—"}</td>`],
+      [`${t("top")} p_d`, (i) => `<td class="top">${topTokens(probs[i])}</td>`],
+    ];
+    $("strip").innerHTML = rows.map(([head, f]) => `<tr><th>${esc(head)}</th>${cells(f)}</tr>`).join("");
+    const n = verdict.nAccepted;
+    const rate = verifyLen > 0 ? ` · ${esc(t("acceptance_rate"))} ${(n / verifyLen).toFixed(2)}` : "";
+    $("tau").innerHTML =
+      `${esc(t("sent", { l: verifyLen }))} · ${esc(t("kept_of", { n, l: verifyLen }))} · ` +
+      `${esc(t("accepted_length"))} = ${n + 1}${rate}`;
+    const from =
+      verifyLen === 0
+        ? t("from_plain")
+        : verdict.kind === "resampled"
+          ? t("from_residual", { i: n + 1 })
+          : t("from_bonus", { i: verifyLen + 1 });
+    $("next-token").innerHTML =
+      `${esc(t("target_token"))}: <span class="code ${verdict.kind}">${marked(verdict.kind)} ` +
+      `${quoted(verdict.nextToken)}</span> — ${esc(from)}`;
+    const kept = result.committed.map((id) => `<span class="tok new">${esc(tok(id).replace(/^▁/, " "))}</span>`);
+    $("committed").innerHTML = `${esc(t("committed"))}: ${kept.join("")}`;
+  }
+
+  // the page's own check: at T = 0 it must reproduce the greedy round the Python run recorded
+  function drawCheck(round) {
+    const greedy = simulateRound(prepareRound(data, state.prompt, state.round, 0), data.k_max, 0, mulberry32(0));
+    const want = round.greedy;
+    const same = greedy.verdict.nAccepted === want.n && greedy.verdict.nextToken === want.next;
+    $("check").textContent = t(same ? "check_ok" : "check_bad", { n: want.n, tok: `«${tok(want.next)}»` });
+  }
+
+  // ---- many rounds: acceptance by position -----------------------------------------------------------------
+  function drawChart(prepared, s) {
+    const K = data.k_max;
+    const n = data.seed_rounds;
+    const rand = mulberry32(s.seed); // the same stream as the strip: its first round is the one shown above
+    const kept = new Array(K).fill(0);
+    const survival = new Array(K).fill(0);
+    let tau = 0;
+    let sumKept = 0;
+    let sumSent = 0;
+    for (let r = 0; r < n; r++) {
+      const res = simulateRound(prepared, s.k, s.threshold, rand);
+      let surv = 1;
+      for (let i = 0; i < K; i++) {
+        surv *= res.confidence[i];
+        survival[i] += surv / n;
+        if (res.verdict.nAccepted > i) kept[i] += 1 / n;
+      }
+      tau += (res.verdict.nAccepted + 1) / n;
+      sumKept += res.verdict.nAccepted;
+      sumSent += res.verifyLen;
+    }
+    const W = 420, H = 220, left = 36, bottom = 30, top = 16;
+    const band = (W - left) / K;
+    const y = (v) => top + (1 - v) * (H - top - bottom);
+    const parts = [`<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(t("chart", { n, s: s.seed }))}">`];
+    for (const g of [0, 0.5, 1]) {
+      parts.push(`<line x1="${left}" x2="${W}" y1="${y(g)}" y2="${y(g)}" stroke="#ccc"/>`);
+      parts.push(`<text x="${left - 4}" y="${y(g) + 4}" font-size="11" text-anchor="end">${g}</text>`);
+    }
+    for (let i = 0; i < K; i++) {
+      const x = left + i * band;
+      const cx = x + band / 2;
+      const label = i < s.k ? String(i + 1) : `${i + 1} ${data.markers.not_sent}`;
+      parts.push(`<rect x="${x + band * 0.2}" y="${y(kept[i])}" width="${band * 0.6}" height="${y(0) - y(kept[i])}" ` +
+        `fill="#6b9bd1" stroke="#234"/>`);
+      parts.push(`<text x="${cx}" y="${y(kept[i]) - 4}" font-size="11" text-anchor="middle">${kept[i].toFixed(2)}</text>`);
+      const d = y(survival[i]);
+      parts.push(`<path d="M${cx} ${d - 5} L${cx + 5} ${d} L${cx} ${d + 5} L${cx - 5} ${d} Z" fill="#222"/>`);
+      parts.push(`<text x="${cx}" y="${H - 10}" font-size="12" text-anchor="middle">${esc(label)}</text>`);
+    }
+    parts.push("</svg>");
+    $("chart").innerHTML = parts.join("");
+    $("chart-title").textContent = t("chart", { n, s: s.seed });
+    const rate = sumSent > 0 ? (sumKept / sumSent).toFixed(2) : "—";
+    $("chart-summary").textContent = t("chart_summary", { tau: tau.toFixed(2), rate });
+  }
+
+  // ---- everything --------------------------------------------------------------------------------------------
+  function render() {
+    document.documentElement.lang = state.lang;
+    for (const el of document.querySelectorAll("[data-t]")) el.textContent = t(el.dataset.t);
+    $("lang-vi").setAttribute("aria-pressed", String(state.lang === "vi"));
+    $("lang-en").setAttribute("aria-pressed", String(state.lang === "en"));
+    fillPrompts();
+    fillRounds();
+    const s = settings();
+    $("temperature-value").textContent = s.T.toFixed(1);
+    $("k-value").textContent = String(s.k);
+    $("threshold-value").textContent = s.threshold.toFixed(2);
+    const prompt = data.prompts[state.prompt];
+    const round = prompt.rounds[state.round];
+    const prepared = prepareRound(data, state.prompt, state.round, s.T);
+    drawContext(prompt, round);
+    drawStrip(prepared, simulateRound(prepared, s.k, s.threshold, mulberry32(s.seed)));
+    drawCheck(round);
+    drawChart(prepared, s);
+    $("footer").textContent = t("footer", { cmd: data.command });
+  }
+
+  function setRound(i) {
+    const n = data.prompts[state.prompt].rounds.length;
+    state.round = Math.min(n - 1, Math.max(0, i));
+    render();
+  }
+
+  $("prompt").addEventListener("change", (e) => {
+    state.prompt = Number(e.target.value);
+    setRound(0);
+  });
+  $("round").addEventListener("change", (e) => setRound(Number(e.target.value)));
+  $("prev-round").addEventListener("click", () => setRound(state.round - 1));
+  $("next-round").addEventListener("click", () => setRound(state.round + 1));
+  for (const id of ["temperature", "k", "threshold", "seed"]) $(id).addEventListener("input", render);
+  $("resample").addEventListener("click", () => {
+    $("seed").value = String(settings().seed + 1);
+    render();
+  });
+  $("lang-vi").addEventListener("click", () => ((state.lang = "vi"), render()));
+  $("lang-en").addEventListener("click", () => ((state.lang = "en"), render()));
+  render();
+})();

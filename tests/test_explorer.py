@@ -1,0 +1,211 @@
+"""The DSpark Explorer (lab/present/, docs/explorer.html): one small self-contained page with no network URL, in sync
+with its generator, holding the trained model's numbers, and an in-page verifier (JavaScript, run here with node)
+whose statistics match Python's `verify_block` on the same stored distributions."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import lab.explorer
+from dspark_mini.model import draft
+from lab.present import explorer
+from lab.present.explorer import FIX_COMMAND, MAX_BYTES, StoredRound, page_html, simulate_round, verify_length
+from lab.profiling import chi_square_test
+from lab.weights import lab_model
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / explorer.PAGE
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run the page's JavaScript")
+
+# Runs the page's own verifier block (extracted from the page, not the package file) on its embedded data.
+#   node harness.js PAGE sample PROMPT ROUND T K THRESHOLD SEED N → [[ℓ, n_accepted, first committed token], ...]
+#   node harness.js PAGE greedy                                   → per prompt, per round [n_accepted, next token]
+HARNESS = r"""
+const fs = require("fs");
+const vm = require("vm");
+const [page, mode, ...args] = process.argv.slice(2);
+const html = fs.readFileSync(page, "utf8");
+const block = (id) => html.match(new RegExp(`<script[^>]*id="${id}"[^>]*>([\\s\\S]*?)</script>`))[1];
+vm.runInThisContext(block("explorer-verify"));
+const data = JSON.parse(block("explorer-data"));
+let out;
+if (mode === "sample") {
+  const [prompt, round, T, k, threshold, seed, n] = args.map(Number);
+  const prepared = prepareRound(data, prompt, round, T);
+  const rand = mulberry32(seed);
+  out = [];
+  for (let i = 0; i < n; i++) {
+    const r = simulateRound(prepared, k, threshold, rand);
+    out.push([r.verifyLen, r.verdict.nAccepted, r.committed[0]]);
+  }
+} else {
+  out = data.prompts.map((p, pi) =>
+    p.rounds.map((_, ri) => {
+      const r = simulateRound(prepareRound(data, pi, ri, 0), data.k_max, 0, mulberry32(0));
+      return [r.verdict.nAccepted, r.verdict.nextToken];
+    }),
+  );
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def script(html: str, block_id: str) -> str:
+    return re.search(rf'<script[^>]*id="{block_id}"[^>]*>(.*?)</script>', html, re.S).group(1)
+
+
+def run_node(tmp_path: Path, *args) -> list:
+    harness = tmp_path / "harness.js"
+    harness.write_text(HARNESS, encoding="utf-8")
+    done = subprocess.run([NODE, str(harness), str(PAGE), *map(str, args)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return PAGE.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def data(page) -> dict:
+    return json.loads(script(page, "explorer-data"))
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return lab_model("trained")
+
+
+# ---- the file ---------------------------------------------------------------------------------------------------
+def test_page_is_small_and_offline(page):
+    assert len(page.encode("utf-8")) <= MAX_BYTES
+    low = page.lower()
+    for bad in ("http://", "https://", "//cdn", "@import", "url(", "<link", "<iframe", "fetch(", "xmlhttprequest"):
+        assert bad not in low, f"the page must not reach the network: found {bad!r}"
+    assert not re.search(r"\bsrc\s*=", low), "every script is inlined: no src= attribute"
+    assert re.findall(r"<script[^>]*>", page) == [
+        '<script type="application/json" id="explorer-data">',
+        '<script id="explorer-verify">',
+        '<script id="explorer-app">',
+    ]
+
+
+def test_page_is_in_sync_with_the_generator(page, trained):
+    assert page_html(trained) == page, f"docs/explorer.html is stale: run `{FIX_COMMAND}`"
+
+
+def test_cli_writes_and_checks(tmp_path, monkeypatch, page, capsys):
+    monkeypatch.setattr(explorer, "page_html", lambda model=None: page)  # the model run is the test above
+    out = tmp_path / "site" / "explorer.html"
+    assert lab.explorer.main is explorer.main  # `python -m lab.explorer` is this generator
+    assert explorer.main(["--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == page
+    assert explorer.main(["--check", "--out", str(out)]) == 0
+    out.write_text(page + " ", encoding="utf-8")
+    assert explorer.main(["--check", "--out", str(out)]) == 1
+    assert FIX_COMMAND in capsys.readouterr().err
+    assert [p.name for p in out.parent.iterdir()] == ["explorer.html"]  # no temporary file left behind
+
+
+def test_strings_in_both_languages(data):
+    ui = data["ui"]
+    for key in ("accepted", "rejected", "not_verified", "not_sent", "resampled", "bonus", "temperature", "seed"):
+        assert ui[key]["vi"] and ui[key]["en"], key
+    app = explorer.asset("explorer_app.js") + explorer.asset("explorer_template.html")
+    used = set(re.findall(r'data-t="(\w+)"', app)) | set(re.findall(r'\bt\("(\w+)"', app))
+    assert used <= set(ui), f"strings the page asks for but does not have: {sorted(used - set(ui))}"
+
+
+# ---- the data: the trained model's numbers ----------------------------------------------------------------------
+def test_embedded_numbers_match_the_model(data, trained):
+    """One prompt, recomputed by a different path than the generator's: a full forward for the target rows, and
+    `draft` on a cache that holds the text up to the anchor for one round's draft logits and confidences."""
+    pr = data["prompts"][0]
+    K, start = data["k_max"], pr["prompt_len"]
+    tokens = torch.tensor([pr["tokens"]])
+    with torch.inference_mode():
+        logits = trained(tokens).logits[0]  # [S, V]
+    assert (torch.tensor(pr["target"], dtype=torch.float64) - logits[start:]).abs().max() <= 0.005 + 1e-9
+    assert logits[start:-1].argmax(-1).tolist() == pr["tokens"][start + 1 :]  # the greedy text
+
+    ri = 1
+    p = pr["rounds"][ri]["p"]
+    cache = trained.new_cache(1)
+    with torch.inference_mode():
+        trained(tokens[:, :p], cache=cache)
+        d = draft(trained, tokens[0, p : p + 1], cache, K, 0.0)
+    assert d.tokens[0].tolist() == pr["rounds"][ri]["greedy"]["draft"]
+    sr = StoredRound.from_data(data, 0, ri)
+    prev = [sr.anchor] + d.tokens[0, :-1].tolist()
+    for i in range(K):
+        assert (sr.draft_logits(i, prev[i]) - d.logits[0, i]).abs().max() < 0.02  # base + Markov bias, rounded
+        assert abs(sr.confidence(i, prev[i]) - float(d.confidence[0, i])) < 1e-3
+
+
+def greedy_rounds(data: dict) -> list[list[list[int]]]:
+    """Per prompt, per round: [n_accepted, next token] of the greedy round the generator recorded."""
+    return [[[r["greedy"]["n"], r["greedy"]["next"]] for r in p["rounds"]] for p in data["prompts"]]
+
+
+def test_python_twin_reproduces_the_greedy_rounds(data):
+    """At T = 0 (k = 5, no threshold) the Python twin gives every recorded round."""
+
+    def twin(pi: int, ri: int) -> list[int]:
+        sr = StoredRound.from_data(data, pi, ri)
+        v = simulate_round(sr, 0.0, data["k_max"], 0.0, torch.Generator().manual_seed(0)).verdict
+        return [v.n_accepted, v.next_token]
+
+    got = [[twin(pi, ri) for ri in range(len(p["rounds"]))] for pi, p in enumerate(data["prompts"])]
+    assert got == greedy_rounds(data)
+
+
+@needs_node
+def test_page_reproduces_the_greedy_rounds(data, tmp_path):
+    """At T = 0 (k = 5, no threshold) the page's JavaScript gives every recorded round (the page shows this check)."""
+    assert run_node(tmp_path, "greedy") == greedy_rounds(data)
+
+
+def test_verify_length_reads_survival():
+    assert verify_length([0.9, 0.5, 0.9], k=3, threshold=0.0) == 3
+    assert verify_length([0.9, 0.5, 0.9], k=2, threshold=0.0) == 2
+    assert verify_length([0.9, 0.5, 0.9], k=3, threshold=0.44) == 2  # survival 0.9, 0.45, then 0.405 < 0.44
+    assert verify_length([0.9, 0.5, 0.9], k=3, threshold=0.46) == 1
+    assert verify_length([0.3, 0.9], k=2, threshold=0.5) == 0
+
+
+# ---- the page's verifier against Python's ------------------------------------------------------------------------
+@needs_node
+def test_page_verifier_matches_python_verify_block(data, tmp_path):
+    """20,000 seeded rounds of the page's JavaScript and 10,000 of `simulate_round` (which calls `verify_block`) on
+    the same stored round: the distribution of (ℓ, n_accepted, first committed token) must be the same. A two-sample
+    (homogeneity) χ² at α = 0.001 from the lab's one-sample helper: each sample against the pooled frequencies, the
+    two statistics summed, df = bins − 1 (the same bins merged on both sides)."""
+    prompt, rnd, T, k, threshold = 6, 2, 1.0, 4, 0.2  # the walk prompt's 3rd round: x_1 kept ≈ 43 %, rich residual
+    n_js, n_py = 20_000, 10_000
+    js = [tuple(x) for x in run_node(tmp_path, "sample", prompt, rnd, T, k, threshold, 1, n_js)]
+    sr = StoredRound.from_data(data, prompt, rnd)
+    gen = torch.Generator().manual_seed(1)
+    py = []
+    for _ in range(n_py):
+        s = simulate_round(sr, T, k, threshold, gen)
+        first = s.draft[0] if s.verdict.n_accepted > 0 else s.verdict.next_token
+        py.append((s.verify_len, s.verdict.n_accepted, first))
+    bins = sorted(set(js) | set(py))
+    assert len({b[0] for b in bins}) >= 2 and len({b[1] for b in bins}) >= 3 and len({b[2] for b in bins}) >= 5
+    index = {b: i for i, b in enumerate(bins)}
+    samples_js = torch.tensor([index[x] for x in js])
+    samples_py = torch.tensor([index[x] for x in py])
+    pooled = torch.bincount(torch.cat([samples_js, samples_py]), minlength=len(bins)).double() / (n_js + n_py)
+    a = chi_square_test(samples_js, pooled)
+    b = chi_square_test(samples_py, pooled, min_expected=5.0 * n_py / n_js)  # merge the same bins as for js
+    assert a["df"] == b["df"] >= 5
+    assert a["statistic"] + b["statistic"] <= a["critical"], (a, b)
