@@ -248,7 +248,13 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
     w.add_argument("--prompt", default=None, help="text to run (newline, ASCII and Vietnamese letters)")
     add_seed_argument(w, "seed of the sampling (and of the weights with --weights untrained); same seed → same numbers")
-    w.add_argument("--block", type=int, default=None, help="draft block size k for step 6B: 1..5, the trained block")
+    w.add_argument(
+        "--block",
+        type=int,
+        default=None,
+        help="step 6B's verify length ℓ of a fixed policy: 1..5 (default 5). The draft always runs the whole trained "
+        "block of 5; only its first ℓ drafts are sent to verify, the rest are shown as 'not sent to verify'",
+    )
     w.add_argument("--temperature", type=float, default=0.0, help=TEMPERATURE_HELP)
     w.add_argument("--json", action="store_true", help="print the step views as JSON instead of tables")
     add_weights_argument(w)
@@ -292,7 +298,13 @@ def parser() -> argparse.ArgumentParser:
         default=32,
         help="new tokens to produce: 1..256 − the prompt's tokens (max_seq_len; default 32)",
     )
-    g.add_argument("--block", type=int, default=None, help="draft block size k: 1..5, the trained block (default 5)")
+    g.add_argument(
+        "--block",
+        type=int,
+        default=None,
+        help="verify length ℓ of a fixed policy: 1..5 (default 5). Each round drafts the whole trained block of 5 "
+        "and sends its first ℓ drafts to verify (the strip marks the others ○, not sent)",
+    )
     g.add_argument("--temperature", type=float, default=0.0, help=TEMPERATURE_HELP)
     add_seed_argument(g, "seed of the weights and of the sampling")
     g.add_argument("--lang", default="en", help="vi or en")

@@ -6,7 +6,8 @@ a title or a number changes in one place and `python -m lab.diagrams --check` no
 going stale. `python -m lab.diagrams --write` regenerates them:
 
   diagrams/architecture_map.{vi,en}.mmd   the 4 columns / 10 blocks (1A → 6B)
-  diagrams/flow_6b.{vi,en}.mmd            input hidden lanes → draft block → verify with the real forward
+  diagrams/flow_6b.{vi,en}.mmd            input hidden lanes → draft block → confidences → scheduler ℓ → verify
+                                           with the real forward → commit
   docs/map.svg, docs/map.vi.svg           a self-contained picture of the map (the README's)
 
 The mermaid sources are authored with mermaid-py's builders (FlowChart, Node, Link, Style) only. Its
@@ -55,13 +56,17 @@ _TEXT: dict[str, dict[str, str]] = {
         "en": f"Generated from lab/steps.py by {FIX_COMMAND}; do not edit",
     },
     "flow_6b_title": {
-        "vi": "6B · DSpark: vẽ khối token nháp rồi verify bằng forward thật",
-        "en": "6B · DSpark: draft a block of tokens, then verify it with the real forward",
+        "vi": "6B · DSpark: vẽ khối token nháp, bộ lập lịch chọn ℓ theo đầu tin cậy, rồi verify bằng forward thật",
+        "en": "6B · DSpark: draft a block of tokens, let the scheduler pick ℓ by confidence, verify with the real "
+        "forward",
     },
     # the three steps of the seed lesson's 6B flowchart
     "sg_input": {"vi": "1 · Đầu vào là nhiều làn hidden", "en": "1 · Input: many hidden lanes"},
     "sg_draft": {"vi": "2 · Vẽ khối token nháp", "en": "2 · Draft a block of tokens"},
-    "sg_verify": {"vi": "3 · Verify bằng forward thật", "en": "3 · Verify with the real forward"},
+    "sg_verify": {
+        "vi": "3 · Chọn ℓ, rồi verify bằng forward thật",
+        "en": "3 · Choose ℓ, then verify with the real forward",
+    },
     "lanes": {
         "vi": "Forward thật của mô hình<br/>4 làn mHC [B,S,4,D] ở mỗi lớp",
         "en": "The target model's forward<br/>4 mHC lanes [B,S,4,D] at every layer",
@@ -86,13 +91,33 @@ _TEXT: dict[str, dict[str, str]] = {
         "left to right: logits_i = U_i + W2·W1[x_(i−1)]",
     },
     "drafts": {
-        "vi": "Token nháp x₁..x_k<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>chưa phải là token được giữ",
-        "en": "Draft tokens x₁..x_k<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>neither is acceptance",
+        "vi": "Token nháp x₁..x_k: cả khối mỗi vòng<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>chưa phải là token "
+        "được giữ",
+        "en": "Draft tokens x₁..x_k: the whole block every round<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>neither "
+        "is acceptance",
+    },
+    "survival": {
+        "vi": "Xác suất sống sót a_j = c_1·…·c_j<br/>P(token nháp 1..j cùng được giữ)",
+        "en": "Survival a_j = c_1·…·c_j<br/>P(drafts 1..j all kept)",
+    },
+    "sps": {
+        "vi": "SPS(B): số bước verify mỗi giây khi batch có B token<br/>(đo: dspark-lab profile --sps)",
+        "en": "SPS(B): verify steps per second at B batch tokens<br/>(measured: dspark-lab profile --sps)",
+    },
+    "scheduler": {
+        "vi": "Bộ lập lịch chọn ℓ ∈ 0..k cho từng yêu cầu<br/>cố định: ℓ = --block · dspark (Algorithm 1): a lớn "
+        "trước,<br/>dừng khi Θ = τ*·SPS(B) thôi tăng",
+        "en": "Scheduler picks ℓ ∈ 0..k per request<br/>fixed: ℓ = --block · dspark (Algorithm 1): largest a "
+        "first,<br/>stop when Θ = τ*·SPS(B) stops rising",
+    },
+    "not_sent": {
+        "vi": "{not_sent}: x_(ℓ+1)..x_k<br/>forward thật không hề thấy chúng",
+        "en": "{not_sent}: x_(ℓ+1)..x_k<br/>the target never sees them",
     },
     "verify": {
-        "vi": "Một lượt forward thật trên [x₀, x₁..x_k]<br/>giữ x_i với xác suất min(1, p_t/p_d)"
+        "vi": "Một lượt forward thật trên [x₀, x₁..x_ℓ]<br/>giữ x_i với xác suất min(1, p_t/p_d)"
         "<br/>greedy: giữ khi trùng argmax",
-        "en": "One real forward over [x₀, x₁..x_k]<br/>keep x_i with probability min(1, p_t/p_d)"
+        "en": "One real forward over [x₀, x₁..x_ℓ]<br/>keep x_i with probability min(1, p_t/p_d)"
         "<br/>greedy: keep on an argmax match",
     },
     "accepted": {
@@ -104,8 +129,8 @@ _TEXT: dict[str, dict[str, str]] = {
         "en": "{rejected} at the first mismatch → {resampled}<br/>from norm(max(0, p_t − p_d)); the rest is dropped",
     },
     "bonus": {
-        "vi": "{bonus}: cả k token được giữ<br/>→ thêm 1 token từ p_t^(k+1)",
-        "en": "{bonus}: all k kept<br/>→ one more token from p_t^(k+1)",
+        "vi": "{bonus}: cả ℓ token được giữ<br/>→ thêm 1 token từ p_t^(ℓ+1)",
+        "en": "{bonus}: all ℓ kept<br/>→ one more token from p_t^(ℓ+1)",
     },
     "commit": {
         "vi": "Ghi τ = n + 1 token; mọi cache quay về độ dài đã giữ<br/>"
@@ -117,7 +142,8 @@ _TEXT: dict[str, dict[str, str]] = {
     },
     "e_match": {"vi": "trùng", "en": "match"},
     "e_mismatch": {"vi": "sai đầu tiên", "en": "first mismatch"},
-    "e_all_kept": {"vi": "giữ cả k", "en": "all k kept"},
+    "e_all_kept": {"vi": "giữ cả ℓ", "en": "all ℓ kept"},
+    "e_past": {"vi": "sau ℓ", "en": "past ℓ"},
 }
 
 # column colours, shared by the mermaid classDefs and the SVG: (panel fill, stroke, text)
@@ -310,13 +336,15 @@ def _block(preset: str, lang: str) -> str:
 def flow_6b(lang: str = "en") -> str:
     """Mermaid source of the 6B flow: the input hidden lanes (taps of the target layers) → the draft block
     [anchor, noise×(k−1)] → draft layers → Markov head → draft tokens, draft probability and confidence →
-    verify with the real forward → accepted / rejected + resampled / bonus → commit and roll the caches back."""
+    survival a_j = Π c → the scheduler picks ℓ (with SPS(B); drafts past ℓ are not sent) → verify with the real
+    forward → accepted / rejected + resampled / bonus → commit and roll the caches back."""
     lang = check_lang(lang)
     lab, real = _dspark_facts()["lab"], _dspark_facts()["flash"]
     ok = Style("kept", fill="#e3f5e6", stroke="#2e8540", color="#123d1c")
     bad = Style("dropped", fill="#fde7e7", stroke="#c0392b", color="#4d0f0a")
     plus = Style("extra", fill="#e6effc", stroke="#2f6fbf", color="#0f2c52")
     key = Style("key", fill="#fff7e0", stroke="#b8860b", color="#3d2c00", stroke_width="2px")
+    idle = Style("idle", fill="#f4f4f4", stroke="#9e9e9e", color="#424242")
 
     def node(id_: str, text: str, shape: str = "normal", style: Style | None = None) -> Node:
         return Node(id_, _label(text), shape=shape, styles=[style] if style else None)
@@ -333,6 +361,10 @@ def flow_6b(lang: str = "en") -> str:
     dlayers = node("draft_layers", _t("draft_layers", lang, lab=lab.layers, real=real.layers))
     markov = node("markov", _t("markov", lang, lab=lab.rank, real=real.rank), style=key)
     drafts = node("drafts", _t("drafts", lang, p=ui("draft_probability", lang), c=ui("confidence", lang)))
+    survival = node("survival", _t("survival", lang))
+    sps = node("sps", _t("sps", lang), shape="cylindrical")
+    scheduler = node("scheduler", _t("scheduler", lang), shape="hexagon", style=key)
+    not_sent = node("not_sent", _t("not_sent", lang, not_sent=ui("not_sent", lang)), shape="stadium-shape", style=idle)
     verify = node("verify", _t("verify", lang), shape="subroutine-shape", style=key)
     acc = node("accepted", _t("accepted", lang, accepted=ui("accepted", lang)), shape="stadium-shape", style=ok)
     rej = node(
@@ -346,8 +378,15 @@ def flow_6b(lang: str = "en") -> str:
 
     groups = [
         Node("input", _label(_t("sg_input", lang)), sub_nodes=[lanes, taps, head, anchor], direction="TB"),
-        Node("draft", _label(_t("sg_draft", lang)), sub_nodes=[block, dlayers, markov, drafts], direction="TB"),
-        Node("check", _label(_t("sg_verify", lang)), sub_nodes=[verify, acc, rej, bonus, commit], direction="TB"),
+        Node(
+            "draft", _label(_t("sg_draft", lang)), sub_nodes=[block, dlayers, markov, drafts, survival], direction="TB"
+        ),
+        Node(
+            "check",
+            _label(_t("sg_verify", lang)),
+            sub_nodes=[sps, scheduler, not_sent, verify, acc, rej, bonus, commit],
+            direction="TB",
+        ),
     ]
     links = [
         Link(lanes, taps),
@@ -358,7 +397,11 @@ def flow_6b(lang: str = "en") -> str:
         Link(block, dlayers),
         Link(dlayers, markov),
         Link(markov, drafts),
-        Link(drafts, verify),
+        Link(drafts, survival, message="c"),
+        Link(survival, scheduler, message="a_j"),
+        Link(sps, scheduler),
+        Link(scheduler, not_sent, message=_t("e_past", lang)),
+        Link(scheduler, verify, message="ℓ"),
         Link(verify, acc, message=_t("e_match", lang)),
         Link(verify, rej, message=_t("e_mismatch", lang)),
         Link(verify, bonus, message=_t("e_all_kept", lang)),

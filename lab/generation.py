@@ -37,7 +37,8 @@ class Comparison:
         return {
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
-            "block": self.block,
+            "block": self.block,  # --block: the verify length ℓ of a fixed policy (the draft runs its whole block)
+            "verify_len": self.block,
             "temperature": self.temperature,
             "seed": self.seed,
             "weights": self.weights,
@@ -62,6 +63,7 @@ class Comparison:
                     {
                         "anchor": r.anchor,
                         "draft": r.draft,
+                        "verify_len": r.block,  # ℓ: the first ℓ drafts were sent to verify, the rest "not sent"
                         "status": r.status,
                         "next_token": r.next_token,
                         "next_kind": r.next_kind,

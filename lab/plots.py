@@ -26,7 +26,7 @@ from dspark_mini import get_config
 from dspark_mini.config import ModelConfig
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
-from dspark_mini.speculative import ACCEPTED, BONUS, NOT_VERIFIED, REJECTED, RESAMPLED, Round
+from dspark_mini.speculative import ACCEPTED, BONUS, NOT_SENT, NOT_VERIFIED, REJECTED, RESAMPLED, Round
 from dspark_mini.tokenizer import LabTokenizer
 from dspark_mini.validate import check_temperature
 
@@ -40,12 +40,13 @@ SUBLAYERS: tuple[str, ...] = ("attn", "ffn")
 LOG_FLOOR = 1e-18  # an exact 0 cannot sit on a log axis: drawn at this floor instead
 
 # Colours of the draft strip, light enough for black token text inside the cells.
-STRIP_KINDS: tuple[str, ...] = (ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS)
+STRIP_KINDS: tuple[str, ...] = (ACCEPTED, REJECTED, NOT_VERIFIED, NOT_SENT, RESAMPLED, BONUS)
 STRIP_COLOURS: Mapping[str, str] = MappingProxyType(
     {
         ACCEPTED: "#8fd19e",
         REJECTED: "#f4a3a3",
         NOT_VERIFIED: "#e0e0e0",
+        NOT_SENT: "#f7f7f7",  # near-white: drafted, never shown to the target (the cell text also starts with ○)
         RESAMPLED: "#ffe066",
         BONUS: "#9cc3f0",
     }
@@ -132,9 +133,16 @@ TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
         },
         "uniform": {"vi": "đều 1/V", "en": "uniform 1/V"},
         "strip": {
-            "vi": "Token nháp d1..dk và kết quả verify; ô cuối: token của forward thật",
-            "en": "Draft tokens d1..dk and what verify did; last cell: the target's own token",
+            "vi": "Token nháp d1..dk và kết quả verify (○ = không gửi đi verify, sau vạch ℓ); ô cuối: token của "
+            "forward thật",
+            "en": "Draft tokens d1..dk and what verify did (○ = not sent to verify, past the ℓ line); last cell: the "
+            "target's own token",
         },
+        "not_sent": {
+            "vi": "sau ℓ = {l}: forward thật không hề thấy token này, nên không có p_t(x) hay tỉ lệ",
+            "en": "past ℓ = {l}: the target never saw this draft, so it has no p_t(x) and no ratio",
+        },
+        "after_anchor": {"vi": "ℓ = 0: chỉ verify ô anchor", "en": "ℓ = 0: only the anchor slot verified"},
         "round": {
             "vi": "vòng {i} · vị trí {pos}<br>anchor '{anchor}'",
             "en": "round {i} · pos {pos}<br>anchor '{anchor}'",
@@ -150,8 +158,9 @@ TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
         },
         "soft": {"vi": "softmax T = 1 (verify không dùng)", "en": "softmax T = 1 (not used by verify)"},
         "acceptance": {
-            "vi": "Tỉ lệ giữ theo vị trí ({n} vòng, τ trung bình = {tau:.2f})",
-            "en": "Acceptance by position ({n} rounds, mean τ = {tau:.2f})",
+            "vi": "Tỉ lệ giữ theo vị trí, chỉ trên các token nháp đã gửi đi verify ({n} vòng, τ trung bình = "
+            "{tau:.2f})",
+            "en": "Acceptance by position, over the drafts sent to verify only ({n} rounds, mean τ = {tau:.2f})",
         },
         "cond": {"vi": "có điều kiện (đã tới vị trí)", "en": "conditional (position reached)"},
         "cum": {"vi": "tích lũy (trên mọi vòng)", "en": "cumulative (over all rounds)"},
@@ -784,20 +793,22 @@ def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
 def draft_strip(
     round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenizer, lang: str = "en", *, temperature: float
 ) -> go.Figure:
-    """Step 6B: one row per round, one cell per draft position d1..dk coloured by what verify did (accepted /
-    rejected / not verified), then the target's own token (resampled / bonus).
+    """Step 6B: one row per round, one cell per drafted position d1..dk coloured by what verify did (accepted /
+    rejected / not verified; past the round's verify length ℓ, not sent — a dashed line marks ℓ, and the cell
+    text starts with ○), then the target's own token (resampled / bonus).
 
     The hover shows the numbers verify used at the rounds' `temperature` (`round_verify_rows`): at T = 0 the
     one-hot values, p_d(x) = 1 and p_t(x) ∈ {0, 1}, with the softmax T = 1 values on a separate, labelled line;
     at T > 0 softmax(logits / T). Then min(1, p_t/p_d), c and the target's argmax.
-    `fig.layout.meta` holds {"draft_positions": k_max, "rounds": n, "temperature": T} for readers that check it.
+    `fig.layout.meta` holds {"draft_positions": k_max (drafted), "verify_lens": [ℓ per round], "rounds": n,
+    "temperature": T} for readers that check it.
     """
     lang = check_lang(lang)
     temperature = check_temperature(temperature)
     rounds = [round_or_rounds] if isinstance(round_or_rounds, Round) else list(round_or_rounds)
     if not rounds or not all(isinstance(r, Round) for r in rounds):
         raise ValueError("draft_strip needs a Round or a non-empty sequence of Rounds")
-    k = max(r.block for r in rounds)
+    k = max(r.drafted for r in rounds)
     code = {kind: i for i, kind in enumerate(STRIP_KINDS)}
     xs = [f"d{i + 1}" for i in range(k)] + [tr("target_col", lang)]
     ys = [
@@ -811,6 +822,13 @@ def draft_strip(
         tx, hv = [""] * (k + 1), [""] * (k + 1)
         for i, row in enumerate(round_verify_rows(r, temperature)):
             zr[i], tx[i] = code[row["status"]], token_text(tokenizer, row["token"])
+            if not row["sent"]:
+                tx[i] = "○" + tx[i]
+                hv[i] = (
+                    f"d{i + 1} = '{tx[i][1:]}' · {row_status(row, lang)}<br>{tr('not_sent', lang, l=r.block)}<br>"
+                    f"p_d(x) = {row['p_d']:.4g} · c = {row['confidence']:.3f}"
+                )
+                continue
             ratio = "—" if row["ratio"] is None else f"{row['ratio']:.4g}"
             hv[i] = (
                 f"d{i + 1} = '{tx[i]}' · {row_status(row, lang)}<br>"
@@ -821,7 +839,10 @@ def draft_strip(
             hv[i] += (
                 f"c = {row['confidence']:.3f} · {tr('argmax', lang)}: '{token_text(tokenizer, row['target_argmax'])}'"
             )
-        where = tr("replaces", lang, i=r.n_accepted + 1) if r.next_kind == RESAMPLED else tr("after", lang, k=r.block)
+        if r.next_kind == RESAMPLED:
+            where = tr("replaces", lang, i=r.n_accepted + 1)
+        else:
+            where = tr("after", lang, k=r.block) if r.block else tr("after_anchor", lang)
         zr[k], tx[k] = code[r.next_kind], token_text(tokenizer, r.next_token)
         nxt = {"status": r.next_kind, "sampled_not_argmax": r.next_token != r.target_argmax[r.n_accepted]}
         hv[k] = f"'{tx[k]}' · {row_status(nxt, lang)} ({where}) · τ = {r.tau}"
@@ -858,9 +879,16 @@ def draft_strip(
                 marker={"symbol": "square", "size": 12, "color": STRIP_COLOURS[kind]},
             )
         )
+    for n_round, r in enumerate(rounds):  # the verify length ℓ: a dashed line after the last draft sent
+        if r.block < r.drafted:
+            x = r.block - 0.5
+            fig.add_shape(
+                type="line", x0=x, x1=x, y0=n_round - 0.5, y1=n_round + 0.5, line={"dash": "dash", "color": "#333"}
+            )
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(side="top", title_text=tr("draft_pos", lang))
-    fig.update_layout(meta={"draft_positions": k, "rounds": len(rounds), "temperature": temperature})
+    meta = {"draft_positions": k, "verify_lens": [r.block for r in rounds], "rounds": len(rounds)}
+    fig.update_layout(meta={**meta, "temperature": temperature})
     return finish(
         fig,
         tr("strip", lang),
@@ -872,7 +900,8 @@ def draft_strip(
 
 def acceptance_by_position(stats: Mapping[str, Any], lang: str = "en") -> go.Figure:
     """Step 6B: conditional and cumulative acceptance per draft position (bars), mean confidence c and mean
-    draft probability p_d(x) beside them (lines) — from `speculative.acceptance_stats(rounds)`."""
+    draft probability p_d(x) beside them (lines) — from `speculative.acceptance_stats(rounds)`, which counts a
+    position only in the rounds that sent it to verify (a draft past ℓ is neither accepted nor rejected)."""
     lang = check_lang(lang)
     if not isinstance(stats, Mapping) or "per_position" not in stats:
         raise ValueError("stats must be the dict of dspark_mini.speculative.acceptance_stats(rounds)")

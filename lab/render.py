@@ -63,6 +63,7 @@ TEXT: dict[str, dict[str, str]] = {
     "mode": {"vi": "chế độ", "en": "mode"},
     "extra": {"vi": "thêm", "en": "extra"},
     "exact": {"vi": "chính xác", "en": "exact"},
+    "fixed_policy": {"vi": "chính sách cố định, --block", "en": "a fixed policy, --block"},
 }
 
 STRIP = {  # verify outcome → (marker, colour): the marker alone must tell them apart
@@ -70,6 +71,7 @@ STRIP = {  # verify outcome → (marker, colour): the marker alone must tell the
     "accepted": ("✓", "bold black on green"),
     "rejected": ("✗", "strike white on red"),
     "not verified": ("·", "dim"),
+    "not sent": ("○", "dim italic"),  # drafted past the verify length ℓ: the target never saw it
     "resampled": ("↻", "bold black on yellow"),
     "bonus": ("+", "bold white on blue"),
 }
@@ -224,8 +226,9 @@ def strip_token(text: str) -> str:
 
 
 def strip_text(report, lang: str) -> Text:
-    """One strip for sequence 0: "▸first │ ✓tok ✓tok ✗tok ·tok ↻tok │ …", each token marked by what verify
-    did (colour on top of the marker, never instead of it)."""
+    """One strip for sequence 0: "▸first │ ✓tok ✗tok ·tok ↻tok ○tok ○tok │ …", each token marked by what verify
+    did (colour on top of the marker, never instead of it). Every drafted token is shown: the ℓ sent to verify,
+    the target's own token, then those past ℓ marked ○ (not sent to verify)."""
     tok = report.texts
 
     def add(token: int, kind: str) -> None:
@@ -237,9 +240,12 @@ def strip_text(report, lang: str) -> Text:
     add(report.spec.tokens[0][0], "anchor")  # from the prompt's forward
     for r in report.spec.rows(0):
         strip.append("│ ", style="dim")
-        for t, st in zip(r.draft, r.status, strict=True):
+        drafts = list(zip(r.draft, r.status, strict=True))
+        for t, st in drafts[: r.block]:  # the ℓ drafts sent to verify
             add(t, st)
-        add(r.next_token, r.next_kind)
+        add(r.next_token, r.next_kind)  # the target's own token: the committed text reads left to right
+        for t, st in drafts[r.block :]:  # drafted, never sent to verify
+            add(t, st)
     strip.append("│", style="dim")
     return strip
 
@@ -256,9 +262,11 @@ def strip_legend(lang: str) -> Columns:
 def render_generate(console: Console, report, lang: str) -> None:
     """Plain vs speculative: the texts, tokens/s, and one strip per round."""
     j = report.to_json()
+    drafted = max((r.drafted for r in report.spec.rows(0)), default=report.block)
     console.print(
         Text(
-            f"{note('prompt_label', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {report.block}  ·  "
+            f"{note('prompt_label', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {drafted}  ·  "
+            f"{ui('verify_len', lang)}: {report.block} ({rt('fixed_policy', lang)})  ·  "
             f"{ui('temperature', lang)}: {report.temperature}  ·  {ui('seed', lang)}: {report.seed}",
             style="bold",
         )

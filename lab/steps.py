@@ -619,8 +619,8 @@ STEPS: tuple[Step, ...] = (
             "en": "LM head & DSpark: draft tokens, then verify",
         },
         short={
-            "vi": "hc_pre → RMSNorm → logits [B,V]; DSpark vẽ khối token nháp, forward thật verify",
-            "en": "hc_pre → RMSNorm → logits [B,V]; DSpark drafts a block, the real forward verifies it",
+            "vi": "hc_pre → RMSNorm → logits [B,V]; DSpark vẽ k token nháp, bộ lập lịch chọn ℓ, verify",
+            "en": "hc_pre → RMSNorm → logits [B,V]; DSpark drafts k, a scheduler picks ℓ, verify keeps",
         },
         what={
             "vi": (
@@ -637,7 +637,13 @@ STEPS: tuple[Step, ...] = (
                 "lượt trên [anchor, d1..dk], giữ phần đầu dài nhất gồm những token nháp mà mô hình đích cũng sẽ "
                 "sinh ra, rồi thêm đúng một token của chính nó: token thay thế ở vị trí sai đầu tiên (phần nháp "
                 "phía sau bị bỏ, bộ vẽ vẽ lại từ đó), hoặc token thưởng khi cả khối được giữ; mọi cache được quay "
-                "về độ dài đã giữ. Bài học gốc vẽ khối 3 token từ lớp 3 và 4 với trọng số chưa huấn luyện "
+                "về độ dài đã giữ. Mỗi vòng lab vẽ cả khối đã huấn luyện (k = 5) nhưng chỉ gửi ℓ ≤ k token nháp đầu "
+                "đi verify (`--block` là ℓ của một chính sách cố định; các token nháp sau ℓ là ‘không gửi đi verify’, "
+                "mô hình đích không hề thấy chúng). Đó là việc của c: tích a_j = c_1·…·c_j (xác suất sống sót) dự "
+                "đoán các token nháp 1..j có cùng được giữ hay không, và khi tải cao, bộ lập lịch tiền tố nhận biết "
+                "phần cứng (Algorithm 1 của DSpark: `dspark-lab serve`, `dspark-lab schedule`, notebook 08) chỉ "
+                "verify những token nháp đáng với chỗ của chúng trong batch của mô hình đích, bằng cách cân a_j với "
+                "thông lượng đo được SPS(B). Bài học gốc vẽ khối 3 token từ lớp 3 và 4 với trọng số chưa huấn luyện "
                 "(confidence 0.167, 0.234, 0.173 cho token 2, 1, 6). Lab giữ hai lớp đích ấy — lớp 3 và 4 nằm giữa "
                 "chồng 8 lớp, còn mô hình thật lấy ba lớp cuối 37–39 — nhưng huấn luyện khối k = 5 như bản thật, vì "
                 "với k = 3 DSpark và bộ vẽ kiểu DFlash gần như ngang nhau trong mô hình đồ chơi này (τ của DSpark "
@@ -658,7 +664,13 @@ STEPS: tuple[Step, ...] = (
                 "5376]), and the lab follows V4.1. Verify runs the target's real forward once over [anchor, "
                 "d1..dk], keeps the longest prefix of draft tokens the target would have produced itself and adds "
                 "exactly one token of its own: a replacement at the first mismatch, or a bonus token when the whole "
-                "block survives; every cache is rolled back to the accepted length. The seed lesson drafts a block "
+                "block survives; every cache is rolled back to the accepted length. Every round the lab drafts its "
+                "whole trained block (k = 5) but sends only a prefix of ℓ ≤ k drafts to verify (`--block` is the ℓ of "
+                "a fixed policy; the drafts past ℓ are 'not sent to verify' and the target never sees them). That is "
+                "what c is for: the survival a_j = c_1·…·c_j predicts whether drafts 1..j all survive, and under load "
+                "a hardware-aware prefix scheduler (DSpark's Algorithm 1: `dspark-lab serve`, `dspark-lab schedule`, "
+                "notebook 08) verifies only the drafts worth their slot in the target's batch, weighing a_j against "
+                "the measured throughput SPS(B). The seed lesson drafts a block "
                 "of 3 from taps 3 and 4 with untrained weights (confidences 0.167, 0.234, 0.173 for tokens 2, 1, "
                 "6). The lab keeps those taps — layers 3 and 4, mid-stack in its 8 layers, where the real model "
                 "taps its last three, 37–39 — but trains k = 5, the real block, because at k = 3 DSpark and the "
@@ -670,23 +682,25 @@ STEPS: tuple[Step, ...] = (
         },
         equation=(
             "logits = head(RMSNorm(hc_pre(X, pre)));  p_d(·|i) = softmax(head(h_i) + "
-            "head_m(W1[x_{i−1}]))\nc_i = σ(w·[h_i; W1[x_{i−1}]]);  P(✓ d_i) = min(1, p_t(d_i)/p_d(d_i))"
+            "head_m(W1[x_{i−1}]))\nc_i = σ(w·[h_i; W1[x_{i−1}]]);  a_j = Π_{i≤j} c_i;  P(✓ d_i) = min(1, "
+            "p_t(d_i)/p_d(d_i))"
         ),
         look_at={
             "vi": (
                 "logits [B, V]: các token đứng đầu kèm logit và xác suất",
                 "từng vị trí của khối nháp: token nháp, xác suất nháp p_d(x) (bài học gọi là confidence), đầu tin "
-                "cậy c, và kết quả verify (giữ, bị từ chối, lấy mẫu lại, token thưởng)",
+                "cậy c, và kết quả verify (giữ, bị từ chối, lấy mẫu lại, token thưởng; sau ℓ: không gửi đi verify)",
                 "trọng số chưa huấn luyện: xác suất nháp chỉ quanh 1/V; đã huấn luyện: p_d và c cao hơn 1/V rất "
                 "nhiều, c ước lượng (trung bình, ở T = 1) khả năng verify giữ token; không con số nào là token được "
-                "giữ",
+                "giữ — bảng bộ lập lịch: ℓ giảm khi số yêu cầu đang chạy tăng",
             ),
             "en": (
                 "logits [B, V]: the top tokens with logit and probability",
                 "each draft position: draft token, draft probability p_d(x), confidence c, and what verify "
-                "did (accepted, rejected, resampled, bonus)",
+                "did (accepted, rejected, resampled, bonus; past ℓ: not sent to verify)",
                 "untrained weights: draft probabilities sit near 1/V; trained: p_d and c rise far above it, c "
-                "estimating (on average, at T = 1) the chance verify keeps the token; neither number is acceptance",
+                "estimating (on average, at T = 1) the chance verify keeps the token; neither number is acceptance "
+                "— the scheduler table: ℓ falls as the requests in flight grow",
             ),
         },
         module="dspark",
@@ -814,6 +828,8 @@ UI: dict[str, dict[str, str]] = {
     "untrained": {"vi": "chưa huấn luyện", "en": "untrained"},
     "temperature": {"vi": "Nhiệt độ", "en": "Temperature"},
     "block_size": {"vi": "Độ dài khối nháp k", "en": "Draft block size k"},
+    "verify_len": {"vi": "Độ dài verify ℓ", "en": "Verify length ℓ"},
+    "requests_in_flight": {"vi": "Số yêu cầu đang chạy R", "en": "Requests in flight R"},
     # tensor statistics
     "tensor": {"vi": "Tensor", "en": "Tensor"},
     "shape": {"vi": "Kích thước", "en": "Shape"},
@@ -871,6 +887,7 @@ UI: dict[str, dict[str, str]] = {
     "resampled": {"vi": "lấy mẫu lại", "en": "resampled"},
     "bonus": {"vi": "token thưởng", "en": "bonus"},
     "not_verified": {"vi": "không xét", "en": "not verified"},
+    "not_sent": {"vi": "không gửi đi verify", "en": "not sent to verify"},
     "accepted_length": {"vi": "Độ dài chấp nhận τ", "en": "Accepted length τ"},
     "acceptance_rate": {"vi": "Tỉ lệ token nháp được giữ", "en": "Acceptance rate"},
     "parity": {"vi": "Parity logits", "en": "Logit parity"},
@@ -934,7 +951,7 @@ def ui(key: str, lang: str) -> str:
 
 
 def verify_label(status: str, lang: str) -> str:
-    """The label of a verify outcome (accepted, rejected, not verified, resampled, bonus) in `lang`."""
+    """The label of a verify outcome (accepted, rejected, not verified, not sent, resampled, bonus) in `lang`."""
     return ui(status.replace(" ", "_"), lang)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +25,10 @@ from dspark_mini.kv_cache import KVCache, kv_bytes
 from dspark_mini.model import Transformer
 from dspark_mini.quant import fp4_qdq
 from dspark_mini.schedule import LayerRole, layer_roles
-from dspark_mini.speculative import ACCEPTED, NOT_VERIFIED, REJECTED, Round, speculative_round
+from dspark_mini.scheduler import Scheduler, StepRate
+from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, Round, speculative_round
 from dspark_mini.tokenizer import LabTokenizer
-from dspark_mini.validate import check_seed, check_temperature
+from dspark_mini.validate import check_int, check_seed, check_temperature
 
 from .profiling import hooked_forward, main_x_error
 from .steps import STEP_IDS, Step, check_lang, get_step, ui, verify_label
@@ -100,8 +103,19 @@ NOTES = {
         "en": "two forwards of the same input → identical logits (threshold 1e-9)",
     },
     "draft_block": {
-        "vi": "Khối nháp DSpark [anchor {a!r}, noise×{n}] và kết quả verify",
-        "en": "DSpark draft block [anchor {a!r}, noise×{n}] and what verify kept",
+        "vi": "Khối nháp DSpark [anchor {a!r}, noise×{n}]: {l} token nháp đầu gửi đi verify (ℓ = {l}), và kết quả "
+        "verify",
+        "en": "DSpark draft block [anchor {a!r}, noise×{n}]: the first {l} drafts sent to verify (ℓ = {l}), and what "
+        "verify kept",
+    },
+    "prefix_note": {
+        "vi": "Lab luôn vẽ cả khối đã huấn luyện (k = {k}) và gửi {l} token nháp đầu đi verify (ℓ = {l}, chính sách "
+        "cố định: --block, hay thanh trượt ℓ); token nháp sau ℓ là ‘không gửi đi verify’: forward thật không hề "
+        "thấy chúng, nên không được giữ cũng không bị từ chối, và tỉ lệ giữ chỉ đếm {l} vị trí đã verify.",
+        "en": "The lab always drafts its whole trained block (k = {k}) and sends the first {l} to verify (ℓ = {l}, a "
+        "fixed policy: --block, or the ℓ slider); drafts past ℓ are 'not sent to verify': the target never saw "
+        "them, so they are neither accepted nor rejected, and the acceptance rate counts only the {l} verified "
+        "positions.",
     },
     "not_acceptance": {
         "vi": "Xác suất nháp p_d(x) — bài học gọi là ‘confidence’ — và đầu tin cậy c là hai con số khác nhau, "
@@ -143,11 +157,21 @@ NOTES = {
         "en": "The lesson's setting (seed 000) next to the lab's",
     },
     "lesson_col": {"vi": "bài học", "en": "lesson"},
-    "lab_col": {"vi": "lab · {w} · k = {k}", "en": "lab · {w} · k = {k}"},
+    "lab_col": {"vi": "lab · {w} · k = {k}, ℓ = {l}", "en": "lab · {w} · k = {k}, ℓ = {l}"},
     "real_col": {"vi": "V4.1-Flash thật", "en": "real V4.1-Flash"},
     "row_taps": {"vi": "lớp đích", "en": "taps"},
     "row_mix": {"vi": "cách gộp", "en": "mix"},
-    "row_k": {"vi": "khối k", "en": "block k"},
+    "row_k": {"vi": "khối nháp k", "en": "draft block k"},
+    "row_l": {"vi": "gửi đi verify ℓ", "en": "sent to verify ℓ"},
+    "real_l": {"vi": "0..5, từng yêu cầu (bộ lập lịch)", "en": "0..5 per request (the scheduler)"},
+    "lesson_prefix": {
+        "vi": "Cột ‘chưa huấn luyện · ℓ = 3’ đặt khối 3 token của bài học vào cách lab chạy: lab vẽ cả khối {k} "
+        "token (khối mà bộ vẽ được huấn luyện) rồi verify 3 token đầu; ○ = không gửi đi verify. Đó không phải một "
+        "khối nháp 3 hàng: bộ vẽ chưa bao giờ thấy khối 3 hàng khi huấn luyện.",
+        "en": "The 'untrained · ℓ = 3' column puts the lesson's block of 3 the lab's way: the lab drafts its whole "
+        "{k}-token block (the block the drafter was trained on) and verifies the first 3; ○ = not sent to verify. "
+        "It is not a 3-row draft block: the drafter never saw one in training.",
+    },
     "row_weights": {"vi": "trọng số", "en": "weights"},
     "row_tokens": {"vi": "token nháp", "en": "draft tokens"},
     "row_pd": {
@@ -160,11 +184,12 @@ NOTES = {
     "why_k": {
         "vi": "Vì sao lab huấn luyện k = 5: 5 = [tok, noise×4] là khối của V4-Flash thật; với k = 3, bộ vẽ DSpark "
         "của lab gần như không hơn bộ vẽ kiểu DFlash (τ 1.10× ở T = 1, 1.00× khi greedy), với k = 5 thì đạt 1.30× "
-        "(README, phần huấn luyện). Lab vẫn vẽ được mọi k ≤ 5: --block 3 (hay thanh trượt k) cho khối của bài học.",
+        "(README, phần huấn luyện). Lab luôn vẽ đủ 5 token và verify một đoạn đầu ℓ ≤ 5, như các engine phục vụ: "
+        "--block 3 (hay thanh trượt ℓ) verify 3 token đầu, bằng khối của bài học.",
         "en": "Why the lab trains k = 5: 5 = [tok, noise×4] is the real V4-Flash block; at k = 3 the lab's DSpark "
         "drafter was hardly better than the DFlash-style one (τ 1.10× at T = 1, 1.00× greedy), at k = 5 it reaches "
-        "1.30× (README, Training). The lab still drafts any k ≤ 5: --block 3 (or the k slider) gives the lesson's "
-        "block.",
+        "1.30× (README, Training). The lab always drafts all 5 and verifies a prefix ℓ ≤ 5, as serving engines do: "
+        "--block 3 (or the ℓ slider) verifies the first 3, the lesson's block size.",
     },
     "why_taps": {
         "vi": "Vì sao lớp đích là 3 và 4: đó là DSPARK_TARGET_LAYERS của bài học, giữ lại để phép trộn 0.5/0.5 "
@@ -303,6 +328,49 @@ NOTES = {
         "en": "main_x the draft received = main_norm({mix}) rebuilt from the tap layers' inputs caught by hooks "
         "in a second forward: max |Δ|",
     },
+    # the scheduler section of 6B: what `dspark` (Algorithm 1) would verify of this round under load
+    "sched_title": {
+        "vi": "Bộ lập lịch: chính sách dspark (Algorithm 1, bảng SPS(B) đo sẵn của lab) sẽ verify bao nhiêu token "
+        "nháp của vòng này khi tải cao — mô phỏng: c của vòng này xếp chồng R lần thành đầu vào [R, k]",
+        "en": "Scheduler: how many of this round's drafts the dspark policy (Algorithm 1, the lab's shipped SPS(B) "
+        "table) would verify under load — a simulation: this round's c stacked R times as the [R, k] input",
+    },
+    "sched_sent": {"vi": "gửi đi (● có, ○ không)", "en": "sent (● yes, ○ no)"},
+    "sched_mean": {"vi": "ℓ trung bình", "en": "mean ℓ"},
+    "sched_tau": {"vi": "τ* kỳ vọng", "en": "expected τ*"},
+    "sched_theta": {"vi": "Θ = τ*·SPS(B) token/giây", "en": "Θ = τ*·SPS(B) tokens/s"},
+    "survival": {"vi": "xác suất sống sót a_j = Π c của vòng này", "en": "survival a_j = Π c of this round"},
+    "sched_note": {
+        "vi": "Đầu tin cậy c dùng để làm gì: bộ lập lịch đọc a_j = c_1·…·c_j, số token kỳ vọng mà việc verify token "
+        "nháp j đem lại, rồi đi theo đường tham lam (a lớn trước) và dừng ở token đầu tiên không làm tăng "
+        "Θ = τ*·SPS(B). Khi ít yêu cầu, một token nữa trong batch gần như không tốn gì: verify gần hết; khi nhiều "
+        "yêu cầu, mỗi token làm chậm cả batch: chỉ token nháp đủ chắc mới được gửi. Ở đây R bản sao của cùng một "
+        "vòng (các bản sao bằng nhau thì hòa, phân xử theo thứ tự yêu cầu: cột ℓ là của bản sao 0, ℓ trung bình "
+        "là của cả R). Vòng ở bảng trên dùng chính sách cố định ℓ = {l} (--block). Chạy thật với nhiều yêu cầu: "
+        "`dspark-lab serve`; mô phỏng tải với các vòng đã ghi: `dspark-lab schedule`; notebook 08.",
+        "en": "What the confidence c is for: the scheduler reads a_j = c_1·…·c_j, the tokens that verifying draft j "
+        "is expected to add, walks the greedy path (largest a first) and stops at the first draft that does not "
+        "raise Θ = τ*·SPS(B). With few requests one more batch token costs almost nothing: it verifies nearly "
+        "everything; with many, every token slows the whole batch: only confident drafts are sent. Here the R "
+        "requests are R copies of this one round (equal copies tie, broken by request index: the ℓ column is copy "
+        "0's, the mean ℓ all R copies'). The round in the table above used a fixed policy, ℓ = {l} (--block). "
+        "Real requests in flight: `dspark-lab serve`; the load simulation on recorded rounds: `dspark-lab "
+        "schedule`; notebook 08.",
+    },
+    "sched_monotone": {
+        "vi": "ℓ không tăng khi R tăng (R = {rs}): {ok}. Trên một bảng SPS(B) đo thật điều này không được bảo đảm: "
+        "một chỗ gãy của bảng có thể khiến batch lớn hơn nhận thêm một token nháp.",
+        "en": "ℓ non-increasing as R grows (R = {rs}): {ok}. On a measured SPS(B) table this is not guaranteed: a "
+        "bend in the table can make a larger batch admit one more draft.",
+    },
+    "yes": {"vi": "đúng", "en": "yes"},
+    "no": {"vi": "không", "en": "no"},
+    "check_sched": {
+        "vi": "ℓ của Scheduler('dspark') = ℓ của Algorithm 1 tính lại bằng một vòng lặp thường trên đường tham lam "
+        "(R = {rs}): số yêu cầu lệch",
+        "en": "ℓ from Scheduler('dspark') = ℓ of Algorithm 1 recomputed by a plain loop over the greedy path "
+        "(R = {rs}): requests that differ",
+    },
     "check_verify": {
         "vi": "quyết định của verify khớp min(1, p_t/p_d) tính từ các số trong bảng (T = 0: giữ ⇔ 1; T > 0: "
         "không giữ khi 0, không từ chối khi 1): số vị trí lệch",
@@ -366,6 +434,7 @@ class StepView:
     checks: list[Check] = field(default_factory=list)
     facts: list[tuple[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)  # language-free numbers for --json readers (6B: verify_len…)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -376,6 +445,7 @@ class StepView:
             "checks": [{"name": c.name, "value": c.value, "threshold": c.threshold, "ok": c.ok} for c in self.checks],
             "tables": [{"title": t.title, "columns": t.columns, "rows": t.rows} for t in self.tables],
             "notes": self.notes,
+            "data": self.data,
         }
 
 
@@ -1093,7 +1163,7 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
 
 
 def verdict_text(w: Walk, lang: str) -> str:
-    """One line on what verify did in the walk's round."""
+    """One line on what verify did in the walk's round (kept n of the ℓ drafts sent to verify)."""
     rd = w.round
     kind = verify_label(rd.next_kind, lang)
     return note(
@@ -1135,26 +1205,51 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     v.tables.append(draft_table(w, lang))
     rd = w.round
     v.checks.append(Check(note("check_verify", lang), float(verify_disagreements(verify_rows(w), w.temperature)), 0.0))
+    plans = load_plans(rd.confidence)
+    v.tables.append(scheduler_table(w, plans, lang))
+    loads = ", ".join(str(p.requests) for p in plans)
+    v.checks.append(Check(note("check_sched", lang, rs=loads), float(scheduler_disagreements(rd, plans)), 0.0))
     v.shapes += [
-        (note("draft_logits", lang), (1, rd.block, cfg.vocab_size)),
-        (note("conf_shape", lang), (1, rd.block)),
+        (note("draft_logits", lang), (1, rd.drafted, cfg.vocab_size)),
+        (note("conf_shape", lang), (1, rd.drafted)),
     ]
     v.facts += [
         (ui("accepted_length", lang), rd.tau),
-        (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),
-        (ui("block_size", lang), rd.block),
+        (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),  # over the ℓ verified positions only
+        (ui("block_size", lang), rd.drafted),
+        (ui("verify_len", lang), rd.block),
+        (note("survival", lang), [r(a, 3) for a in survival_of(rd.confidence)]),
         (ui("temperature", lang), w.temperature),
         (ui("weights", lang), ui(w.weights, lang)),
     ]
+    monotone = all(a.verify_len >= b.verify_len for a, b in zip(plans, plans[1:], strict=False))
     v.notes += [
         verdict_text(w, lang),
+        note("prefix_note", lang, k=rd.drafted, l=rd.block),
         note("t0_note", lang) if w.temperature == 0 else note("t_note", lang, t=f"{w.temperature:g}"),
         note("not_acceptance", lang),
+        note("sched_note", lang, l=rd.block),
+        note("sched_monotone", lang, rs=loads, ok=note("yes" if monotone else "no", lang)),
         ui("warning_untrained" if w.weights == "untrained" else "note_trained", lang),
         note("lesson_pd", lang, v=cfg.vocab_size, u=r(1.0 / cfg.vocab_size, 5)),
+        note("lesson_prefix", lang, k=lesson_round(w).drafted),
         note("why_k", lang),
         note("why_taps", lang),
     ]
+    v.data = {
+        "drafted": rd.drafted,
+        "verify_len": rd.block,
+        "status": list(rd.status),
+        "n_accepted": rd.n_accepted,
+        "tau": rd.tau,
+        "scheduler": {
+            "policy": "dspark",
+            "sps_table": "lab/serving/data/sps_lab_cpu.json",
+            "input": "this round's confidences stacked R times as [R, k]",
+            "loads": [p.to_json() for p in plans],
+            "non_increasing": monotone,
+        },
+    }
     return v
 
 
@@ -1176,9 +1271,11 @@ def verify_rows(w: Walk) -> list[dict[str, Any]]:
 
 
 def round_verify_rows(rd: Round, temperature: float, draft_argmax: list[int] | None = None) -> list[dict[str, Any]]:
-    """One dict per draft position with the numbers verify used: at T = 0 the one-hot (argmax) values, so
+    """One dict per drafted position with the numbers verify used: at T = 0 the one-hot (argmax) values, so
     p_d(x) = 1 and p_t(x) ∈ {0, 1}; at T > 0 softmax(logits / T). `soft_*` keep the softmax T = 1 values at
     T = 0 (for reference; verify did not use them). A kept draft that is not the target's argmax is flagged.
+    A draft past the verify length ℓ (`rd.block`; its status says "not sent") was never shown to the target: its
+    p_t, ratio and target argmax are None (only the drafter's own numbers exist).
 
     At T = 0 the drafter takes its own argmax, so without `draft_argmax` (the draft logits' argmax per position)
     p_d(x) = 1 for every drafted token; with it, p_d(x) = [x == draft argmax] is recomputed from the logits."""
@@ -1186,12 +1283,13 @@ def round_verify_rows(rd: Round, temperature: float, draft_argmax: list[int] | N
     greedy = temperature == 0
     rows = []
     for i, x in enumerate(rd.draft):
+        sent = i < rd.block  # from ℓ, not from the status: the check compares the two
         if greedy:
             p_d = 1.0 if draft_argmax is None else float(x == draft_argmax[i])
-            p_t = float(x == rd.target_argmax[i])
+            p_t = float(x == rd.target_argmax[i]) if sent else None
         else:
-            p_d, p_t = rd.draft_probs[i], rd.target_probs[i]
-        verified = rd.status[i] != NOT_VERIFIED
+            p_d, p_t = rd.draft_probs[i], rd.target_probs[i] if sent else None
+        verified = sent and rd.status[i] != NOT_VERIFIED
         rows.append(
             {
                 "position": rd.position + 1 + i,
@@ -1200,11 +1298,12 @@ def round_verify_rows(rd: Round, temperature: float, draft_argmax: list[int] | N
                 "p_t": p_t,
                 "ratio": min(1.0, p_t / max(p_d, 1e-12)) if verified else None,
                 "confidence": rd.confidence[i],
-                "target_argmax": rd.target_argmax[i],
+                "target_argmax": rd.target_argmax[i] if sent else None,
                 "status": rd.status[i],
+                "sent": sent,
                 "sampled_not_argmax": rd.status[i] == ACCEPTED and x != rd.target_argmax[i],
                 "soft_p_d": rd.draft_probs[i] if greedy else None,
-                "soft_p_t": rd.target_probs[i] if greedy else None,
+                "soft_p_t": rd.target_probs[i] if greedy and sent else None,
             }
         )
     return rows
@@ -1225,9 +1324,14 @@ def next_row(w: Walk) -> dict[str, Any]:
 
 def verify_disagreements(rows: list[dict[str, Any]], temperature: float) -> int:
     """Positions where the verdict contradicts min(1, p_t/p_d) computed from the shown numbers: at T = 0 the
-    ratio is 1 (keep) or 0 (reject); at any T a draft at ratio 0 is never kept, one at ratio 1 never rejected."""
+    ratio is 1 (keep) or 0 (reject); at any T a draft at ratio 0 is never kept, one at ratio 1 never rejected.
+    A draft whose status says "not sent" but sits inside the verify length ℓ (or the other way round) counts as a
+    disagreement too."""
     bad = 0
     for row in rows:
+        if (row["status"] == NOT_SENT) == row["sent"]:
+            bad += 1
+            continue
         if row["ratio"] is None:
             continue
         kept = row["status"] == ACCEPTED
@@ -1244,16 +1348,22 @@ def status_text(row: dict[str, Any], lang: str) -> str:
     return f"{text} ({note('sampled', lang)})" if row["sampled_not_argmax"] else text
 
 
+def dash(x: float | None, fmt: Any = None) -> Any:
+    """ "—" for a number that does not exist (a draft never sent to verify), else x (formatted by `fmt`)."""
+    return "—" if x is None else (x if fmt is None else fmt(x))
+
+
 def draft_table(w: Walk, lang: str) -> ViewTable:
-    """What verify did, position by position, with the numbers it used (one row per draft + the target's token)."""
+    """What verify did, position by position, with the numbers it used (one row per drafted token — the ones past ℓ
+    marked "not sent to verify", with "—" where the target never looked — then the target's own token)."""
     rd, greedy = w.round, w.temperature == 0
     rows = []
     for row in verify_rows(w):
-        ratio = "—" if row["ratio"] is None else sig(row["ratio"])
-        cells = [row["position"], tok_text(w, row["token"]), sig(row["p_d"]), sig(row["p_t"]), ratio]
-        cells += [r(row["confidence"]), tok_text(w, row["target_argmax"]), status_text(row, lang)]
+        cells = [row["position"], tok_text(w, row["token"]), sig(row["p_d"]), dash(row["p_t"], sig)]
+        cells += [dash(row["ratio"], sig), r(row["confidence"]), dash(row["target_argmax"], lambda t: tok_text(w, t))]
+        cells.append(status_text(row, lang))
         if greedy:
-            cells.append(f"{sig(row['soft_p_d'], 3):g} / {sig(row['soft_p_t'], 3):g}")
+            cells.append(f"{sig(row['soft_p_d'], 3):g} / {dash(row['soft_p_t'], lambda p: f'{sig(p, 3):g}')}")
         rows.append(cells)
     nxt = next_row(w)
     blank = [""] * 4
@@ -1267,12 +1377,133 @@ def draft_table(w: Walk, lang: str) -> ViewTable:
     cols.insert(1, ui("draft_token", lang))
     if greedy:
         cols.append(note("soft_col", lang))
-    title = note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1)
+    title = note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.drafted - 1, l=rd.block)
     return ViewTable(title, cols, rows)
 
 
+# ---- 6B · the scheduler: what `dspark` would verify of this round under load --------------------------
+SCHEDULER_LOADS = (1, 8, 64, 256)  # requests in flight in the 6B scheduler table
+SPS_TABLE = "lab/serving/data/sps_lab_cpu.json"  # the shipped measured SPS(B) (`dspark-lab profile --sps`)
+MAX_LOAD = 256  # the most requests in flight the 6B screens simulate (the inspector's slider goes 1..256)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_sps() -> StepRate:
+    """The measured SPS(B) table that ships with the lab (read once)."""
+    from .serving.schedule import read_table
+
+    return read_table(None)
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What `dspark` (Algorithm 1) verifies of one round's drafts with R copies of that round in flight."""
+
+    requests: int  # R
+    lengths: tuple[int, ...]  # ℓ per copy: equal copies tie, and the tie-break by request index may give the first
+    # ones one draft more than the rest
+    batch_tokens: int  # B = Σ (1 + ℓ)
+    expected_tokens: float  # τ* = Σ (1 + Σ_{j≤ℓ} a_j)
+    throughput: float  # Θ = τ*·SPS(B), expected committed tokens per second
+
+    @property
+    def verify_len(self) -> int:
+        """ℓ of copy 0 (this prompt)."""
+        return self.lengths[0]
+
+    @property
+    def mean_verify_len(self) -> float:
+        return sum(self.lengths) / self.requests
+
+    def sent(self, drafted: int) -> str:
+        """ "●●●○○": which of copy 0's drafts go to verify (● sent, ○ not sent)."""
+        return "●" * self.verify_len + "○" * (drafted - self.verify_len)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "verify_len": self.verify_len,
+            "verify_len_min": min(self.lengths),
+            "verify_len_max": max(self.lengths),
+            "mean_verify_len": self.mean_verify_len,
+            "batch_tokens": self.batch_tokens,
+            "expected_tokens": self.expected_tokens,
+            "throughput": self.throughput,
+        }
+
+
+def check_load(requests: Any) -> int:
+    return check_int(requests, "requests in flight", 1, MAX_LOAD, "the loads the 6B screens simulate")
+
+
+def survival_of(confidence: Sequence[float]) -> list[float]:
+    """a_j = c_1·…·c_j, left to right in Python floats."""
+    out, run = [], 1.0
+    for c in confidence:
+        run *= float(c)
+        out.append(run)
+    return out
+
+
+def load_plan(confidence: Sequence[float], requests: int, sps: StepRate | None = None) -> LoadPlan:
+    """The verify lengths `Scheduler("dspark")` picks when this round's confidences c [k] are stacked `requests`
+    times as its [R, k] input — a simulated load of R copies of one request (real batches mix requests)."""
+    requests = check_load(requests)
+    sps = shipped_sps() if sps is None else sps
+    c = torch.tensor([list(confidence)] * requests, dtype=torch.float64)  # [R, k]
+    plan = Scheduler("dspark", c.size(1), sps=sps).plan(c)
+    return LoadPlan(requests, tuple(plan.lengths.tolist()), plan.batch_tokens, plan.expected_tokens, plan.throughput)
+
+
+def load_plans(
+    confidence: Sequence[float], loads: Sequence[int] = SCHEDULER_LOADS, sps: StepRate | None = None
+) -> list[LoadPlan]:
+    return [load_plan(confidence, R, sps) for R in loads]
+
+
+def naive_lengths(confidence: Sequence[float], requests: int, sps: StepRate | None = None) -> list[int]:
+    """Algorithm 1 as the paper writes it, one candidate at a time: sort every (r, j) by a_j (ties: position, then
+    request), start from Θ_best = R·SPS(R), admit a candidate while Θ = τ*·SPS(B) rises, stop at the first that
+    does not. The reference the scheduler table's check compares `Scheduler("dspark")` with."""
+    requests = check_load(requests)
+    sps = shipped_sps() if sps is None else sps
+    a, k = survival_of(confidence), len(confidence)
+    rate = sps.steps_per_s(torch.arange(requests, requests * (k + 1) + 1)).tolist()  # SPS(B), B = R .. R(k + 1)
+    path = sorted(((a[j], j, r) for j in range(k) for r in range(requests)), key=lambda t: (-t[0], t[1], t[2]))
+    lengths = [0] * requests
+    tau, b = float(requests), requests
+    best = tau * rate[0]
+    for value, j, r in path:
+        theta = (tau + value) * rate[b + 1 - requests]
+        if not theta > best:
+            break
+        lengths[r], tau, b, best = j + 1, tau + value, b + 1, theta
+    return lengths
+
+
+def scheduler_disagreements(rd: Round, plans: Sequence[LoadPlan], sps: StepRate | None = None) -> int:
+    """Requests whose ℓ differs between the scheduler's plan and the naive loop, over every load shown."""
+    return sum(
+        a != b for p in plans for a, b in zip(p.lengths, naive_lengths(rd.confidence, p.requests, sps), strict=True)
+    )
+
+
+def scheduler_table(w: Walk, plans: Sequence[LoadPlan], lang: str) -> ViewTable:
+    """R | ℓ (copy 0) | mean ℓ | sent ●/○ | B | τ* | Θ, one row per load."""
+    drafted = w.round.drafted
+    rows = [
+        [p.requests, p.verify_len, r(p.mean_verify_len, 2), p.sent(drafted), p.batch_tokens]
+        + [r(p.expected_tokens, 2), r(p.throughput, 1)]
+        for p in plans
+    ]
+    cols = [ui("requests_in_flight", lang), "ℓ", note("sched_mean", lang), note("sched_sent", lang), "B"]
+    cols += [note("sched_tau", lang), note("sched_theta", lang)]
+    return ViewTable(note("sched_title", lang), cols, rows)
+
+
 def lesson_round(w: Walk) -> Round:
-    """The lesson's setting on this prompt: untrained weights (the walk's seed), a block of 3, greedy.
+    """The lesson's setting on this prompt: untrained weights (the walk's seed), 3 drafts verified, greedy — the
+    drafter drafts its whole trained block and sends the first 3 to verify.
     Computed once per walk (an untrained model is built only when the walk runs the trained one)."""
     if w.lesson is None:
         with torch.no_grad():
@@ -1287,9 +1518,15 @@ def lesson_round(w: Walk) -> Round:
     return w.lesson
 
 
+def marked_drafts(w: Walk, rd: Round) -> str:
+    """ "a, b, c, ○d, ○e": the drafts, those not sent to verify marked ○."""
+    marks = ["○" if st == NOT_SENT else "" for st in rd.status]
+    return ", ".join(m + tok_text(w, t) for m, t in zip(marks, rd.draft, strict=True))
+
+
 def lesson_table(w: Walk, lang: str) -> ViewTable:
     """The lesson's setting (seed 000: taps 3, 4 mixed 0.5/0.5, 3 untrained drafts) beside the lab's untrained
-    block of 3, this round, and the real model's setting."""
+    round that verifies 3 of its drafted block, this round, and the real model's setting."""
     cfg, rd, less = w.cfg, w.round, lesson_round(w)
     real = get_config("flash")
     soft = w.draft_trace.get("6B", "draft_logits")[0].softmax(-1)  # this round's p_d at T = 1
@@ -1303,7 +1540,8 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
     rows = [
         [note("row_taps", lang), LESSON["taps"], taps(cfg), taps(cfg), taps(real)],
         [note("row_mix", lang), LESSON["mix"], mix, mix, note("concat", lang)],
-        [note("row_k", lang), LESSON["block"], less.block, rd.block, real.dspark_block_size],
+        [note("row_k", lang), LESSON["block"], less.drafted, rd.drafted, real.dspark_block_size],
+        [note("row_l", lang), "—", less.block, rd.block, note("real_l", lang)],
         [
             note("row_weights", lang),
             ui("untrained", lang),
@@ -1311,13 +1549,7 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
             ui(w.weights, lang),
             ui("trained", lang),
         ],
-        [
-            note("row_tokens", lang),
-            LESSON["tokens"],
-            ", ".join(tok_text(w, t) for t in less.draft),
-            ", ".join(tok_text(w, t) for t in rd.draft),
-            "—",
-        ],
+        [note("row_tokens", lang), LESSON["tokens"], marked_drafts(w, less), marked_drafts(w, rd), "—"],
         [note("row_pd", lang), LESSON["p_d"], [r(p, 3) for p in less.draft_probs], this_pd, "—"],
         ["1/V", "—", r(1 / cfg.vocab_size, 5), r(1 / cfg.vocab_size, 5), f"1/{real.vocab_size}"],
         [
@@ -1331,8 +1563,8 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
     cols = [
         "",
         note("lesson_col", lang),
-        note("lab_col", lang, w=ui("untrained", lang), k=less.block),
-        note("lab_col", lang, w=ui(w.weights, lang), k=rd.block),
+        note("lab_col", lang, w=ui("untrained", lang), k=less.drafted, l=less.block),
+        note("lab_col", lang, w=ui(w.weights, lang), k=rd.drafted, l=rd.block),
         note("real_col", lang),
     ]
     return ViewTable(note("lesson_title", lang), cols, rows)
@@ -1394,6 +1626,12 @@ __all__ = [
     "redraft",
     "build_views",
     "check_block",
+    "LoadPlan",
+    "SCHEDULER_LOADS",
+    "load_plan",
+    "load_plans",
+    "naive_lengths",
+    "scheduler_disagreements",
     "verdict_text",
     "inspect_model",
     "fmt_params",

@@ -31,8 +31,10 @@ from .walkthrough import (
     Walk,
     build_views,
     check_block,
+    check_load,
     equation,
     lesson_table,
+    load_plan,
     next_row,
     note,
     redraft,
@@ -54,6 +56,7 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 COLUMN_COLOURS: tuple[str, ...] = ("#dbeafe", "#dcfce7", "#fef3c7", "#fce7f3")  # map columns 1..4
 MAX_TABLE_ROWS = 24
 AUTO_LAYER = "auto"  # the layer dropdown's value for "each step's default" (a Dropdown cannot hold None)
+LOAD_STEPS: tuple[int, ...] = tuple(2**i for i in range(9))  # the load slider: 1, 2, 4, …, 256 requests in flight
 
 TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
     {
@@ -69,6 +72,21 @@ TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
         },
         "inspector": {"vi": "Bộ soi bước 6B", "en": "Step 6B inspector"},
         "verify_col": {"vi": "Kết quả verify", "en": "Verify"},
+        "load_title": {"vi": "Bộ lập lịch khi tải cao", "en": "The scheduler under load"},
+        "load_line": {
+            "vi": "R = {r} yêu cầu đang chạy: chính sách dspark (Algorithm 1) sẽ verify ℓ = {l} trong k = {k} token "
+            "nháp của vòng này (B = {b} token trong batch, ℓ trung bình = {m}, Θ = {t} token/giây kỳ vọng).",
+            "en": "R = {r} requests in flight: the dspark policy (Algorithm 1) would verify ℓ = {l} of this round's "
+            "k = {k} drafts (B = {b} batch tokens, mean ℓ = {m}, Θ = {t} expected tokens/s).",
+        },
+        "load_sim": {
+            "vi": "Mô phỏng: c của vòng này xếp chồng R lần thành đầu vào [R, k], với bảng SPS(B) đo sẵn của lab; "
+            "● = sẽ gửi đi verify, ○ = không gửi. Vòng ở trên dùng chính sách cố định ℓ = {l} (thanh trượt ℓ).",
+            "en": "A simulation: this round's c stacked R times as the [R, k] input, with the lab's shipped SPS(B) "
+            "table; ● = would be sent to verify, ○ = not sent. The round above used a fixed policy, ℓ = {l} "
+            "(the ℓ slider).",
+        },
+        "load_sweep": {"vi": "ℓ theo R", "en": "ℓ by R"},
     }
 )
 
@@ -84,6 +102,7 @@ Listener = Callable[[set[str], set[str]], None]  # (changed fields, recomputed p
 
 class LabState:
     """What the learner chose (prompt, seed, block, temperature, lang, weights, step, layer) and the Walk.
+    `block` is the verify length ℓ of a fixed policy (the draft always runs its whole trained block).
 
     `update` validates every change first (nothing is half-applied), recomputes only what the change
     needs, then tells the subscribed widgets. `runs` counts the forwards, DSpark rounds and view builds.
@@ -530,10 +549,11 @@ def build_map(state: LabState, on_open: Callable[[dict[str, Any]], None] | None 
 
 # ---- the 6B inspector ----------------------------------------------------------------------------------
 def inspector_6b_content(state: LabState) -> dict[str, Any]:
-    """Step 6B as plain data: the logits bar, the draft strip, one row per draft position with the numbers verify
+    """Step 6B as plain data: the logits bar, the draft strip, one row per drafted position with the numbers verify
     used (draft token, p_d(x), p_t(x), min(1, p_t/p_d), confidence c, the target's argmax, the verdict — at T = 0
-    the one-hot values, with the softmax T = 1 ones beside as `*_t1`), the target's own token, the verdict line,
-    the note on what the numbers are, and the lesson's setting next to the lab's."""
+    the one-hot values, with the softmax T = 1 ones beside as `*_t1`; None where a draft past ℓ was never sent to
+    verify), the target's own token, the verdict line, the note on what the numbers are, and the lesson's setting
+    next to the lab's."""
     walk, lang = state.walk, state.lang
     rd = walk.round
     rows = [
@@ -544,7 +564,8 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
             "target_prob": row["p_t"],
             "ratio": row["ratio"],
             "confidence": row["confidence"],
-            "target_token": token_text(walk.tokenizer, row["target_argmax"]),
+            "target_token": None if row["target_argmax"] is None else token_text(walk.tokenizer, row["target_argmax"]),
+            "sent": row["sent"],
             "status": row["status"],
             "status_text": status_text(row, lang),
             "sampled_not_argmax": row["sampled_not_argmax"],
@@ -557,7 +578,8 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
     lesson = lesson_table(walk, lang)
     greedy = walk.temperature == 0
     return {
-        "k": rd.block,
+        "k": rd.drafted,  # drafted: the whole trained block
+        "verify_len": rd.block,  # ℓ sent to verify (the state's `block`, a fixed policy)
         "block": state.block,
         "temperature": state.temperature,
         "rows": rows,
@@ -589,27 +611,80 @@ def draft_table_html(content: dict[str, Any], lang: str) -> str:
     columns += [note(k, lang) for k in ("pd_col", "pt_col", "ratio_col", "c_col", "argmax_col")]
     columns += [tx("verify_col", lang)] + ([note("soft_col", lang)] if greedy else [])
 
-    def num(x: float | None) -> str:
-        return "—" if x is None else f"{x:.4g}"
+    def num(x: float | None, fmt: str = ".4g") -> str:
+        return "—" if x is None else f"{x:{fmt}}"
 
     rows = [
         [r["position"], r["draft_token"], num(r["draft_prob"]), num(r["target_prob"]), num(r["ratio"])]
-        + [num(r["confidence"]), r["target_token"], r["status_text"]]
-        + ([f"{r['draft_prob_t1']:.3g} / {r['target_prob_t1']:.3g}"] if greedy else [])
+        + [num(r["confidence"]), r["target_token"] or "—", r["status_text"]]
+        + ([f"{num(r['draft_prob_t1'], '.3g')} / {num(r['target_prob_t1'], '.3g')}"] if greedy else [])
         for r in content["rows"]
     ]
     nxt = content["next"]
     rows.append([nxt["position"], nxt["token"], "", "", "", "", nxt["target_token"], nxt["status_text"]])
     rows[-1] += [""] if greedy else []
-    table = {"title": f"{ui('draft_token', lang)} · k = {content['k']}", "columns": columns, "rows": rows}
-    return table_html(table, ["dspark-draft-row"] * content["k"] + ["dspark-next-row"])
+    title = f"{ui('draft_token', lang)} · k = {content['k']} · ℓ = {content['verify_len']}"
+    classes = ["dspark-draft-row" + ("" if r["sent"] else " dspark-not-sent") for r in content["rows"]]
+    return table_html({"title": title, "columns": columns, "rows": rows}, classes + ["dspark-next-row"])
+
+
+def load_content(state: LabState, requests: int) -> dict[str, Any]:
+    """What the scheduler would verify of the state's round with `requests` copies of it in flight (the 6B walk's
+    scheduler table, `walkthrough.load_plan`), and ℓ at every load of the slider, as plain data."""
+    requests = check_load(requests)
+    rd, tok = state.walk.round, state.walk.tokenizer
+    plan = load_plan(rd.confidence, requests)
+    return {
+        "requests": requests,
+        "verify_len": plan.verify_len,
+        "lengths": list(plan.lengths),
+        "mean_verify_len": plan.mean_verify_len,
+        "batch_tokens": plan.batch_tokens,
+        "throughput": plan.throughput,
+        "k": rd.drafted,
+        "fixed_verify_len": rd.block,
+        "drafts": [{"token": token_text(tok, t), "sent": i < plan.verify_len} for i, t in enumerate(rd.draft)],
+        "sweep": [(r, load_plan(rd.confidence, r).verify_len) for r in LOAD_STEPS],
+    }
+
+
+def load_html(content: dict[str, Any], lang: str) -> str:
+    """The load section: one line with ℓ, the drafts marked ● sent / ○ not sent, ℓ at every load, the caveat."""
+    e = html.escape
+    line = tx(
+        "load_line",
+        lang,
+        r=content["requests"],
+        l=content["verify_len"],
+        k=content["k"],
+        b=content["batch_tokens"],
+        m=f"{content['mean_verify_len']:.2f}",
+        t=f"{content['throughput']:.0f}",
+    )
+    cells = []
+    for d in content["drafts"]:
+        style = "background:#8fd19e;font-weight:bold" if d["sent"] else "background:#f7f7f7;color:#777"
+        cls = "dspark-load-sent" if d["sent"] else "dspark-load-not-sent"
+        mark = "●" if d["sent"] else "○"
+        cells.append(f"<span class='{cls}' style='{style};padding:2px 6px;margin:2px'>{mark} {d['token']}</span>")
+    sweep = " · ".join(
+        (f"<b>R = {r}: ℓ = {n}</b>" if r == content["requests"] else f"R = {r}: ℓ = {n}") for r, n in content["sweep"]
+    )
+    return (
+        f"<div style='margin:6px 0'><b>{e(tx('load_title', lang))}</b><p>{e(line)}</p>"
+        f"<div>{''.join(cells)}</div>"
+        f"<p style='font-size:12px'>{e(tx('load_sweep', lang))}: {sweep}</p>"
+        f"<p style='color:#92400e'>ℹ {e(tx('load_sim', lang, l=content['fixed_verify_len']))}</p></div>"
+    )
 
 
 def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
-    """Step 6B: the logits bar, the draft strip, the per-position table (the numbers verify used) and the lesson's
-    setting next to the lab's, with a block-size slider
-    (1..trained block) and a temperature slider (0..2) that re-draft only — the prompt's forward is kept.
-    `sliders=False` leaves the sliders out (the app has them among its controls)."""
+    """Step 6B: the logits bar, the draft strip, the per-position table (the numbers verify used), the scheduler
+    under load and the lesson's setting next to the lab's, with a verify-length slider ℓ (1..trained block: a fixed
+    policy; the draft always runs the whole block) and a temperature slider (0..2) that re-draft only — the prompt's
+    forward is kept — and a "requests in flight" slider (1..256, log steps) that shows the ℓ the dspark scheduler
+    would pick for this round at that load (display only: nothing is recomputed in the model).
+    `sliders=False` leaves the ℓ and temperature sliders out (the app has them among its controls)."""
     cfg = state.walk.cfg
     title = tagged(widgets.HTML(), "dspark-inspector-title")
     block = tagged(
@@ -627,11 +702,20 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
         ),
         "dspark-temperature-slider",
     )
+    load = tagged(
+        widgets.SelectionSlider(options=list(LOAD_STEPS), value=LOAD_STEPS[0], continuous_update=False),
+        "dspark-load-slider",
+    )
+    load.style.description_width = "initial"
     status = tagged(widgets.HTML(), "dspark-inspector-status")
     logits_out = tagged(figure_output(), "dspark-logits")
     strip_out = tagged(figure_output(), "dspark-draft-strip")
     table = tagged(widgets.HTML(), "dspark-draft-table")
+    load_view = tagged(widgets.HTML(), "dspark-load")
     lesson = tagged(widgets.HTML(), "dspark-lesson-table")
+
+    def render_load(change: dict[str, Any] | None = None) -> None:
+        load_view.value = load_html(load_content(state, load.value), state.lang)
 
     def render(changed: set[str] | None = None, recomputed: set[str] | None = None) -> None:
         if changed is not None and not (recomputed or changed & {"lang"}):
@@ -643,13 +727,15 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
             f"{html.escape(get_step('6B').t('title', lang))}</h3>"
             f"<p>{html.escape(content['verdict'])}</p>"
         )
-        block.description, temp.description = "k", ui("temperature", lang)
+        block.description, temp.description = "ℓ", ui("temperature", lang)
+        load.description = ui("requests_in_flight", lang)
         block.value, temp.value = state.block, state.temperature  # no-op updates when already equal
         if changed is None or recomputed & {"forward", "views"}:  # a new draft leaves the logits as they are
             set_figure(logits_out, content["logits"])
         set_figure(strip_out, content["strip"])
         note_html = f"<p style='color:#92400e'>ℹ {html.escape(content['numbers_note'])}</p>"
         table.value = draft_table_html(content, lang) + note_html
+        render_load()
         lesson.value = table_html(content["lesson"])
 
     def on_slider(name: str, widget: widgets.Widget) -> Callable[[dict[str, Any]], None]:
@@ -665,12 +751,13 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
 
     block.observe(on_slider("block", block), names="value")
     temp.observe(on_slider("temperature", temp), names="value")
+    load.observe(render_load, names="value")
     render()
     state.subscribe(render)
     parts: list[widgets.Widget] = [title]
     if sliders:
         parts.append(widgets.HBox([block, temp]))
-    parts += [status, logits_out, strip_out, table, lesson]
+    parts += [status, logits_out, strip_out, table, load, load_view, lesson]
     return tagged(widgets.VBox(parts, layout=widgets.Layout(width="100%")), "dspark-inspector")
 
 
@@ -780,7 +867,7 @@ class LabApp:
         names = {
             "prompt": "prompt",
             "seed": "seed",
-            "block": "block_size",
+            "block": "verify_len",
             "temperature": "temperature",
             "lang": "language",
             "weights": "weights",
@@ -801,7 +888,7 @@ class LabApp:
 def lab_app(
     prompt: str = DEFAULT_PROMPT, lang: str = "en", seed: int = 0, state: LabState | None = None
 ) -> widgets.VBox:
-    """The whole lab in one widget: controls (prompt, seed, block k, temperature, language, weights, layer),
+    """The whole lab in one widget: controls (prompt, seed, verify length ℓ, temperature, language, weights, layer),
     the clickable 4-column map, the panel of the chosen step and the 6B inspector. Pass `state` to reuse a
     LabState (then `prompt`, `lang` and `seed` are ignored)."""
     return LabApp(state if state is not None else LabState(prompt, seed=seed, lang=lang)).widget
@@ -823,6 +910,8 @@ __all__ = [
     "inspector_6b",
     "inspector_6b_content",
     "lab_app",
+    "load_content",
+    "load_html",
     "map_layout",
     "open_step",
     "panel_html",

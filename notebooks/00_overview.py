@@ -3,12 +3,13 @@
 # **EN**
 # - The lab follows one prompt through the model: **1A → 1B → 2A → 3A → 3B → 3C → 4A ↔ 6A → 5A → 6B**.
 # - Every block runs on a tiny model (`lab` preset, a laptop CPU) with the same code as the real one (`flash`).
-# - Click a block of the map to open its step; change the prompt, seed, block size or temperature and watch what moves.
+# - Click a block of the map to open its step; change the prompt, seed, verify length ℓ or temperature and watch what
+#   moves.
 #
 # **VI**
 # - Bài lab đi theo một prompt qua mô hình: **1A → 1B → 2A → 3A → 3B → 3C → 4A ↔ 6A → 5A → 6B**.
 # - Mỗi khối chạy trên một mô hình nhỏ (cấu hình `lab`, CPU máy xách tay) bằng cùng mã nguồn với mô hình thật (`flash`).
-# - Bấm vào một khối của sơ đồ để mở bước đó; đổi prompt, seed, độ dài khối nháp hay nhiệt độ rồi xem cái gì thay đổi.
+# - Bấm vào một khối của sơ đồ để mở bước đó; đổi prompt, seed, độ dài verify ℓ hay nhiệt độ rồi xem cái gì thay đổi.
 
 # %%
 LANG = "en"  # "vi" for Vietnamese / "vi" để dùng tiếng Việt
@@ -40,10 +41,13 @@ display_mermaid(architecture_map(LANG))
 # %% [markdown]
 # ## The clickable lab / Bài lab bấm được
 # **EN** — Buttons are the ten blocks, laid out as the four columns; the panel under the map shows the chosen step's
-# explanation, tables and figure. The 6B inspector at the bottom redrafts when you move the block slider.
+# explanation, tables and figure. The 6B inspector at the bottom redrafts when you move the verify-length slider ℓ
+# (the drafter always drafts its whole block; ℓ of them are sent to verify), and its "requests in flight" slider shows
+# the ℓ the scheduler would pick under load.
 #
 # **VI** — Các nút là mười khối, xếp theo bốn cột; khung dưới sơ đồ hiện lời giải thích, bảng và hình của bước được
-# chọn. Bộ xem 6B ở cuối vẽ nháp lại khi bạn kéo thanh độ dài khối.
+# chọn. Bộ xem 6B ở cuối vẽ nháp lại khi bạn kéo thanh độ dài verify ℓ (bộ vẽ luôn vẽ cả khối; ℓ token được gửi đi
+# verify), và thanh "số yêu cầu đang chạy" cho thấy ℓ mà bộ lập lịch sẽ chọn khi tải cao.
 
 # %%
 app = widgets.lab_app(lang=LANG, seed=SEED)
@@ -65,11 +69,13 @@ print(state.update(block=1), "·", state.update(lang="vi" if LANG == "en" else "
 # %% [markdown]
 # ## How to use the lab / Cách dùng bài lab
 # - **EN** — Terminal: `dspark-lab walk`, `dspark-lab walk --step 6B --lang vi`, `dspark-lab generate`,
-#   `dspark-lab profile`, `dspark-lab inspect --preset flash`. Notebooks: `01`–`04` walk the columns, `05` inspects
-#   step 6B, `06` shows why speculative decoding is lossless.
+#   `dspark-lab profile`, `dspark-lab inspect --preset flash`, `dspark-lab serve`, `dspark-lab schedule`. Notebooks:
+#   `01`–`04` walk the columns, `05` inspects step 6B, `06` shows why speculative decoding is lossless, `08` teaches
+#   the scheduler that picks ℓ.
 # - **VI** — Trong terminal: `dspark-lab walk`, `dspark-lab walk --step 6B --lang vi`, `dspark-lab generate`,
-#   `dspark-lab profile`, `dspark-lab inspect --preset flash`. Notebook: `01`–`04` đi qua các cột, `05` soi bước 6B,
-#   `06` cho thấy vì sao giải mã dự đoán không làm sai kết quả.
+#   `dspark-lab profile`, `dspark-lab inspect --preset flash`, `dspark-lab serve`, `dspark-lab schedule`. Notebook:
+#   `01`–`04` đi qua các cột, `05` soi bước 6B, `06` cho thấy vì sao giải mã dự đoán không làm sai kết quả, `08` dạy bộ
+#   lập lịch chọn ℓ.
 #
 # ## Summary / Tóm tắt
 # - **EN** — Four columns: input & mixing, the compressed-attention schedule, attention & its cache, experts & the

@@ -4,14 +4,16 @@
 # - The head collapses the 4 lanes (`hc_pre` with the last pre-mix), applies RMSNorm and projects to logits `[B, V]`.
 # - DSpark reads the taps (lab: layers 3 and 4 mixed 0.5/0.5), drafts a block `[anchor, noise×(k−1)]`, and its Markov
 #   head picks the draft tokens left to right; each carries a **draft probability** p_d(x) and a **confidence** c.
-# - Verify runs the real forward once over the block and keeps only what the target itself would have produced.
+# - Verify runs the real forward once over the drafts sent to it and keeps only what the target itself would have
+#   produced.
 #
 # **VI**
 # - Đầu ra gộp 4 làn (`hc_pre` với pre-mix cuối), chuẩn hóa RMSNorm rồi chiếu ra logits `[B, V]`.
 # - DSpark đọc các lớp đích (lab: lớp 3 và 4 trộn 0.5/0.5), vẽ một khối `[anchor, noise×(k−1)]`, và MarkovHead chọn các
 #   token nháp từ trái sang phải; mỗi token có **xác suất nháp** p_d(x) (xác suất theo phân phối draft, con số mà bài
 #   học gọi là *confidence*) và giá trị **đầu tin cậy** c.
-# - Verify chạy forward thật một lượt trên cả khối và chỉ giữ những gì chính mô hình mục tiêu sẽ sinh ra.
+# - Verify chạy forward thật một lượt trên các token nháp được gửi tới và chỉ giữ những gì chính mô hình mục tiêu sẽ
+#   sinh ra.
 
 # %%
 LANG = "en"  # "vi" for Vietnamese output / "vi" để xem kết quả bằng tiếng Việt
@@ -26,7 +28,7 @@ from lab import plots, widgets
 from lab.evaluation import eval_prompts
 from lab.exercises import check
 from lab.render import render_view
-from lab.walkthrough import redraft, run_walk
+from lab.walkthrough import load_plans, redraft, run_walk
 
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)  # the shipped trained weights (lab/weights)
@@ -65,12 +67,42 @@ assert err == 0.0  # probe: the draft read layers 3 and 4, mixed 0.5/0.5
 
 # %% [markdown]
 # ## One round: draft → verify / Một vòng: vẽ nháp → verify
+# **EN**
+# - Every round the drafter drafts its whole trained block, k = 5 tokens. Only a **prefix** of ℓ ≤ k of them is sent
+#   to verify: the *verify length* (here a fixed policy, ℓ = `--block`, 5 by default). Drafts past ℓ are
+#   "not sent to verify": the target never sees them, so they are neither accepted nor rejected.
+# - The last table of the view is the **scheduler**: what the `dspark` policy (DSpark's Algorithm 1) would send of
+#   this round when R requests share the target's batch. It reads the survival a_j = c_1·…·c_j — this is what the
+#   confidence c is for. Notebook 08 teaches the scheduler.
+#
+# **VI**
+# - Mỗi vòng bộ vẽ vẽ cả khối đã huấn luyện, k = 5 token. Chỉ một **đoạn đầu** ℓ ≤ k token được gửi đi verify: *độ
+#   dài verify* (ở đây là chính sách cố định, ℓ = `--block`, mặc định 5). Token nháp sau ℓ là "không gửi đi verify":
+#   mô hình đích không hề thấy chúng, nên chúng không được giữ cũng không bị từ chối.
+# - Bảng cuối của view là **bộ lập lịch**: chính sách `dspark` (Algorithm 1 của DSpark) sẽ gửi bao nhiêu token nháp
+#   của vòng này khi R yêu cầu dùng chung batch của mô hình mục tiêu. Nó đọc xác suất sống sót a_j = c_1·…·c_j — c
+#   dùng để làm việc đó. Notebook 08 dạy bộ lập lịch.
 
 # %%
 show(render_view(walk.views["6B"]))
 rd = walk.round
-assert len(rd.draft) == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe
+assert rd.drafted == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe: the whole block is drafted
 plots.draft_strip(rd, walk.tokenizer, lang=LANG, temperature=walk.temperature)  # hover: the numbers verify used
+
+# %% [markdown]
+# **EN** — The same round with ℓ = 2: the same five drafts, only the first two reach the target (○ in the strip, past
+# the dashed line). Then ℓ for R copies of this round in flight, as the scheduler table computes it.
+#
+# **VI** — Cùng vòng đó với ℓ = 2: vẫn năm token nháp ấy, chỉ hai token đầu tới được mô hình đích (○ trên dải, sau
+# vạch đứt). Sau đó là ℓ khi có R bản sao của vòng này cùng chạy, như bảng bộ lập lịch tính.
+
+# %%
+short = redraft(walk, 2, 0.0)
+print("status with ℓ = 2:", short.round.status)
+assert short.round.draft == rd.draft and short.round.status[2:] == ["not sent"] * 3  # probe: drafted, never sent
+for plan in load_plans(rd.confidence):
+    print(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.drafted}")
+plots.draft_strip(short.round, walk.tokenizer, lang=LANG, temperature=0.0)
 
 # %% [markdown]
 # **EN** — Draft probability and confidence are the drafter's own numbers; neither is acceptance — only verify
@@ -86,7 +118,7 @@ raw = run_walk(PROMPT, seed=SEED, lang=LANG, steps=("6B",), weights="untrained")
 for name, w in (("trained", walk), ("untrained", raw)):
     r = w.round
     print(f"{name:9s} p_d {[round(p, 3) for p in r.draft_probs]}  c {[round(c, 3) for c in r.confidence]}  "
-          f"kept {r.n_accepted} of {r.block}")
+          f"kept {r.n_accepted} of the {r.block} verified")
 assert max(raw.round.draft_probs) < 20 / cfg.vocab_size  # probe: untrained = noise, a few × 1/V
 assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
 
@@ -94,7 +126,8 @@ assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # 
 # ## The seed lesson's setting beside the lab's / Thiết lập của bài học gốc cạnh thiết lập của lab
 # **EN**
 # - The seed lesson drafts a block of **3** from taps 3 and 4 with untrained weights (its confidences 0.167, 0.234,
-#   0.173 for tokens 2, 1, 6: all below 0.25, the sign of unlearned weights). Below: the same setting here.
+#   0.173 for tokens 2, 1, 6: all below 0.25, the sign of unlearned weights). Below: the same setting here, the lab's
+#   way — the drafter drafts its whole block of 5 and verifies the first 3 (ℓ = 3).
 # - The lab trains **k = 5**, the real block: at k = 3 DSpark and the DFlash-style drafter come out nearly equal in
 #   this toy (DSpark's τ only 1.10× DFlash's at T = 1, 1.00× greedy; notebook 07 shows k = 5).
 # - The taps stay the lesson's: layers 3 and 4, mid-stack in the lab's 8 layers (the last encoder layer and the first
@@ -104,7 +137,8 @@ assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # 
 #
 # **VI**
 # - Bài học gốc vẽ khối **3** token từ lớp 3 và 4 với trọng số chưa huấn luyện (confidence 0.167, 0.234, 0.173 cho
-#   token 2, 1, 6: cả ba dưới 0.25, dấu hiệu trọng số chưa học). Bên dưới: cùng thiết lập đó trong lab.
+#   token 2, 1, 6: cả ba dưới 0.25, dấu hiệu trọng số chưa học). Bên dưới: cùng thiết lập đó theo cách của lab — bộ
+#   vẽ vẽ cả khối 5 token rồi verify 3 token đầu (ℓ = 3).
 # - Lab huấn luyện khối **k = 5** như bản thật: với k = 3, DSpark và bộ vẽ kiểu DFlash gần như ngang nhau trong mô hình
 #   đồ chơi này (τ của DSpark chỉ bằng 1.10× của DFlash ở T = 1, 1.00× khi greedy; notebook 07 cho thấy k = 5).
 # - Lớp đích giữ như bài học: lớp 3 và 4, nằm giữa chồng 8 lớp của lab (lớp encoder cuối và lớp decoder đầu). Mô hình
@@ -113,21 +147,27 @@ assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # 
 #   w (`confidence_head.proj`, [1, 5376]); lab làm theo V4.1.
 
 # %%
-lesson = redraft(raw, 3, 0.0)  # the seed lesson's setting: untrained, taps 3 and 4, a block of 3
-for name, r in (("lesson: untrained, k = 3", lesson.round), ("lab: trained, k = 5", walk.round)):
-    print(f"{name:25s} p_d {[round(p, 3) for p in r.draft_probs]}  kept {r.n_accepted} of {r.block}")
+lesson = redraft(raw, 3, 0.0)  # the seed lesson's setting: untrained, taps 3 and 4, 3 drafts verified
+for name, r in (("lesson: untrained, ℓ = 3", lesson.round), ("lab: trained, ℓ = 5", walk.round)):
+    print(f"{name:25s} p_d {[round(p, 3) for p in r.draft_probs[: r.block]]}  kept {r.n_accepted} of {r.block}")
 assert lesson.round.block == 3 and max(lesson.round.draft_probs) < 0.25  # probe: the lesson's picture of noise
 assert walk.model.mtp.confidence_head.bias is None  # probe: no bias in the confidence head, as V4.1
 
 # %% [markdown]
 
-# ## Block size changes only the draft / Độ dài khối chỉ đổi phần nháp
+# ## The verify length changes only what is sent / Độ dài verify chỉ đổi phần được gửi đi
+# **EN** — The inspector below has a slider for ℓ (a new round, the prompt's forward reused) and a "requests in flight"
+# slider: the ℓ the scheduler would pick for this round at that load.
+#
+# **VI** — Bộ soi bên dưới có thanh trượt ℓ (một vòng mới, dùng lại forward của prompt) và thanh trượt "số yêu cầu
+# đang chạy": ℓ mà bộ lập lịch sẽ chọn cho vòng này ở mức tải đó.
 
 # %%
-for k in (1, 3, 5):
-    w = redraft(walk, k, 0.0)
-    assert w.trace is walk.trace and len(w.round.draft) == k  # probe: the prompt forward is reused
-    print(f"k = {k}: draft {[walk.tokenizer.token_text(t) for t in w.round.draft]} → kept {w.round.n_accepted}")
+for ell in (1, 3, 5):
+    w = redraft(walk, ell, 0.0)
+    assert w.trace is walk.trace and w.round.block == ell and w.round.drafted == 5  # probe: forward reused, 5 drafted
+    sent = [walk.tokenizer.token_text(t) for t in w.round.draft[:ell]]
+    print(f"ℓ = {ell}: sent {sent} → kept {w.round.n_accepted}")
 widgets.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
 
 # %% [markdown]
@@ -145,14 +185,18 @@ plots.acceptance_by_position(stats, lang=LANG)
 # %% [markdown]
 # ## Summary / Tóm tắt
 # - **EN** — Logits come from `hc_pre → RMSNorm → head`. DSpark drafts from the taps with a parallel block and a
-#   sequential Markov head; p_d(x) and c describe the draft, verify decides, and τ = kept + 1 tokens per round.
+#   sequential Markov head; p_d(x) and c describe the draft, a prefix ℓ of it is sent to verify, verify decides, and
+#   τ = kept + 1 tokens per round. Under load the scheduler uses c to pick ℓ (notebook 08).
 # - **VI** — Logits đi qua `hc_pre → RMSNorm → head`. DSpark vẽ nháp từ các lớp đích bằng một khối song song và
-#   MarkovHead tuần tự; p_d(x) và c mô tả bản nháp, verify quyết định, và mỗi vòng ghi τ = số token giữ + 1.
+#   MarkovHead tuần tự; p_d(x) và c mô tả bản nháp, một đoạn đầu ℓ được gửi đi verify, verify quyết định, và mỗi vòng
+#   ghi τ = số token giữ + 1. Khi tải cao, bộ lập lịch dùng c để chọn ℓ (notebook 08).
 #
 # ## Exercise / Bài tập
-# **EN** — A round drafts k = 3 tokens and verify keeps the first 2. How many tokens does the round commit (τ)?
+# **EN** — A round drafts k = 5 tokens, sends the first ℓ = 3 to verify, and verify keeps the first 2. How many tokens
+# does the round commit (τ)?
 #
-# **VI** — Một vòng vẽ k = 3 token nháp và verify giữ 2 token đầu. Vòng đó ghi thêm bao nhiêu token (τ)?
+# **VI** — Một vòng vẽ k = 5 token nháp, gửi 3 token đầu đi verify (ℓ = 3), và verify giữ 2 token đầu. Vòng đó ghi
+# thêm bao nhiêu token (τ)?
 
 # %%
 answer = None  # a whole number
@@ -160,7 +204,8 @@ answer = None  # a whole number
 # %%
 from dspark_mini.speculative import Round  # noqa: E402
 
-example = Round(position=0, anchor=5, draft=[6, 7, 8], draft_probs=[0.5] * 3, confidence=[0.5] * 3,
-                target_probs=[0.5] * 3, target_argmax=[6, 7, 9, 1], status=["accepted", "accepted", "rejected"],
-                n_accepted=2, next_token=9, next_kind="resampled", committed=[6, 7, 9])
+example = Round(position=0, anchor=5, draft=[6, 7, 8, 2, 3], draft_probs=[0.5] * 5, confidence=[0.5] * 5,
+                target_probs=[0.5] * 3, target_argmax=[6, 7, 9, 1],
+                status=["accepted", "accepted", "rejected", "not sent", "not sent"],
+                n_accepted=2, next_token=9, next_kind="resampled", committed=[6, 7, 9], verify_len=3)
 check(answer, example.tau, LANG)

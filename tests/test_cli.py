@@ -122,6 +122,23 @@ def test_help_teaches(capsys) -> None:
         assert word in out
 
 
+@pytest.mark.parametrize("command", ["walk", "generate"])
+def test_block_help_says_it_is_the_verify_length(capsys, command) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    block = text[text.index("--block BLOCK ") :]
+    assert block.index("verify length ℓ of a fixed policy") < block.index("--temperature")
+    assert "whole trained block" in block[: block.index("--temperature")]
+
+
+def test_walk_json_has_the_verify_length(capsys) -> None:
+    out = run_json(capsys, "walk", "--json", "--step", "6B", "--block", "2")["steps"]["6B"]
+    assert out["data"]["verify_len"] == 2 and out["data"]["drafted"] == 5
+    assert out["data"]["status"][2:] == ["not sent"] * 3
+    assert [p["requests"] for p in out["data"]["scheduler"]["loads"]] == [1, 8, 64, 256]
+
+
 def test_generate_json_plain_vs_speculative(capsys) -> None:
     g = run_json(capsys, "generate", "--json", "--max-new-tokens", "20", "--block", "2")
     assert g["identical_tokens"] and g["plain"]["tokens"] == g["speculative"]["tokens"]  # greedy: lossless
@@ -131,7 +148,17 @@ def test_generate_json_plain_vs_speculative(capsys) -> None:
     # every round commits τ = kept + 1 tokens; together with the prompt's token they are the output
     committed = 1 + sum(sum(st == "accepted" for st in r["status"]) + 1 for r in s["strip"])
     assert committed >= 20 and 1 <= s["mean_accepted_length"] <= 3
-    assert all(len(r["draft"]) <= 2 for r in s["strip"])
+    # --block 2 is the verify length ℓ of a fixed policy: each round drafts the whole block and sends 2
+    assert g["verify_len"] == g["block"] == 2 and all(r["verify_len"] <= 2 for r in s["strip"])
+    assert max(len(r["draft"]) for r in s["strip"]) == 5
+    for r in s["strip"]:
+        ell = r["verify_len"]
+        assert len(r["status"]) == len(r["draft"]) and r["status"][ell:] == ["not sent"] * (len(r["draft"]) - ell)
+        assert "not sent" not in r["status"][:ell]
+    # acceptance counts only the verified positions: kept / (drafts sent), never / (drafts made)
+    kept = sum(r["status"].count("accepted") for r in s["strip"])
+    assert s["acceptance_rate"] == pytest.approx(kept / sum(r["verify_len"] for r in s["strip"]))
+    assert [p["position"] for p in s["per_position"]] == [1, 2]
 
 
 def test_generate_sampled_is_seeded(capsys) -> None:
@@ -166,7 +193,10 @@ def test_redraft_and_language_switch_reuse_the_forward(walk_en) -> None:
 
     w2 = redraft(walk_en, 1, 0.0)
     assert w2.trace is walk_en.trace and w2.model is walk_en.model  # no new forward over the prompt
-    assert w2.round.block == 1 and len(w2.views["6B"].tables[-1].rows) == 2  # 1 draft row + the target's token
+    # ℓ = 1: one draft sent to verify; the table still shows all 5 drafted (+ the target's token)
+    draft = w2.views["6B"].tables[-2]
+    assert w2.round.block == 1 and w2.round.drafted == 5 and len(draft.rows) == 6
+    assert [row[7] for row in draft.rows[1:5]] == ["not sent to verify"] * 4
     assert walk_en.round.block == 5  # the original walk is unchanged
     assert walk_en.prompt_cache.length == walk_en.tokens.size(1)  # rounds ran on copies of the prompt cache
     vi = build_views(walk_en, "vi")

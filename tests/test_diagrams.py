@@ -197,10 +197,17 @@ def test_flow_6b_content(lang):
         "min(1, p_t/p_d)",
         "norm(max(0, p_t − p_d))",
         "τ = n + 1",
+        "a_j = c_1·…·c_j",  # the survival the scheduler reads
+        "Algorithm 1",
+        "Θ = τ*·SPS(B)",
+        "profile --sps",
+        "[x₀, x₁..x_ℓ]",  # verify sees the prefix ℓ, not the whole drafted block
+        "x_(ℓ+1)..x_k",
     ):
         assert needle in src, needle
-    assert ("Verify bằng forward thật" if lang == "vi" else "Verify with the real forward") in src
-    for key in ("accepted", "rejected", "resampled", "bonus", "tap_layers", "draft_probability", "confidence"):
+    assert ("verify bằng forward thật" if lang == "vi" else "verify with the real forward") in src
+    keys = ("accepted", "rejected", "resampled", "bonus", "not_sent", "tap_layers", "draft_probability", "confidence")
+    for key in keys:
         assert ui(key, lang) in src, key
     # numbers from the lab and flash presets
     k = get_config("lab").dspark_block_size
@@ -216,9 +223,13 @@ def test_flow_6b_content(lang):
     assert ("lớp 3 và 4" if lang == "vi" else "layers 3 and 4") in src
     g = parse(src)
     assert list(g["subgraphs"]) == ["input", "draft", "check"]  # the seed's three steps, in order
-    order = ["taps", "draft_layers", "markov", "drafts", "verify"]
+    # draft → confidences → scheduler ℓ → verify → commit
+    order = ["taps", "draft_layers", "markov", "drafts", "survival", "scheduler", "verify"]
     path = {(a, b) for a, _, _, b in g["links"]}
     assert all((a, b) in path for a, b in zip(order, order[1:], strict=False))
+    assert ("drafts", "verify") not in path  # every draft passes the scheduler first
+    assert {("sps", "scheduler"), ("scheduler", "not_sent")} <= path
+    assert "survival" in g["subgraphs"]["draft"] and {"sps", "scheduler", "not_sent"} <= set(g["subgraphs"]["check"])
     assert {("verify", x) for x in ("accepted", "rejected", "bonus")} <= path
     assert {(x, "commit") for x in ("accepted", "rejected", "bonus")} <= path
 

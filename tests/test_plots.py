@@ -267,11 +267,16 @@ def test_6b_draft_strip_has_k_positions(walk, block):
     w = redraft(walk, block, 0.0, views=False)
     fig = plots.draft_strip(w.round, w.tokenizer, temperature=0.0)
     heat = fig.data[0]
-    assert fig.layout.meta["draft_positions"] == block and len(heat.x) == block + 1
+    k = w.round.drafted  # the whole trained block is drafted; the first `block` are sent to verify
+    assert fig.layout.meta["draft_positions"] == k == 5 and len(heat.x) == k + 1
+    assert fig.layout.meta["verify_lens"] == [block]
     codes = {k: i for i, k in enumerate(plots.STRIP_KINDS)}
-    assert heat.z[0][:block] == [codes[s] for s in w.round.status]
-    assert heat.z[0][block] == codes[w.round.next_kind]
-    assert heat.text[0][:block] == [plots.token_text(w.tokenizer, t) for t in w.round.draft]
+    assert heat.z[0][:k] == [codes[s] for s in w.round.status] and w.round.status[block:] == ["not sent"] * (k - block)
+    assert heat.z[0][k] == codes[w.round.next_kind]
+    marks = ["" if i < block else "○" for i in range(k)]
+    assert heat.text[0][:k] == [m + plots.token_text(w.tokenizer, t) for m, t in zip(marks, w.round.draft, strict=True)]
+    assert all("the target never saw this draft" in h for h in heat.hovertext[0][block:k])
+    assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].x0 == block - 0.5  # the ℓ line
     assert "p_d(x)" in heat.hovertext[0][0] and "c = " in heat.hovertext[0][0]
 
 
@@ -280,6 +285,9 @@ def test_6b_draft_strip_colours_every_kind(walk):
         make_round(["accepted", "accepted", "accepted"], "bonus"),
         make_round(["accepted", "rejected", "not verified"], "resampled"),
         make_round(["rejected"], "resampled", position=9),
+        dataclasses.replace(  # drafts 3, verifies 1: the last 2 never reach the target
+            make_round(["accepted", "not sent", "not sent"], "bonus"), verify_len=1, target_probs=[0.4]
+        ),
     ]
     fig = plots.draft_strip(rounds, walk.tokenizer, "vi", temperature=1.0)  # kept drafts ≠ argmax: sampled
     z = fig.data[0].z
@@ -287,10 +295,12 @@ def test_6b_draft_strip_colours_every_kind(walk):
     assert z[0] == [codes["accepted"]] * 3 + [codes["bonus"]]
     assert z[1] == [codes["accepted"], codes["rejected"], codes["not verified"], codes["resampled"]]
     assert z[2] == [codes["rejected"], None, None, codes["resampled"]]
-    assert fig.layout.meta == {"draft_positions": 3, "rounds": 3, "temperature": 1.0}
+    assert z[3] == [codes["accepted"], codes["not sent"], codes["not sent"], codes["bonus"]]
+    assert fig.layout.meta == {"draft_positions": 3, "verify_lens": [3, 3, 1, 1], "rounds": 4, "temperature": 1.0}
     assert "được giữ (lấy mẫu, không phải argmax)" in fig.data[0].hovertext[0][0]
     assert "thay token nháp d2" in fig.data[0].hovertext[1][3]
-    assert {t.name for t in fig.data[1:]} == {"được giữ", "bị từ chối", "không xét", "lấy mẫu lại", "token thưởng"}
+    legend = {"được giữ", "bị từ chối", "không xét", "không gửi đi verify", "lấy mẫu lại", "token thưởng"}
+    assert {t.name for t in fig.data[1:]} == legend
     for bad in ([], [1, 2], "round"):
         with pytest.raises(ValueError, match="needs a Round"):
             plots.draft_strip(bad, walk.tokenizer, temperature=0.0)

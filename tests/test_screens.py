@@ -4,6 +4,8 @@
   when one of its inputs is tampered with (proved below, check by check);
 - step 6B shows the numbers verify used: at T = 0 the one-hot ones, and min(1, p_t/p_d) recomputed from them gives
   verify's decisions; at T > 0 "sampled, not argmax" appears exactly where a token is not the target's argmax;
+  drafts past the verify length ℓ are "not sent to verify", with no target number; the scheduler table says what
+  `dspark` (Algorithm 1) would verify of this round under load, checked against a plain loop;
 - the output reads at 80 columns without colour (no word broken across lines, a marker per strip token) and
   `--lang vi` prints no English UI strings.
 """
@@ -70,7 +72,7 @@ def test_every_step_has_a_check_and_every_check_holds(weights, temperature):
         "4A": 1,
         "6A": 2,
         "5A": 2,
-        "6B": 3,
+        "6B": 4,
     }
 
 
@@ -158,6 +160,12 @@ def tamper_status(w):
     w.round = dataclasses.replace(w.round, status=status)
 
 
+def tamper_not_sent(w):  # a draft the target saw, shown as never sent
+    status = list(w.round.status)
+    status[0] = "not sent"
+    w.round = dataclasses.replace(w.round, status=status)
+
+
 TAMPERS = [
     ("1A", "4 lanes are identical", tamper_1a),
     ("1B", "Engram row ids", tamper_hash),
@@ -174,6 +182,7 @@ TAMPERS = [
     ("6B", "main_x the draft received", tamper_main_x),
     ("6B", "identical logits", tamper_parity),
     ("6B", "verify's decisions", tamper_status),
+    ("6B", "verify's decisions", tamper_not_sent),
 ]
 
 
@@ -260,32 +269,53 @@ def block_inputs(model, tokens) -> dict[int, torch.Tensor]:
 
 
 # ---- 6B: the numbers verify used -------------------------------------------------------------------
+DRAFT_TITLE = {"en": "DSpark draft block", "vi": "Khối nháp DSpark"}
+SCHED_TITLE = {"en": "Scheduler:", "vi": "Bộ lập lịch:"}
+
+
+def titled(v: StepView, start: dict[str, str]) -> W.ViewTable:
+    found = [t for t in v.tables if t.title.startswith(start[v.lang])]
+    assert len(found) == 1, [t.title for t in v.tables]
+    return found[0]
+
+
 def draft_rows(v: StepView) -> tuple[list[str], list[list]]:
-    table = v.tables[-1]
+    table = titled(v, DRAFT_TITLE)
     return table.columns, table.rows
 
 
 def test_greedy_table_shows_one_hot_numbers_and_their_ratio_gives_the_verdicts():
     seen = set()
-    for prompt, weights in ((W.DEFAULT_PROMPT, "trained"), ("def f(x):", "trained"), (W.DEFAULT_PROMPT, "untrained")):
-        w = run_walk(prompt, steps=("6B",), weights=weights)
+    for prompt, weights, block in (
+        (W.DEFAULT_PROMPT, "trained", None),
+        ("def f(x):", "trained", None),
+        (W.DEFAULT_PROMPT, "untrained", None),
+        ("def f(x):", "trained", 2),  # ℓ = 2: the last 3 drafts are not sent to verify
+    ):
+        w = run_walk(prompt, steps=("6B",), weights=weights, block=block)
         rd = w.round
         cols, rows = draft_rows(w.views["6B"])
-        assert len(rows) == rd.block + 1 and cols[-1].startswith("softmax T = 1")
+        assert rd.drafted == w.cfg.dspark_block_size and rd.block == (block or rd.drafted)
+        assert len(rows) == rd.drafted + 1 and cols[-1].startswith("softmax T = 1")  # every drafted token shown
         for i, row in enumerate(rows[:-1]):
-            p_d, p_t, ratio, status = row[2], row[3], row[4], row[7]
-            assert p_d == 1.0 and p_t in (0.0, 1.0)
-            assert (p_t == 1.0) == (rd.draft[i] == rd.target_argmax[i])
+            p_d, p_t, ratio, argmax, status = row[2], row[3], row[4], row[6], row[7]
+            assert p_d == 1.0
+            soft = row[8].split(" / ")
+            assert float(soft[0]) == pytest.approx(rd.draft_probs[i], abs=5e-3)  # T = 1, for reference
+            seen.add(rd.status[i])
+            if i >= rd.block:  # drafted, never shown to the target: no target number at all
+                assert rd.status[i] == "not sent" and status == "not sent to verify"
+                assert p_t == ratio == argmax == soft[1] == "—"
+                continue
+            assert p_t in (0.0, 1.0) and (p_t == 1.0) == (rd.draft[i] == rd.target_argmax[i])
             if rd.status[i] == "not verified":
                 assert ratio == "—" and status == "not verified"
             else:  # the reader's own recomputation, from the two numbers on screen
                 assert ratio == min(1.0, p_t / p_d)
                 assert (min(1.0, p_t / p_d) == 1.0) == (rd.status[i] == "accepted") and status == rd.status[i]
-            soft = [float(x) for x in row[8].split(" / ")]
-            assert soft == pytest.approx([rd.draft_probs[i], rd.target_probs[i]], abs=5e-3)  # T = 1, for reference
-            seen.add(rd.status[i])
+            assert float(soft[1]) == pytest.approx(rd.target_probs[i], abs=5e-3)
         assert SAMPLED["en"] not in str(rows)
-    assert {"accepted", "rejected", "not verified"} <= seen  # both verdicts were checked
+    assert {"accepted", "rejected", "not verified", "not sent"} <= seen  # every verdict was checked
 
 
 def sampled_rounds(w: W.Walk, n: int = 12):
@@ -315,22 +345,100 @@ def test_sampled_not_argmax_is_said_exactly_where_it_happens(walk, lang):
 def test_json_6b_holds_what_verify_used(capsys):
     import json
 
-    assert main(["walk", "--json", "--step", "6B", "--temperature", "0"]) == 0
+    assert main(["walk", "--json", "--step", "6B", "--temperature", "0", "--block", "3"]) == 0
     out = json.loads(capsys.readouterr().out)["steps"]["6B"]
-    draft = out["tables"][-1]
+    lesson, draft, sched = out["tables"][-3:]
+    assert draft["title"].startswith("DSpark draft block") and sched["title"].startswith("Scheduler:")
     assert draft["columns"][2:5] == ["Draft prob. p_d(x)", "Target prob. p_t(x)", "min(1, p_t/p_d)"]
     assert all(row[2] == 1.0 for row in draft["rows"][:-1])
-    assert len(out["checks"]) == 3 and all(c["ok"] for c in out["checks"])
-    lesson = out["tables"][-2]
+    assert [row[7] for row in draft["rows"][3:5]] == ["not sent to verify"] * 2
+    assert len(out["checks"]) == 4 and all(c["ok"] for c in out["checks"])
     assert lesson["rows"][0][1:] == ["3, 4", "3, 4", "3, 4", "37, 38, 39"]
-    assert lesson["rows"][2][1:] == [3, 3, 5, 5] and lesson["rows"][5][1] == [0.167, 0.234, 0.173]
+    assert lesson["rows"][2][1:] == [3, 5, 5, 5]  # drafted: the lab always runs its trained block
+    assert lesson["rows"][3][1:] == ["—", 3, 3, "0..5 per request (the scheduler)"]  # sent to verify ℓ
+    assert lesson["rows"][6][1] == [0.167, 0.234, 0.173]
+    data = out["data"]  # the language-free numbers
+    assert data["verify_len"] == 3 and data["drafted"] == 5 and data["status"][3:] == ["not sent"] * 2
+    loads = data["scheduler"]["loads"]
+    assert [p["requests"] for p in loads] == [1, 8, 64, 256] and data["scheduler"]["policy"] == "dspark"
+    assert [p["verify_len"] for p in loads] == [row[1] for row in sched["rows"]]
+    assert all(p["batch_tokens"] == p["requests"] * (1 + p["mean_verify_len"]) for p in loads)
 
 
-def test_lesson_column_is_the_untrained_model_at_block_3(walk, raw):
+def test_lesson_column_is_the_untrained_model_verifying_3(walk, raw):
     less = W.lesson_round(walk)
     assert less.block == 3 and less.draft == W.lesson_round(raw).draft  # the same untrained init, either way
+    assert less.drafted == walk.cfg.dspark_block_size and less.status[3:] == ["not sent"] * 2  # drafts 5, sends 3
     assert max(less.draft_probs) < 20 / walk.cfg.vocab_size  # noise: a few times 1/V
     assert walk.lesson is less  # computed once per walk
+    for lang in ("en", "vi"):
+        v = view(walk, "6B", lang)
+        lesson = v.tables[2]
+        assert lesson.columns[2].endswith("k = 5, ℓ = 3") and lesson.columns[3].endswith("k = 5, ℓ = 5")
+        assert lesson.rows[5][2].count("○") == 2  # the 2 drafts past ℓ = 3, marked
+        said = [n for n in v.notes if "ℓ = 3" in n and "○" in n]
+        assert len(said) == 1 and ("verifies the first 3" if lang == "en" else "verify 3 token đầu") in said[0]
+
+
+# ---- 6B: the scheduler under load -------------------------------------------------------------------
+def test_scheduler_section_shows_l_at_four_loads_and_its_check_holds(walk):
+    for lang in ("en", "vi"):
+        v = view(walk, "6B", lang)
+        table = titled(v, SCHED_TITLE)
+        assert [row[0] for row in table.rows] == [1, 8, 64, 256]
+        stacked = "stacked R times as the [R, k] input" if lang == "en" else "xếp chồng R lần thành đầu vào [R, k]"
+        assert stacked in table.title  # it says this is a simulation, and of what
+        rd = walk.round
+        for row, R in zip(table.rows, (1, 8, 64, 256), strict=True):
+            plan = W.load_plan(rd.confidence, R)
+            assert row[1] == plan.verify_len and row[3] == "●" * row[1] + "○" * (rd.drafted - row[1])
+            assert row[4] == R + sum(plan.lengths)  # B = Σ (1 + ℓ)
+        assert check(v, "Algorithm 1").ok
+        what_for = "What the confidence c is for" if lang == "en" else "Đầu tin cậy c dùng để làm gì"
+        assert any(what_for in n for n in v.notes)
+    # this prompt: everything verified with few requests, a short prefix at 256
+    ls = [row[1] for row in titled(view(walk, "6B"), SCHED_TITLE).rows]
+    assert ls[0] == walk.round.drafted and ls[-1] < ls[0]
+
+
+def test_scheduler_table_agrees_with_a_plain_loop_on_random_rounds():
+    from lab.serving.sps import smooth_table, staircase_table
+
+    g = torch.Generator().manual_seed(0)
+    tables = (None, smooth_table(), staircase_table())  # None: the shipped measured table
+    for n in range(40):
+        c = torch.rand(5, generator=g, dtype=torch.float64) ** (0.2 + 2 * torch.rand(1, generator=g).item())
+        c[torch.rand(5, generator=g) < 0.1] = 1.0  # certain drafts make exact ties between positions
+        conf = c.tolist()
+        for sps in tables:
+            for R in (1, 3, 8, 64, 256):
+                plan = W.load_plan(conf, R, sps)
+                assert list(plan.lengths) == W.naive_lengths(conf, R, sps), (n, R)
+                assert max(plan.lengths) - min(plan.lengths) <= 1  # equal copies: a tie split by request index
+
+
+def test_scheduler_check_turns_red_when_the_plan_is_off(walk, monkeypatch):
+    assert check(view(walk, "6B"), "plain loop").ok
+    real = W.Scheduler
+
+    class OffByOne(real):
+        def plan(self, confidences, stale=None):
+            p = super().plan(confidences, stale)
+            lengths = p.lengths.clone()
+            lengths[0] = (lengths[0] + 1) % (self.k + 1)  # one request verifies one draft more (or none)
+            return dataclasses.replace(p, lengths=lengths)
+
+    monkeypatch.setattr(W, "Scheduler", OffByOne)
+    bad = check(view(walk, "6B"), "plain loop")
+    assert not bad.ok and bad.value == 4  # one request off at each of the four loads
+
+
+def test_scheduler_load_is_validated():
+    for bad in (0, 257, -1):
+        with pytest.raises(ValueError, match=f"requests in flight = {bad} is invalid: allowed an integer in 1..256"):
+            W.load_plan([0.5] * 5, bad)
+    with pytest.raises(TypeError, match="requests in flight = True is invalid"):
+        W.load_plan([0.5] * 5, True)
 
 
 def test_draft_probability_and_confidence_head_are_named_apart_in_both_languages(walk):
@@ -408,15 +516,35 @@ def test_generate_strip_reads_without_colour():
     assert len(set(marks.values())) == len(marks)  # one marker per outcome
     shown = {u[0] for u in units}
     assert {marks["accepted"], marks["anchor"]} <= shown
-    n = sum(r.block + 1 for r in report.spec.rows(0)) + 1
+    n = sum(r.drafted + 1 for r in report.spec.rows(0)) + 1
     assert len(units) == n  # every drafted token and every target token, one marker each
     console, buf = console80()
     render_generate(console, report, "en")
     text = buf.getvalue()
     for kind, mark in marks.items():
-        label = "first token" if kind == "anchor" else kind
+        label = {"anchor": "first token", "not sent": "not sent to verify"}.get(kind, kind)
         assert f"{mark} {label}" in text  # the legend
     assert broken_words(text) == []
+
+
+@pytest.mark.parametrize("lang", ["en", "vi"])
+def test_generate_strip_marks_drafts_not_sent_without_colour(lang):
+    report = compare(max_new_tokens=16, block=2)  # ℓ = 2: each round drafts 5 and sends 2
+    rows = report.spec.rows(0)
+    assert all(r.block <= 2 for r in rows) and any(r.drafted > r.block for r in rows)
+    units = [u for u in strip_text(report, lang).plain.split() if u != "│"]
+    assert sum(u[0] == "○" for u in units) == sum(r.drafted - r.block for r in rows)  # one ○ per draft not sent
+    assert sum(u[0] in "✓✗·" for u in units) == sum(r.block for r in rows)  # the verified ones keep their marks
+    console, buf = console80()
+    render_generate(console, report, lang)
+    text = buf.getvalue()
+    assert max(cell_len(line) for line in text.splitlines()) <= 80 and broken_words(text) == []
+    assert ("○ not sent to verify" if lang == "en" else "○ không gửi đi verify") in text  # the legend
+    assert ("Verify length ℓ: 2" if lang == "en" else "Độ dài verify ℓ: 2") in text.replace("\n", " ")
+    first = rows[0]  # round 1 reads: the ℓ drafts sent, the target's own token, then the drafts not sent
+    segment = strip_text(report, lang).plain.split("│")[1].split()
+    expected = [STRIP[st][0] for st in first.status[: first.block]] + [STRIP[first.next_kind][0]]
+    assert [u[0] for u in segment] == expected + ["○"] * (first.drafted - first.block)
 
 
 # ---- Vietnamese output has no English UI strings ------------------------------------------------------
@@ -436,6 +564,10 @@ LEAKS = (
     "accepted",
     "rejected",
     "not verified",
+    "not sent",
+    "Scheduler:",
+    "requests in flight",
+    "simulation",
     "resampled",
     "rounds:",
     "speed-up",
@@ -463,14 +595,16 @@ def test_vietnamese_output_has_no_english_ui_strings(capsys):
     for argv in (
         ["walk", "--lang", "vi"],
         ["walk", "--lang", "vi", "--step", "6B", "--temperature", "1"],
+        ["walk", "--lang", "vi", "--step", "6B", "--block", "2"],
         ["generate", "--lang", "vi", "--max-new-tokens", "8"],
+        ["generate", "--lang", "vi", "--max-new-tokens", "8", "--block", "2"],
         ["profile", "--lang", "vi", "--reps", "1", "--cache-length", "8"],
     ):
         assert main(argv) == 0
         outs.append(capsys.readouterr().out)
     text = "\n".join(outs)
     assert [s for s in LEAKS if s in text] == []
-    assert "Văn bản đầu vào" in text and "được giữ" in text
+    assert "Văn bản đầu vào" in text and "được giữ" in text and "không gửi đi verify" in text
 
 
 def test_profile_renders_in_both_languages():

@@ -185,6 +185,10 @@ def test_ui_has_both_languages_for_every_key():
         "rejected",
         "resampled",
         "bonus",
+        "not_verified",
+        "not_sent",
+        "verify_len",
+        "requests_in_flight",
         "warning_untrained",
     ):
         assert key in UI, key
@@ -226,6 +230,23 @@ def test_6b_teaches_draft_probability_confidence_and_verify():
     look_en = " ".join(step.look_at["en"])
     assert "draft probability" in look_en and "confidence" in look_en
     assert "neither number is acceptance" in look_en
+
+
+def test_6b_says_what_c_is_for_in_both_languages():
+    """The draft runs the whole trained block, a prefix ℓ is verified, and c feeds the scheduler."""
+    step = steps.get_step("6B")
+    en, vi = step.what["en"], step.what["vi"]
+    for text in (en, vi):
+        for needed in ("a_j = c_1·…·c_j", "Algorithm 1", "`dspark-lab serve`", "`dspark-lab schedule`", "notebook 08"):
+            assert needed in text, needed
+        assert "SPS(B)" in text and "`--block`" in text and "ℓ" in text
+    assert "That is what c is for" in en and "Đó là việc của c" in vi
+    assert "'not sent to verify'" in en and "‘không gửi đi verify’" in vi
+    assert UI["not_sent"] == {"vi": "không gửi đi verify", "en": "not sent to verify"}
+    assert "bộ lập lịch tiền tố nhận biết phần cứng" in vi  # the glossary's term for the prefix scheduler
+    assert "a_j = Π_{i≤j} c_i" in step.equation
+    assert "not sent to verify" in " ".join(step.look_at["en"])
+    assert "không gửi đi verify" in " ".join(step.look_at["vi"])
 
 
 def test_real_scale_numbers_of_key_steps():

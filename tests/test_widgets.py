@@ -31,7 +31,10 @@ def one(root: widgets.Widget, dom_class: str) -> widgets.Widget:
 
 
 def strip_positions(out: widgets.Output) -> int:
-    return W.shown_figure(out)["layout"]["meta"]["draft_positions"]
+    """The drafts sent to verify (ℓ) in the round the strip shows (it shows all the drafted ones)."""
+    meta = W.shown_figure(out)["layout"]["meta"]
+    assert meta["draft_positions"] == 5  # the whole trained block is always drafted
+    return meta["verify_lens"][0]
 
 
 # ---- LabState -----------------------------------------------------------------------------------------
@@ -265,12 +268,40 @@ def test_inspector_block_slider_redrafts_only(state):
         slider.value = k
         assert state.block == k and state.walk.round.block == k
         assert strip_positions(one(box, "dspark-draft-strip")) == k
-        assert one(box, "dspark-draft-table").value.count("dspark-draft-row") == k
+        assert one(box, "dspark-draft-table").value.count("dspark-draft-row") == 5  # every drafted token
+        assert one(box, "dspark-draft-table").value.count("dspark-not-sent") == 5 - k
         assert state.walk.trace is trace  # the forward was not rerun
     assert state.runs["forward"] == 0 and state.runs["draft"] == 4
     assert one(box, "dspark-logits").outputs is logits_shown  # a new draft does not redraw the logits
     logits = W.shown_figure(one(box, "dspark-logits"))
     assert len(logits["data"][0]["y"]) == 10
+
+
+def test_inspector_load_slider_shrinks_l_and_marks_the_drafts_sent(state):
+    """ "Requests in flight" 1..256 (log steps): the ℓ the dspark scheduler would pick for this round at that load
+    (this round's c stacked R times), display only — the model is not run again."""
+    box = W.inspector_6b(state, sliders=False)  # the load slider stays: the app has no such control
+    load, shown = one(box, "dspark-load-slider"), one(box, "dspark-load")
+    assert list(load.options) == [2**i for i in range(9)] and load.value == 1
+    runs = dict(state.runs)
+    seen = {}
+    for requests in (1, 8, 64, 256):
+        load.value = requests
+        content = W.load_content(state, requests)
+        ell = content["verify_len"]
+        seen[requests] = ell
+        assert f"R = {requests} requests in flight" in shown.value and f"ℓ = {ell} of this round" in shown.value
+        assert shown.value.count("dspark-load-sent") == ell
+        assert shown.value.count("dspark-load-not-sent") == content["k"] - ell
+        assert "stacked R times" in shown.value
+    assert seen[1] == 5 and seen[256] < seen[1]  # this prompt: all 5 alone, fewer under load
+    assert state.runs == runs  # display only
+    state.update(lang="vi")
+    assert "yêu cầu đang chạy" in shown.value and load.description == "Số yêu cầu đang chạy R"
+    state.update(block=2)  # a new round: the load view follows it (ℓ of the fixed policy in the note)
+    assert "ℓ = 2 (thanh trượt ℓ)" in shown.value
+    with pytest.raises(ValueError, match="requests in flight = 300 is invalid"):
+        W.load_content(state, 300)
 
 
 def test_inspector_temperature_slider_and_content(state):
@@ -379,7 +410,7 @@ def test_app_lang_layer_and_weights(state):
     assert state.layer == 6 and "layer 6" in one(area, "dspark-panel-body").value
     one(app, "dspark-control-lang").value = "vi"
     assert state.lang == "vi" and get_step("5A").t("title", "vi") in one(area, "dspark-panel-head").value
-    assert one(app, "dspark-control-block").description == "Độ dài khối nháp k"
+    assert one(app, "dspark-control-block").description == "Độ dài verify ℓ"  # --block: the verify length
     assert one(app, "dspark-control-layer").value == 6  # relabelled options keep the choice
     one(app, "dspark-control-layer").value = W.AUTO_LAYER
     assert state.layer is None and "lớp 0" in one(area, "dspark-panel-body").value
