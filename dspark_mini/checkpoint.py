@@ -509,7 +509,9 @@ def load_model(
     except CheckpointError as e:
         raise CheckpointError(f"{str(path_target)!r}: {e}") from e
     check_size(cfg, path_target)  # from the header alone: nothing is allocated for an absurd config
-    model = build_model(cfg)
+    # every weight comes from the files when they hold the whole model: no random init to throw away
+    whole = header["part"] == "all" or (path_draft is not None and cfg.n_mtp_layers > 0)
+    model = build_model(cfg, init=not whole)
     meta = load(model, path_target)
     if path_draft is not None:
         meta = load(model, path_draft)

@@ -32,13 +32,17 @@ def get_tokenizer(cfg: ModelConfig) -> LabTokenizer | None:
     return tok if cfg.vocab_size == tok.vocab_size else None
 
 
-def build_model(cfg: ModelConfig, seed: int = 0, device: str | torch.device | None = None) -> Transformer:
-    """Build and (unless on `meta`) deterministically initialize a model for a config."""
+def build_model(
+    cfg: ModelConfig, seed: int = 0, device: str | torch.device | None = None, init: bool = True
+) -> Transformer:
+    """Build and (unless on `meta`, or with init=False because a checkpoint will fill every weight)
+    deterministically initialize a model for a config."""
     tok = get_tokenizer(cfg)
     cmap = torch.tensor(tok.compress_map) if tok is not None else None
     if device is not None and torch.device(device).type == "meta":
         with torch.device("meta"):
             return Transformer(cfg, cmap)
     model = Transformer(cfg, cmap)
-    model.init_weights(seed)
+    if init:
+        model.init_weights(seed)
     return model.to(device) if device is not None else model
