@@ -1,0 +1,737 @@
+"""One model over N ranks with torch.distributed: expert, tensor and vocab parallelism, launched by torchrun.
+
+The sharding rules are those of DeepSeek's reference inference code (`inference/model.py` of the V4.1-Flash
+repository: `ParallelEmbedding`, `ColumnParallelLinear`, `RowParallelLinear`, `ParallelEngramEmbedding`, `MoE`,
+`ParallelHead`; research dossier §0.1 and §8), written again here in our own words, applied to a built lab model
+from the outside: the modules of `dspark_mini` are not edited, their submodules are swapped or sliced by walking
+the module tree (as `dspark_mini.packed.pack_model` does). Inference only (the collectives carry no gradient).
+
+  what                        held by a rank (r of N; t of T in its tensor-parallel group)      combined by
+  routed experts (EP)         experts e with e // (E/N) == r (contiguous blocks), every layer   all_reduce (sum)
+                              — the backbone's E and the draft's E' alike
+  router (gate) + bias        replicated: every rank routes every token the same way            —
+  shared expert               replicated (the reference keeps it whole on every rank: it is small
+                              and every token uses it; sharding it would add a collective)       —
+  attention (TP over groups)  heads h with h // (H/T) == t; wq_b rows of those heads (column-     all_reduce (sum)
+                              parallel), their sinks, wo_a rows of groups g // (G/T) == t (the      after wo_b
+                              block-diagonal O-LoRA: group g reads only its own heads), wo_b
+                              columns of those groups (row-parallel); wq_a, wkv, norms, the
+                              compressor and the indexer replicated (the reference also splits
+                              the indexer heads, all_reduce'ing their scores; here it stays whole)
+  token embedding             rows [t·V/T, (t+1)·V/T); masked lookup (ids off the shard read row  all_reduce (sum)
+                              0, then zeroed)
+  LM head                     the same vocab rows; each rank computes its slice of the logits     all_gather (concat)
+  Engram tables               rows [r·⌈R/N⌉, (r+1)·⌈R/N⌉) — ceil division as the reference's       all_reduce (sum)
+                              `ParallelEngramEmbedding`: the real layer-14 table (384,016,682
+                              rows) divides by 2 but not by 4 or 8; masked lookup, FP8 QDQ of
+                              the shard's rows as the lab does it for the whole table
+  DSpark Markov head          W1 [V, r] and W2 [V, r] split by vocab rows like the token embedding all_reduce /
+                              and the head (the reference's DSparkMarkovHead holds a                all_gather
+                              ParallelEmbedding and a ParallelHead)
+  the rest                    replicated (mHC mixes, norms, the DSpark taps / main_x / main_proj,  —
+                              the confidence head, the KV cache: one MQA latent, alike on every
+                              rank)
+
+T = N in the reference (one group of ranks does everything). Here T is `tp`, a divisor of N: the default T = N is
+the reference's layout and refuses what does not divide; T < N runs attention and the vocab T-way inside each of
+the N/T tensor-parallel groups of consecutive ranks and replicates them across groups (what vLLM / SGLang call
+data-parallel attention), while the experts and Engram tables stay N-way. The lab model has o_groups = 2 and a
+510-id vocabulary, so 4 ranks need tp = 2 (or 1).
+
+Every sum of partial results is exact up to the order of additions (masked lookups add exact zeros), and after
+each collective every rank holds the same values, so greedy (and seeded) decoding takes the same path on every
+rank: the data-dependent steps (top-k routing, acceptance) never diverge.
+
+Bad input: a world size or tp that does not divide the routed experts, the attention groups/heads or the vocab is a
+`ShardingError` (a ValueError) naming each, raised on every rank by `check_shardable` from the config alone —
+before any process group or collective exists, so no rank waits for another. Errors that may differ between
+ranks (a missing shard of one rank's experts) are exchanged first (`agree`), so every rank raises, naming the rank.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from dspark_mini.attention import Attention
+from dspark_mini.config import ModelConfig
+from dspark_mini.engram import Engram
+from dspark_mini.linear import cast
+from dspark_mini.model import Recorder
+from dspark_mini.moe import MoE, RouterInfo
+from dspark_mini.packed import PackedWeight, replace_module
+from dspark_mini.quant import Prepared, forget_prepared
+
+DEFAULT_TIMEOUT_S = 300.0  # a collective that waits longer than this fails instead of hanging
+
+
+class ShardingError(ValueError):
+    """The model cannot be sharded this way (a size that does not divide, a rank that failed); the message says
+    which tensor / option / rank."""
+
+
+# ---- ranks: torchrun's environment, the process group -----------------------------------------------------
+@dataclass(frozen=True)
+class DistEnv:
+    """What torchrun tells each process (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    master_addr: str | None = None
+    master_port: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}/{self.world_size}"
+
+
+def _env_int(env, name: str, default: int | None) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ShardingError(f"environment variable {name} = {raw!r} is invalid: allowed an integer") from None
+
+
+def read_env(env=None) -> DistEnv:
+    """torchrun's variables (absent: one process, rank 0 of 1), checked."""
+    env = os.environ if env is None else env
+    world = _env_int(env, "WORLD_SIZE", 1)
+    rank = _env_int(env, "RANK", 0)
+    local = _env_int(env, "LOCAL_RANK", rank)
+    if world < 1:
+        raise ShardingError(f"environment variable WORLD_SIZE = {world} is invalid: allowed ≥ 1")
+    if not 0 <= rank < world:
+        raise ShardingError(f"environment variable RANK = {rank} is invalid: allowed 0..{world - 1} (WORLD_SIZE)")
+    if local < 0:
+        raise ShardingError(f"environment variable LOCAL_RANK = {local} is invalid: allowed ≥ 0")
+    addr, port = env.get("MASTER_ADDR"), _env_int(env, "MASTER_PORT", None)
+    if world > 1 and (not addr or port is None):
+        missing = [n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if not v]
+        raise ShardingError(
+            f"WORLD_SIZE = {world} but {', '.join(missing)} is not set: launch with torchrun (it sets them), "
+            "or set MASTER_ADDR / MASTER_PORT / RANK / WORLD_SIZE yourself"
+        )
+    return DistEnv(rank, world, local, addr, port)
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """This process after `init_distributed`: its rank, the world, the backend and the device it computes on."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str | None  # None: a single process, no process group
+    device: torch.device
+
+
+def check_device(device: str | torch.device | None) -> str:
+    try:
+        kind = "cpu" if device is None else torch.device(device).type
+    except (RuntimeError, TypeError):
+        kind = None
+    if kind not in ("cpu", "cuda"):
+        raise ShardingError(f"device = {device!r} is invalid: allowed 'cpu' or 'cuda'")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ShardingError("device = 'cuda' but this machine has no CUDA GPU: allowed 'cpu' here")
+    return kind
+
+
+def init_distributed(device: str | None = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S, env=None) -> DistInfo:
+    """Join the process group torchrun set up: `gloo` on CPU, `nccl` on CUDA (each rank on GPU LOCAL_RANK).
+
+    One process (no torchrun): no group, rank 0 of 1. Already initialized: the existing group is used. Rank 0
+    prints; call `quiet_other_ranks` to silence the others' stdout (stderr stays: errors show on every rank)."""
+    e = read_env(env)
+    kind = check_device(device)
+    if kind == "cuda":
+        if e.local_rank >= torch.cuda.device_count():
+            raise ShardingError(
+                f"LOCAL_RANK = {e.local_rank} but this node has {torch.cuda.device_count()} GPU(s): "
+                "--nproc-per-node must not exceed the GPUs of a node"
+            )
+        torch.cuda.set_device(e.local_rank)
+        dev = torch.device("cuda", e.local_rank)
+    else:
+        dev = torch.device("cpu")
+    if dist.is_available() and dist.is_initialized():
+        return DistInfo(dist.get_rank(), dist.get_world_size(), e.local_rank, dist.get_backend(), dev)
+    if e.world_size == 1:
+        return DistInfo(0, 1, 0, None, dev)
+    backend = "nccl" if kind == "cuda" else "gloo"
+    dist.init_process_group(
+        backend, init_method="env://", rank=e.rank, world_size=e.world_size, timeout=timedelta(seconds=timeout_s)
+    )
+    return DistInfo(e.rank, e.world_size, e.local_rank, backend, dev)
+
+
+def quiet_other_ranks(rank: int | None = None) -> None:
+    """Rank 0 prints; every other rank's stdout goes to /dev/null (its stderr stays, so errors show everywhere)."""
+    rank = read_env().rank if rank is None else rank
+    if rank != 0:
+        sys.stdout.flush()
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the life of the process
+
+
+def finish_distributed(barrier: bool = False) -> None:
+    """Leave the process group (if any). barrier=True (after a run that went well): wait for every rank first — a
+    rank that tears its groups down while another still receives from it can abort that one."""
+    if dist.is_available() and dist.is_initialized():
+        if barrier:
+            dist.barrier()
+        dist.destroy_process_group()
+
+
+# ---- one rank's place ---------------------------------------------------------------------------------------
+@dataclass
+class Parallel:
+    """One rank's place in a sharded model: the group the experts and Engram tables are split over (`size`
+    ranks, this one is `rank`), and inside it the tensor-parallel group of `tp` consecutive ranks that splits
+    attention and the vocab (this one is `tp_rank`). size == 1: nothing is split (no collectives)."""
+
+    group: Any = None
+    rank: int = 0
+    size: int = 1
+    tp_group: Any = None
+    tp_rank: int = 0
+    tp: int = 1
+
+    def describe(self) -> dict[str, int]:
+        return {"ranks": self.size, "rank": self.rank, "tp": self.tp, "tp_rank": self.tp_rank}
+
+
+SINGLE = Parallel()
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def check_shardable(cfg: ModelConfig, size: int, tp: int | None = None) -> int:
+    """Refuse (ShardingError naming every problem) a split of `cfg` over `size` ranks with tensor-parallel size
+    `tp` (default: size) that does not divide; returns tp. From the config alone: the same on every rank and
+    before any collective, so every rank raises and none waits."""
+    tp = size if tp is None else tp
+    for name, v in (("ranks", size), ("tp", tp)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ShardingError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
+    problems = []
+    if size % tp:
+        problems.append(f"tp = {tp} does not divide the {size} ranks")
+    expert_counts = [("n_routed_experts", "routed experts", cfg.n_routed_experts)]
+    if cfg.n_mtp_layers:
+        expert_counts.append(("dspark_n_routed_experts", "the draft's routed experts", cfg.dspark_n_routed_experts))
+    for name, what, n in expert_counts:
+        if n % size:
+            problems.append(f"{name} = {n} ({what}) is not divisible by {size} ranks (expert parallelism)")
+    for name, what, n in (
+        ("o_groups", "attention output groups", cfg.o_groups),
+        ("n_heads", "attention heads", cfg.n_heads),
+        ("vocab_size", "vocabulary", cfg.vocab_size),
+    ):
+        if n % tp:
+            problems.append(f"{name} = {n} ({what}) is not divisible by the tensor-parallel size tp = {tp}")
+    if problems:
+        ep = math.gcd(*(n for _, _, n in expert_counts))
+        tp_ok = math.gcd(cfg.o_groups, cfg.n_heads, cfg.vocab_size)
+        raise ShardingError(
+            f"cannot shard {cfg.name} over {size} ranks with tp = {tp}: "
+            + "; ".join(problems)
+            + f". Allowed: ranks dividing {ep} ({', '.join(map(str, _divisors(ep)))}) and a tp (--tp) dividing both "
+            f"the ranks and {tp_ok} ({', '.join(map(str, _divisors(tp_ok)))}); with tp < ranks, attention and the "
+            "vocab are split tp-way and replicated over ranks/tp groups of ranks"
+        )
+    return tp
+
+
+def make_parallel(size: int | None = None, tp: int | None = None) -> Parallel:
+    """This rank's `Parallel` for shards of `size` ranks (default: the whole world; a smaller size splits the world
+    into world/size independent copies of the model, each over consecutive ranks) and tensor-parallel `tp`.
+
+    Creates process groups: every rank of the world must call it, with the same arguments, in the same order."""
+    if not (dist.is_available() and dist.is_initialized()):
+        if size not in (None, 1) or tp not in (None, 1):
+            raise ShardingError(f"ranks = {size}, tp = {tp} need torch.distributed: launch with torchrun")
+        return SINGLE
+    world, me = dist.get_world_size(), dist.get_rank()
+    size = world if size is None else size
+    tp = size if tp is None else tp
+    if not isinstance(size, int) or size < 1 or world % size:
+        raise ShardingError(f"ranks = {size!r} is invalid: allowed a divisor of the world size {world}")
+    if not isinstance(tp, int) or tp < 1 or size % tp:
+        raise ShardingError(f"tp = {tp!r} is invalid: allowed a divisor of ranks = {size}")
+    mine: dict[str, Any] = {}
+    for start in range(0, world, size):  # every rank creates every group, in this order
+        ranks = list(range(start, start + size))
+        g = dist.group.WORLD if size == world else (dist.new_group(ranks) if size > 1 else None)
+        tp_groups = {}
+        for t0 in range(start, start + size, tp):
+            tr = list(range(t0, t0 + tp))
+            tp_groups[t0] = g if tp == size else (dist.new_group(tr) if tp > 1 else None)
+        if me in ranks:
+            t0 = start + (me - start) // tp * tp
+            mine = {"group": g, "rank": me - start, "tp_group": tp_groups[t0], "tp_rank": me - t0}
+    return Parallel(mine["group"], mine["rank"], size, mine["tp_group"], mine["tp_rank"], tp)
+
+
+def agree(par: Parallel, fn: Callable[[], Any]) -> Any:
+    """fn() on every rank of the group; if it raised anywhere, every rank raises a ShardingError naming the ranks
+    and their errors (so one rank's failure is a clear error everywhere instead of the others waiting for it)."""
+    if par.size == 1:
+        return fn()
+    try:
+        result, err = fn(), None
+    except Exception as e:  # noqa: BLE001 - reported on every rank, below
+        result, err = None, f"{type(e).__name__}: {e}"
+    errs: list[str | None] = [None] * par.size
+    dist.all_gather_object(errs, err, group=par.group)
+    by_error: dict[str, list[int]] = {}
+    for r, e in enumerate(errs):
+        if e is not None:
+            by_error.setdefault(e, []).append(r)
+    if by_error:
+        raise ShardingError(
+            "; ".join(
+                f"{'every rank' if len(rs) == par.size else 'rank ' + ', '.join(map(str, rs))} of {par.size}: {e}"
+                for e, rs in by_error.items()
+            )
+        )
+    return result
+
+
+# ---- collectives ---------------------------------------------------------------------------------------------
+def all_reduce_sum(t: torch.Tensor, group, size: int) -> torch.Tensor:
+    """Σ over the group's ranks of t (same shape everywhere); bf16/fp16 summed in fp32 as the reference does."""
+    if size == 1:
+        return t
+    acc = t if t.dtype in (torch.float32, torch.float64) else t.float()
+    acc = acc.contiguous()
+    dist.all_reduce(acc, op=dist.ReduceOp.SUM, group=group)
+    return cast(acc, t.dtype)
+
+
+def all_gather_last(t: torch.Tensor, group, size: int) -> torch.Tensor:
+    """[..., n] on each of `size` ranks → [..., size·n], rank order along the last dim."""
+    if size == 1:
+        return t
+    t = t.contiguous()
+    parts = [torch.empty_like(t) for _ in range(size)]
+    dist.all_gather(parts, t, group=group)
+    return torch.cat(parts, dim=-1)
+
+
+def _param(t: torch.Tensor, like: torch.Tensor) -> nn.Parameter:
+    """A shard as a parameter of its own storage (a slice would keep the whole tensor alive)."""
+    return nn.Parameter(t.detach().clone(), requires_grad=like.requires_grad)
+
+
+# ---- the parallel modules ------------------------------------------------------------------------------------
+class VocabParallelEmbedding(nn.Module):
+    """The token embedding split by vocab rows over the tensor-parallel group.
+
+    weight [V/T, D]: rows start … start + V/T − 1 of the full table. ids [...] → [..., D]: each rank looks up the ids
+    it holds (the others read row 0 and are zeroed), then all_reduce sums the one real row per id."""
+
+    def __init__(self, full: nn.Embedding, par: Parallel):
+        super().__init__()
+        V, D = full.weight.shape
+        self.num_embeddings, self.embedding_dim = V, D  # the full table's shape
+        n = V // par.tp
+        self.start = par.tp_rank * n
+        self.weight = _param(full.weight[self.start : self.start + n], full.weight)  # [V/T, D]
+        self.group, self.size = par.tp_group, par.tp
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        local = ids - self.start
+        outside = (local < 0) | (local >= self.weight.size(0))  # [...]
+        y = F.embedding(local.masked_fill(outside, 0), self.weight)  # [..., D]
+        return all_reduce_sum(y.masked_fill(outside.unsqueeze(-1), 0), self.group, self.size)
+
+    def extra_repr(self) -> str:
+        last = self.start + self.weight.size(0) - 1
+        return f"vocab {self.num_embeddings}: rows {self.start}..{last}, dim {self.embedding_dim}"
+
+
+class VocabParallelHead(nn.Module):
+    """The LM head split by vocab rows: weight [V/T, D]; x [..., D] → this rank's logits [..., V/T] → all_gather →
+    the full logits [..., V] on every rank (in rank order = vocab order)."""
+
+    def __init__(self, full: nn.Linear, par: Parallel):
+        super().__init__()
+        if full.bias is not None:
+            raise ShardingError("the LM head has a bias: the vocab-parallel head is bias-free (as the checkpoint)")
+        V, D = full.weight.shape
+        self.in_features, self.out_features = D, V
+        n = V // par.tp
+        self.start = par.tp_rank * n
+        self.weight = _param(full.weight[self.start : self.start + n], full.weight)  # [V/T, D]
+        self.group, self.size = par.tp_group, par.tp
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return all_gather_last(F.linear(x, self.weight), self.group, self.size)  # [..., V]
+
+    def extra_repr(self) -> str:
+        last = self.start + self.weight.size(0) - 1
+        return f"vocab {self.out_features}: rows {self.start}..{last}, dim {self.in_features}"
+
+
+class RowParallelLinear(nn.Module):
+    """y = Σ_ranks x_r · W_rᵀ: the input features split over the group (weight [O, I/T], this rank's columns), each
+    rank's partial product all_reduce'd. The attention's wo_b: its input is the rank's own O-LoRA groups."""
+
+    def __init__(self, full: nn.Linear, start: int, stop: int, group, size: int):
+        super().__init__()
+        if full.bias is not None:
+            raise ShardingError("a row-parallel projection with a bias is not supported (wo_b has none)")
+        self.in_features, self.out_features = stop - start, full.weight.size(0)
+        self.start = start
+        self.weight = _param(full.weight[:, start:stop], full.weight)  # [O, I/T]
+        self.group, self.size = group, size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., I/T] (this rank's slice of the input) → [..., O], the full sum."""
+        return all_reduce_sum(F.linear(x, self.weight), self.group, self.size)
+
+
+class ExpertParallelMoE(nn.Module):
+    """A `dspark_mini.moe.MoE` whose routed experts are split over the ranks (expert parallelism).
+
+    Every rank holds the router (`gate`, replicated, so all ranks pick the same experts), the shared expert
+    (replicated) and experts lo … hi − 1 only. Each rank runs *its* experts for every token that chose them and
+    all_reduce sums the partial outputs — exactly how DeepSeek's reference inference combines its experts
+    (`MoE.forward`: a loop over the local experts, `dist.all_reduce(y)`, then `y += shared_experts(x)`); serving
+    engines dispatch only the tokens instead (all-to-all), which moves less data at large batch but sums the same.
+
+    Same math as MoE for each expert: y += w2_e( w · silu(min(w1_e x, L)) · clamp(w3_e x, ±L) ), the weights
+    MXFP4-QDQ'd as `Expert.weight` does it (stacked once for the local experts, `quant.Prepared`)."""
+
+    def __init__(self, moe: MoE, par: Parallel):
+        super().__init__()
+        E = moe.n_experts
+        n = E // par.size
+        self.n_experts, self.lo, self.hi = E, par.rank * n, par.rank * n + n
+        self.gate = moe.gate
+        # global ids as the checkpoint names them (`experts.{e}.w1.weight`); another rank's expert is None (as in the
+        # reference's MoE), so experts[e] is this rank's expert e or None
+        self.experts = nn.ModuleList(moe.experts[e] if self.lo <= e < self.hi else None for e in range(E))
+        self.shared_experts = moe.shared_experts
+        self.limit = moe.experts[self.lo].limit
+        self.group, self.size, self.rank = par.group, par.size, par.rank
+        self.stacked = Prepared(self.stack_local, self.local_params)  # (w13ᵀ, w2ᵀ) of the local experts: a cache
+        self.register_load_state_dict_post_hook(forget_prepared)
+
+    def local_experts(self) -> list[nn.Module]:
+        return [self.experts[e] for e in range(self.lo, self.hi)]
+
+    def local_params(self) -> list[torch.Tensor]:
+        return [getattr(ex, n).weight for ex in self.local_experts() for n in ("w1", "w2", "w3")]
+
+    def stack_local(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The local experts as the kernel sees them: w13ᵀ [E/N, D, 2I] = [w1ᵀ ‖ w3ᵀ], w2ᵀ [E/N, I, D]."""
+        ex = self.local_experts()
+        w1 = torch.stack([e.weight("w1") for e in ex])  # [E/N, I, D]  (MXFP4-QDQ'd when the expert is fp4)
+        w3 = torch.stack([e.weight("w3") for e in ex])  # [E/N, I, D]
+        w2 = torch.stack([e.weight("w2") for e in ex])  # [E/N, D, I]
+        return torch.cat([w1, w3], dim=1).mT.contiguous(), w2.mT.contiguous()
+
+    def prepare(self) -> None:
+        self.stacked.rebuild()
+
+    def local(self, x: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor, load: torch.Tensor) -> torch.Tensor:
+        """This rank's share: Σ over the (token, slot) pairs that chose a local expert.  x [N, D] → [N, D]"""
+        w13t, w2t = self.stacked.get()  # [E/N, D, 2I], [E/N, I, D]
+        y = x.new_zeros(x.shape)  # [N, D]
+        for j, count in enumerate(load[self.lo : self.hi].tolist()):
+            if count == 0:
+                continue
+            tok, slot = torch.nonzero(indices == self.lo + j, as_tuple=True)  # [n] each
+            gate, up = torch.matmul(x[tok], w13t[j]).chunk(2, dim=-1)  # [n, I] each
+            if self.limit > 0:
+                up = up.clamp(-self.limit, self.limit)
+                gate = gate.clamp(max=self.limit)
+            h = F.silu(gate) * up * cast(weights[tok, slot], up.dtype).unsqueeze(-1)  # [n, I] weighted before w2
+            y.index_add_(0, tok, torch.matmul(h, w2t[j]))  # [n, D]
+        return y
+
+    def forward(self, x: torch.Tensor):
+        """x [B, S, D] → y [B, S, D], the router's info — as `MoE.forward`."""
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])  # [N, D]
+        weights, indices, scores = self.gate(flat)  # [N, k], [N, k], [N, E] — the same on every rank
+        load = torch.bincount(indices.flatten(), minlength=self.n_experts)  # [E]
+        y = all_reduce_sum(self.local(flat, weights, indices, load), self.group, self.size)
+        if self.shared_experts is not None:
+            y = y + self.shared_experts(flat)
+        return y.view(shape), RouterInfo(shape[:-1], scores, indices, weights, load)
+
+    def extra_repr(self) -> str:
+        return f"experts {self.lo}..{self.hi - 1} of {self.n_experts} (rank {self.rank} of {self.size})"
+
+
+class ShardedLookup:
+    """Stands in for `Engram.lookup` once the table holds rows lo … hi − 1 only: ids off the shard read row 0 of
+    it and are zeroed, the library's own lookup (its FP8 QDQ, its prepared table) runs on the shard, and
+    all_reduce sums the one real row of every id.  row_ids [B, S, C] (global) → [B, S, C, head_dim]"""
+
+    def __init__(self, engram: Engram, lookup: Callable, lo: int, hi: int, par: Parallel):
+        self.engram, self.base, self.lo, self.hi = engram, lookup, lo, hi
+        self.group, self.size = par.group, par.size
+
+    def __call__(self, row_ids: torch.Tensor) -> torch.Tensor:
+        local = row_ids - self.lo
+        outside = (local < 0) | (local >= self.hi - self.lo)  # [B, S, C]
+        if self.hi > self.lo:
+            rows = self.base(self.engram, local.masked_fill(outside, 0))  # [B, S, C, hd]
+            rows = rows.masked_fill(outside.unsqueeze(-1), 0)
+        else:  # more ranks than rows: this rank holds none
+            w = self.engram.embed.weight
+            rows = w.new_zeros(*row_ids.shape, w.size(1))
+        return all_reduce_sum(rows, self.group, self.size)
+
+
+# ---- sharding a built model -----------------------------------------------------------------------------------
+_ATTN_NEEDS = ("n_heads", "head_dim", "groups", "o_rank", "wq_b", "wo_a", "wo_b", "attn_sink")
+
+
+def _check_attributes(mod: nn.Module, names: tuple[str, ...], path: str) -> None:
+    missing = [n for n in names if not hasattr(mod, n)]
+    if missing:
+        raise ShardingError(
+            f"{path} ({type(mod).__name__}) has no {', '.join(missing)}: lab/realscale/distributed.py must follow "
+            "the module's new layout"
+        )
+
+
+def all_gather_dim(t: torch.Tensor, dim: int, group, size: int) -> torch.Tensor:
+    """Each rank's slice along `dim` → the whole tensor, rank order along `dim` (the ranks hold the same shape)."""
+    if size == 1:
+        return t
+    t = t.contiguous()
+    parts = [torch.empty_like(t) for _ in range(size)]
+    dist.all_gather(parts, t, group=group)
+    return torch.cat(parts, dim=dim)
+
+
+class HeadGatheringRecorder:
+    """A trace recorder for a head-sharded attention: the per-head diagnostics of step 4A (probs [B, S, H/T, T_k],
+    window / compressed / sink shares [B, S, H/T]) are gathered over the tensor-parallel group to all H heads
+    before they are recorded, so `walk` and the inspector see the whole layer. Every rank records (in lockstep)."""
+
+    PER_HEAD = frozenset({"probs", "window_share", "compressed_share", "sink_share"})  # head dim = 2
+
+    def __init__(self, rec, group, size: int):
+        self.rec, self.group, self.size = rec, group, size
+
+    def __call__(self, step: str, name: str, value: torch.Tensor) -> None:
+        if step == "4A" and name in self.PER_HEAD:
+            value = all_gather_dim(value, 2, self.group, self.size)
+        self.rec(step, name, value)
+
+    def __getattr__(self, name: str):
+        return getattr(self.rec, name)  # sinkhorn_history, trace, layer
+
+
+class HeadShardedForward:
+    """Stands in for `Attention.forward` on a head-sharded layer: the library's forward, with any trace recorder
+    it is given wrapped in a `HeadGatheringRecorder`."""
+
+    def __init__(self, attn: Attention, par: Parallel):
+        self.attn, self.base, self.group, self.size = attn, type(attn).forward, par.tp_group, par.tp
+
+    def __call__(self, *args, **kwargs):
+        args = tuple(self._wrap(a) for a in args)
+        kwargs = {k: self._wrap(v) for k, v in kwargs.items()}
+        return self.base(self.attn, *args, **kwargs)
+
+    def _wrap(self, v):
+        return HeadGatheringRecorder(v, self.group, self.size) if isinstance(v, Recorder) else v
+
+
+def shard_attention(attn: Attention, par: Parallel, path: str = "attn") -> None:
+    """Keep this rank's heads and O-LoRA groups (tensor parallelism over the output groups), in place.
+
+    Head h belongs to group h // (H/G); rank t of T keeps heads [t·H/T, (t+1)·H/T) = groups [t·G/T, (t+1)·G/T):
+      wq_b  [H·Dh, Rq] → rows of those heads [H/T·Dh, Rq]      (column-parallel: q of the local heads only)
+      attn_sink [H]    → [H/T]
+      wo_a  [G·R, H·Dh/G] → rows of those groups [G/T·R, H·Dh/G] (block-diagonal: group g reads its own heads)
+      wo_b  [D, G·R]   → columns of those groups [D, G/T·R], RowParallelLinear: all_reduce after it."""
+    _check_attributes(attn, _ATTN_NEEDS, path)
+    T, t = par.tp, par.tp_rank
+    if T == 1:
+        return
+    H, Dh, G, R = attn.n_heads, attn.head_dim, attn.groups, attn.o_rank
+    hn, gn = H // T, G // T
+    h0, g0 = t * hn, t * gn
+    attn.wq_b.weight = _param(attn.wq_b.weight[h0 * Dh : (h0 + hn) * Dh], attn.wq_b.weight)  # [H/T·Dh, Rq]
+    attn.wq_b.out_features = hn * Dh
+    attn.attn_sink = _param(attn.attn_sink[h0 : h0 + hn], attn.attn_sink)  # [H/T]
+    attn.wo_a.weight = _param(attn.wo_a.weight[g0 * R : (g0 + gn) * R], attn.wo_a.weight)  # [G/T·R, H·Dh/G]
+    attn.wo_a.out_features = gn * R
+    attn.wo_b = RowParallelLinear(attn.wo_b, g0 * R, (g0 + gn) * R, par.tp_group, T)  # [D, G/T·R]
+    attn.n_heads, attn.groups = hn, gn
+    forget_prepared(attn)  # the prepared forms (block-diagonal wo_a, …) are rebuilt from the shards
+    attn.forward = HeadShardedForward(attn, par)  # an instance attribute: traces see all heads
+
+
+def engram_rows(n_rows: int, par: Parallel) -> tuple[int, int]:
+    """This rank's rows [lo, hi) of an Engram table: ⌈R/N⌉ a rank, the last ranks fewer (ceil division)."""
+    per = -(-n_rows // par.size)
+    lo = min(par.rank * per, n_rows)
+    return lo, min(lo + per, n_rows)
+
+
+def shard_engram(engram: Engram, par: Parallel) -> None:
+    """Keep this rank's rows of the Engram table (row-sharded, ceil division), in place: embed [R, hd] → [hi − lo, hd];
+    `lookup` becomes a `ShardedLookup` (masked lookup + all_reduce)."""
+    if par.size == 1:
+        return
+    base = type(engram).lookup
+    full = engram.embed.weight  # [R, hd]
+    lo, hi = engram_rows(full.size(0), par)
+    table = nn.Embedding(
+        hi - lo, full.size(1), dtype=full.dtype, device=full.device, _weight=full[lo:hi].detach().clone()
+    )
+    table.weight.requires_grad_(full.requires_grad)
+    engram.embed = table
+    forget_prepared(engram)  # the QDQ'd table is rebuilt from the shard
+    engram.lookup = ShardedLookup(engram, base, lo, hi, par)  # an instance attribute: shadows Engram.lookup
+
+
+def _refuse_packed(model: nn.Module) -> None:
+    packed = [n for n, m in model.named_modules() if isinstance(m, PackedWeight)]
+    if packed:
+        raise ShardingError(
+            f"the model holds packed weights ({packed[0]}, … {len(packed)} in all): sharding a packed model is not "
+            "supported yet — load it unpacked (load_checkpoint(..., packed=False))"
+        )
+
+
+@torch.no_grad()
+def shard_model(model: nn.Module, par: Parallel) -> nn.Module:
+    """Turn a built lab model into this rank's shard of it, in place (and return it): every MoE → ExpertParallelMoE,
+    every Attention's heads / groups split, every Engram table row-sharded, embed / head and the DSpark Markov head's
+    W1 / W2 vocab-parallel. Found by walking the module tree, so the draft's blocks (`mtp.layers.*`) are sharded the
+    same way. Inference only."""
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, ModelConfig):
+        raise ShardingError(f"shard_model needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
+    check_shardable(cfg, par.size, par.tp)
+    _refuse_packed(model)
+    if getattr(model, "parallel", None) is not None:
+        raise ShardingError("this model is already sharded: shard a freshly built or loaded model")
+    if par.size == 1:
+        model.parallel = par
+        return model
+    todo = [(p, m) for p, m in model.named_modules() if isinstance(m, (MoE, Attention, Engram))]
+    for path, mod in todo:
+        if isinstance(mod, MoE):
+            replace_module(model, path, ExpertParallelMoE(mod, par))
+        elif isinstance(mod, Attention):
+            shard_attention(mod, par, path)
+        else:
+            shard_engram(mod, par)
+    model.embed = VocabParallelEmbedding(model.embed, par)
+    model.head = VocabParallelHead(model.head, par)
+    markov = getattr(getattr(model, "mtp", None), "markov_head", None)
+    if markov is not None:  # the DSpark Markov head's W1 [V, r] and W2 [V, r]: vocab-parallel too (as the reference)
+        _check_attributes(markov, ("embed", "head"), "mtp.markov_head")
+        markov.embed = VocabParallelEmbedding(markov.embed, par)
+        markov.head = VocabParallelHead(markov.head, par)
+    model.parallel = par
+    return model
+
+
+# ---- loading only this rank's tensors ------------------------------------------------------------------------
+def rank_selector(cfg: ModelConfig, par: Parallel) -> Callable[[str], bool]:
+    """Which lab state-dict names this rank reads from a checkpoint: everything but the routed experts of the other
+    ranks (`layers.{i}.ffn.experts.{e}.*` and `mtp.layers.{k}.ffn.experts.{e}.*` with e outside this rank's block).
+    The vocab / Engram tables are read whole and sliced (a row-range read is in "remains")."""
+    backbone = range(par.rank * cfg.n_routed_experts // par.size, (par.rank + 1) * cfg.n_routed_experts // par.size)
+    n_draft = cfg.dspark_n_routed_experts
+    draft = range(par.rank * n_draft // par.size, (par.rank + 1) * n_draft // par.size)
+
+    def keep(name: str) -> bool:
+        parts = name.split(".")
+        if "experts" not in parts or "ffn" not in parts:
+            return True
+        i = parts.index("experts")
+        if i + 1 >= len(parts) or not parts[i + 1].isdigit():
+            return True
+        return int(parts[i + 1]) in (draft if parts[0] == "mtp" else backbone)
+
+    return keep
+
+
+def load_sharded(folder: str | os.PathLike, par: Parallel, device: str | torch.device | None = None) -> nn.Module:
+    """This rank's shard of the model in a checkpoint folder (`export_checkpoint`'s layout): only its tensors are
+    read (`load_checkpoint(select=…)`), then the model is sharded. A failure on any rank (a missing shard of its
+    experts, a truncated file) is raised on every rank, naming the rank."""
+    from .export import load_checkpoint, read_config
+
+    cfg = read_config(folder)[0]
+    check_shardable(cfg, par.size, par.tp)
+
+    def load():
+        model = load_checkpoint(folder, select=rank_selector(cfg, par))
+        shard_model(model, par)
+        return model.to(device) if device is not None else model
+
+    return agree(par, load)
+
+
+def maybe_distributed(model: nn.Module, tp: int | None = None, device: str | None = None) -> nn.Module:
+    """The model as this rank's shard when the process was started by torchrun with more than one rank; unchanged
+    otherwise. tp: tensor-parallel size (default: $DSPARK_TP, else all ranks — DeepSeek's layout, which refuses
+    what does not divide). Checks every size before joining the process group (a clear error on every rank)."""
+    env = read_env()
+    if env.world_size == 1:
+        return model
+    if tp is None and os.environ.get("DSPARK_TP"):
+        tp = _env_int(os.environ, "DSPARK_TP", None)
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, ModelConfig):
+        raise ShardingError(
+            f"maybe_distributed needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})"
+        )
+    tp = check_shardable(cfg, env.world_size, tp)
+    if device is None:
+        device = model.device.type if hasattr(model, "device") else "cpu"
+    init_distributed(device)
+    par = make_parallel(env.world_size, tp)
+    return agree(par, lambda: shard_model(model, par))
+
+
+def maybe_distributed_load(folder: str | os.PathLike, tp: int | None = None, device: str | None = None) -> nn.Module:
+    """`load_checkpoint(folder)` in one process; under torchrun with more than one rank, this rank's shard with only
+    its tensors read (`load_sharded`). tp as in `maybe_distributed`. Sizes are checked from config.json alone before
+    the process group is joined."""
+    from .export import load_checkpoint, read_config
+
+    env = read_env()
+    if env.world_size == 1:
+        model = load_checkpoint(folder)
+        return model.to(device) if device is not None else model
+    if tp is None and os.environ.get("DSPARK_TP"):
+        tp = _env_int(os.environ, "DSPARK_TP", None)
+    tp = check_shardable(read_config(folder)[0], env.world_size, tp)
+    info = init_distributed(device or "cpu")
+    return load_sharded(folder, make_parallel(env.world_size, tp), info.device)
+
+
+def held_bytes(model: nn.Module) -> int:
+    """Bytes of the parameters and persistent buffers this rank holds."""
+    return sum(t.nbytes for t in model.state_dict().values())

@@ -1,0 +1,304 @@
+"""torch.distributed on CPU (gloo): the lab model sharded over 2 and 4 ranks equals one rank (issue 12, item 3).
+
+Process launches are the cost here (each rank imports torch), so there are three:
+  - one `torchrun --nproc-per-node 4 … check --tp 2 --worlds 4,2` on an export of the trained weights (each rank reads
+    only its tensors): the 4-rank model and two side-by-side 2-rank copies, against one unsharded rank — greedy
+    tokens (plain and speculative) equal, every logit of a prefill / decode / draft / verify within 1e-5, every rank
+    bit-identical (what keeps the ranks in lockstep);
+  - 3 ranks started by hand (RANK / WORLD_SIZE set, no torchrun agent that would kill the slower ranks): the world
+    size does not divide the experts — every rank says so and exits 2 without joining a process group;
+  - 2 ranks, one of whose expert tensors points at a missing shard: both ranks fail with the error of rank 1.
+Timeouts are hang guards only. The rest runs in this process (one rank, no process group).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dspark_mini import get_config
+from lab.realscale.distributed import (
+    Parallel,
+    ShardingError,
+    check_shardable,
+    engram_rows,
+    maybe_distributed,
+    rank_selector,
+    read_env,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+HANG_GUARD_S = 300  # only a guard against a hang: a healthy run takes a small part of it
+DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DSPARK_TP")
+MAX_NEW = 10
+TOL = 1e-5
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in DIST_VARS}
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def launch_ranks(n: int, args: list[str]) -> list[tuple[int, str, str]]:
+    """n ranks of `python -m lab.realscale.torchrun ARGS` started by hand (torchrun's variables) → (rc, out, err)."""
+    port = free_port()
+    procs = []
+    for r in range(n):
+        env = base_env() | {
+            "RANK": str(r),
+            "LOCAL_RANK": str(r),
+            "WORLD_SIZE": str(n),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "lab.realscale.torchrun", *args],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    out = []
+    try:
+        for p in procs:
+            o, e = p.communicate(timeout=HANG_GUARD_S)
+            out.append((p.returncode, o, e))
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail(f"{n} ranks of {args} hung (no exit in {HANG_GUARD_S} s)")
+    return out
+
+
+# ---- the launches ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """The trained lab model exported in the official layout (3 shard files)."""
+    from lab.realscale import export_checkpoint
+    from lab.weights import lab_model
+
+    return export_checkpoint(lab_model("trained"), tmp_path_factory.mktemp("dist") / "ckpt", shards=3)
+
+
+@pytest.fixture(scope="module")
+def four_ranks(checkpoint):
+    """One torchrun launch of 4 CPU ranks: the 4-rank model (tp 2) and two 2-rank copies side by side (tp 2)."""
+    cmd = [
+        str(TORCHRUN),
+        "--nproc-per-node",
+        "4",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "lab.realscale.torchrun",
+        "check",
+        "--checkpoint",
+        str(checkpoint),
+        "--tp",
+        "2",
+        "--worlds",
+        "4,2",
+        "--max-new-tokens",
+        str(MAX_NEW),
+        "--json",
+    ]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"torchrun with 4 ranks hung (no exit in {HANG_GUARD_S} s)")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def report(four_ranks):
+    return json.loads(four_ranks.stdout)  # the whole stdout is rank 0's one JSON document
+
+
+@pytest.fixture(scope="module")
+def one_rank(report):
+    """The shipped trained weights decoded in this process: plain and speculative greedy tokens."""
+    from dspark_mini.speculative import generate_plain, generate_speculative
+    from lab.weights import lab_model
+
+    model = lab_model("trained")
+    x = torch.tensor([report["prompt_ids"]])
+    return generate_plain(model, x, MAX_NEW).tokens[0], generate_speculative(model, x, MAX_NEW).tokens[0]
+
+
+def test_two_and_four_ranks_match_one_rank(report, one_rank):
+    plain, spec = one_rank
+    assert report["backend"] == "gloo" and report["world_size"] == 4 and report["tolerance"] == TOL
+    assert report["reference"]["plain"] == plain and report["reference"]["speculative"] == spec
+    runs = {r["ranks"]: r for r in report["runs"]}
+    assert sorted(runs) == [2, 4]
+    assert runs[4]["copies"] == 1 and runs[2]["copies"] == 2 and all(r["tp"] == 2 for r in runs.values())
+    for n, r in runs.items():
+        assert r["plain"] == plain and r["speculative"] == spec, n  # the same greedy tokens as one rank
+        assert r["plain_tokens_equal"] and r["speculative_tokens_equal"] and r["rounds_equal"], n
+        diffs = r["max_abs_diff"]
+        assert sorted(diffs) == ["confidence", "decode", "draft", "prefill", "rounds", "verify"], n
+        assert all(v <= TOL for v in diffs.values()), (n, diffs)
+        assert r["ranks_identical"], n  # every rank (and copy) bit-identical: the ranks stay in lockstep
+        assert r["ok"], n
+    assert report["ok"]
+    assert len(plain) == MAX_NEW and plain == spec
+
+
+def test_each_rank_holds_only_its_share(report):
+    full = report["reference"]["bytes"]
+    runs = {r["ranks"]: r for r in report["runs"]}
+    assert len(runs[4]["bytes_per_rank"]) == len(runs[2]["bytes_per_rank"]) == 4
+    assert max(runs[2]["bytes_per_rank"]) < full
+    assert max(runs[4]["bytes_per_rank"]) < min(runs[2]["bytes_per_rank"])  # 4-way experts / Engram: less again
+
+
+def test_rank_zero_prints_the_others_stay_quiet(four_ranks):
+    assert four_ranks.stdout.lstrip().startswith("{") and four_ranks.stdout.count('"command": "check"') == 1
+    assert "[rank" not in four_ranks.stdout
+
+
+def test_torchrun_generate_on_two_ranks(monkeypatch, capsys):
+    """The user-facing entry, DeepSeek's layout (tp = ranks = 2, the world group): the same tokens as one process and
+    the same logits checksum; rank 0 prints one JSON document."""
+    from lab.realscale.torchrun import main
+
+    args = ["generate", "--max-new-tokens", "6", "--json"]
+    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    try:
+        proc = subprocess.run(
+            [*cmd, "-m", "lab.realscale.torchrun", *args],
+            cwd=ROOT,
+            env=base_env(),
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD_S,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"torchrun with 2 ranks hung (no exit in {HANG_GUARD_S} s)")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    two = json.loads(proc.stdout)
+    for v in DIST_VARS:
+        monkeypatch.delenv(v, raising=False)
+    assert main(args) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert (two["world_size"], two["tp"], two["backend"], one["world_size"]) == (2, 2, "gloo", 1)
+    assert two["plain"] == one["plain"] and two["speculative"] == one["speculative"] and two["identical"]
+    assert two["ranks_agree"]
+    assert two["logits"]["shape"] == one["logits"]["shape"]
+    for k in ("sum", "abs_sum"):
+        assert two["logits"][k] == pytest.approx(one["logits"][k], rel=1e-9)  # a sum of ~10⁴ logits
+    assert len(two["bytes_per_rank"]) == 2 and max(two["bytes_per_rank"]) < one["bytes_per_rank"][0]
+
+
+def test_world_size_that_does_not_divide_fails_on_every_rank(checkpoint):
+    """3 ranks: 8 experts do not split 3 ways. Each rank refuses from config.json alone, before any collective —
+    started alone, a rank would otherwise wait for the others (hang guard)."""
+    results = launch_ranks(3, ["generate", "--checkpoint", str(checkpoint), "--max-new-tokens", "4"])
+    for r, (rc, out, err) in enumerate(results):
+        assert rc == 2, (r, err[-2000:])
+        assert f"[rank {r}/3]" in err and "cannot shard lab over 3 ranks" in err, err[-2000:]
+        assert "n_routed_experts = 8 (routed experts) is not divisible by 3 ranks" in err
+        assert "o_groups = 2" in err and "Allowed: ranks dividing 4 (1, 2, 4)" in err
+        assert "Traceback" not in err and out == ""
+
+
+def test_a_rank_that_cannot_load_its_shard_fails_on_every_rank(checkpoint, tmp_path):
+    """Rank 1's expert 5 (layer 0) points at a shard file that does not exist; rank 0 never reads it. Both ranks
+    exchange their outcome before going on, so both fail naming rank 1 and the file — none waits for the other."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in checkpoint.iterdir():
+        (bad / f.name).symlink_to(f)
+    index = json.loads((checkpoint / "model.safetensors.index.json").read_text())
+    index["weight_map"]["layers.0.ffn.experts.5.w1.weight"] = "model-00009-of-00009.safetensors"
+    (bad / "model.safetensors.index.json").unlink()
+    (bad / "model.safetensors.index.json").write_text(json.dumps(index))
+    results = launch_ranks(2, ["generate", "--checkpoint", str(bad), "--max-new-tokens", "4"])
+    for r, (rc, out, err) in enumerate(results):
+        assert rc == 2, (r, err[-2000:])
+        assert f"[rank {r}/2]" in err and "rank 1 of 2: RealScaleError" in err and "rank 0 of" not in err, err[-2000:]
+        assert "model-00009-of-00009.safetensors" in err and out == ""
+
+
+# ---- one process -------------------------------------------------------------------------------------------
+def test_sizes_are_checked_from_the_config():
+    lab, flash = get_config("lab"), get_config("flash")
+    assert check_shardable(lab, 2) == 2 and check_shardable(lab, 4, 2) == 2 and check_shardable(lab, 4, 1) == 1
+    with pytest.raises(ShardingError, match=r"o_groups = 2 .* tp = 4; vocab_size = 510 .* tp = 4"):
+        check_shardable(lab, 4)  # the reference's layout (tp = ranks) on the lab model
+    with pytest.raises(ShardingError, match=r"tp = 3 does not divide the 4 ranks"):
+        check_shardable(lab, 4, 3)
+    with pytest.raises(ShardingError, match=r"dspark_n_routed_experts = 4 .* 8 ranks"):
+        check_shardable(lab, 8, 2)
+    with pytest.raises(ShardingError, match="ranks = 0 is invalid"):
+        check_shardable(lab, 0)
+    # the real model: 8 GPUs as DeepSeek's reference; 16 need tp = 8 (o_groups = 8 caps tensor parallelism)
+    assert check_shardable(flash, 8) == 8 and check_shardable(flash, 16, 8) == 8
+    with pytest.raises(ShardingError, match="o_groups = 8 .* tp = 16"):
+        check_shardable(flash, 16)
+
+
+def test_engram_rows_use_ceil_division():
+    """The real layer-14 table (384,016,682 rows) does not divide by 8: ⌈R/N⌉ rows a rank, the last one fewer."""
+    rows = 384_016_682
+    parts = [engram_rows(rows, Parallel(rank=r, size=8)) for r in range(8)]
+    assert parts[0] == (0, 48_002_086) and parts[-1] == (7 * 48_002_086, rows)
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
+    assert engram_rows(3, Parallel(rank=3, size=4)) == (3, 3)  # more ranks than rows: an empty shard
+
+
+def test_a_rank_reads_only_its_experts():
+    keep = rank_selector(get_config("lab"), Parallel(rank=1, size=2))
+    assert keep("layers.0.ffn.experts.4.w1.weight") and keep("layers.7.ffn.experts.7.w2.weight")
+    assert not keep("layers.0.ffn.experts.3.w1.weight")
+    assert keep("mtp.layers.0.ffn.experts.2.w3.weight") and not keep("mtp.layers.1.ffn.experts.1.w3.weight")
+    for name in ("embed.weight", "head.weight", "layers.0.ffn.gate.weight", "layers.0.ffn.shared_experts.w1.weight"):
+        assert keep(name)
+
+
+def test_torchrun_environment_is_checked():
+    assert read_env({}) == read_env({"WORLD_SIZE": "1"})
+    assert read_env({"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}).rank == 1
+    with pytest.raises(ShardingError, match="RANK = 2 is invalid: allowed 0..1"):
+        read_env({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"})
+    with pytest.raises(ShardingError, match="WORLD_SIZE = 'two' is invalid"):
+        read_env({"WORLD_SIZE": "two"})
+    with pytest.raises(ShardingError, match="MASTER_ADDR, MASTER_PORT is not set"):
+        read_env({"RANK": "0", "WORLD_SIZE": "2"})
+
+
+def test_one_process_runs_as_one_rank(monkeypatch, capsys, lab_model):
+    from lab.realscale.torchrun import main
+
+    for v in DIST_VARS:
+        monkeypatch.delenv(v, raising=False)
+    assert maybe_distributed(lab_model) is lab_model  # no torchrun: the model as it is
+    assert main(["generate", "--max-new-tokens", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["world_size"] == 1 and out["tp"] == 1 and out["backend"] is None
+    assert len(out["plain"]["tokens"]) == 4 and out["identical"] and out["ranks_agree"]
+    assert out["logits"]["shape"] == [1, len(out["prompt_ids"]) + 4, 510]
+    assert main(["generate", "--device", "tpu"]) == 2
+    assert "device = 'tpu' is invalid" in capsys.readouterr().err
