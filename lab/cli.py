@@ -746,7 +746,19 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    err = Console(stderr=True)
+    from .realscale.distributed import finish_distributed, quiet_other_ranks
+
+    quiet_other_ranks()  # under torchrun rank 0 prints; every rank's errors still reach stderr
+    rc = 2
+    try:
+        rc = boundary(args, Console(stderr=True), escape)
+    finally:
+        finish_distributed(barrier=rc == 0)  # leave the process group (if torchrun made one)
+    return rc
+
+
+def boundary(args: argparse.Namespace, err: Any, escape: Any) -> int:
+    """Run the subcommand and turn what went wrong into one line and an exit code."""
     try:
         run(args, stdout_console())
         sys.stdout.flush()  # a closed pipe shows up here, inside the boundary, not at the interpreter's exit

@@ -1138,7 +1138,8 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     )
     unbiased = scores[0].topk(idx.size(-1), dim=-1).indices.sort(-1).values
     changed = int((unbiased != idx[0].sort(-1).values).any(-1).sum())
-    ex = w.model.layers[layer].ffn.experts[0].w1.weight.detach()
+    # the first expert this process holds (under torchrun each rank holds a block of experts; the others are None)
+    ex = next(e for e in w.model.layers[layer].ffn.experts if e is not None).w1.weight.detach()
     v.facts += [
         (note("bias_changed", lang), f"{changed} / {idx.size(1)}"),
         (note("fp4_err", lang), f"{rel_err(fp4_qdq(ex, 32, 'e8m0'), ex):.2%}"),

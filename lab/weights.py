@@ -247,19 +247,27 @@ def check_out(out: str | Path, folder: bool, force: bool = False) -> Path:
 
 # ---- loading -----------------------------------------------------------------------------------------------
 def lab_model(
-    weights: str = "trained", seed: int = 0, weights_dir: str | Path | None = None, checkpoint: str | Path | None = None
+    weights: str = "trained",
+    seed: int = 0,
+    weights_dir: str | Path | None = None,
+    checkpoint: str | Path | None = None,
+    shard: bool = True,
 ) -> Transformer:
     """The `lab` model: trained target + DSpark draft, or the untrained init of `seed` — or, with `checkpoint`, the
-    model read back from a folder in the official layout (`dspark-lab checkpoint export`), whatever `weights` says."""
-    if checkpoint is not None:
-        from .realscale import load_checkpoint
+    model read back from a folder in the official layout (`dspark-lab checkpoint export`), whatever `weights` says.
+    Under torchrun with several ranks it is this rank's shard (`shard=False`: the whole model, on every rank)."""
+    from .realscale import load_checkpoint
+    from .realscale.distributed import maybe_distributed, maybe_distributed_load  # no-ops in one process
 
-        return load_checkpoint(checkpoint)
+    if checkpoint is not None:  # under torchrun only this rank's tensors are read
+        return maybe_distributed_load(checkpoint) if shard else load_checkpoint(checkpoint)
     if check_weights(weights) == "untrained":
-        return build_model(get_config("lab"), seed=seed)
-    target, draft = weight_file("target", weights_dir), weight_file("dspark", weights_dir)
-    verified(target, draft)
-    return load_model(target, draft)
+        model = build_model(get_config("lab"), seed=seed)
+    else:
+        target, draft = weight_file("target", weights_dir), weight_file("dspark", weights_dir)
+        verified(target, draft)
+        model = load_model(target, draft)
+    return maybe_distributed(model) if shard else model
 
 
 def load_drafter(name: str, weights_dir: str | Path | None = None) -> tuple[Transformer, Drafter]:

@@ -118,7 +118,7 @@ def full_model(args: argparse.Namespace, device: torch.device):
     else:
         from lab.weights import lab_model
 
-        model = lab_model("trained")
+        model = lab_model("trained", shard=False)
     return model.to(device)
 
 
@@ -128,7 +128,7 @@ def sharded_model(args: argparse.Namespace, par: Parallel, device: torch.device)
         return load_sharded(args.checkpoint, par, device)
     from lab.weights import lab_model
 
-    return agree(par, lambda: shard_model(lab_model("trained"), par).to(device))
+    return agree(par, lambda: shard_model(lab_model("trained", shard=False), par).to(device))
 
 
 def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
