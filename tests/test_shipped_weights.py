@@ -34,34 +34,53 @@ def test_target_reproduces_its_recorded_accuracy(recorded):
     assert acc > 0.6  # far above chance (1/510): the target learned the grammars
 
 
+# The rows re-measured: one domain per drafter, both temperatures each (Recipe's prompts, tokens and seed). A row is
+# a deterministic function of the weights and the code, one prompt at a time, so re-measuring 2 of the 6 rows
+# proves the code still computes what the report recorded, at a third of the cost of all six: every drafter ×
+# temperature path runs (DSpark with its Markov and confidence heads, DFlash with the Markov head off; sampled
+# and greedy verify). DSpark · math · greedy is re-measured exactly by notebook 07's probe as well.
+REMEASURE = {"dspark": "code", "dflash": "chat"}
+
+
 @pytest.fixture(scope="module")
 def remeasured(recorded):
-    """DSpark and DFlash-style τ re-measured with the recorded settings (deterministic: same prompts, seeds)."""
+    """DSpark and DFlash-style τ re-measured with the recorded settings (deterministic: same prompts, seeds) on
+    the domains of REMEASURE, by the same `quality` that wrote the report."""
     r = Recipe(**recorded["recipe"])
     out = {}
-    for name in ("dspark", "dflash"):
+    for name, domain in REMEASURE.items():
         model, drafter = load_drafter(name)
-        out[name] = quality(model, drafter, n_prompts=r.eval_prompts, max_new_tokens=r.max_new_tokens, seed=r.seed)
+        out[name] = quality(
+            model, drafter, (domain,), n_prompts=r.eval_prompts, max_new_tokens=r.max_new_tokens, seed=r.seed
+        )
     return out
 
 
 def test_drafters_reproduce_their_recorded_tau(recorded, remeasured):
+    """Can still fail: a change to the weights, the model, drafting, verify or the prompts changes which drafts
+    are kept; over a row's 140–220 rounds more than a round or two of difference exceeds the 0.02 allowed (the
+    tolerance all six rows had)."""
     for name, rows in remeasured.items():
+        assert list(rows) == [REMEASURE[name]]
         for domain, row in rows.items():
             for label in ("t1", "greedy"):
                 want = recorded["drafters"][name]["quality"][domain][label]["tau"]
                 assert row[label]["tau"] == pytest.approx(want, abs=0.02), (name, domain, label)
 
 
-def test_dspark_beats_the_dflash_baseline_and_decays_less(remeasured):
-    """Issue 5's bar, re-measured one prompt at a time (batch 1): mean τ ≥ 1.15 × DFlash's, and a conditional
-    acceptance that falls less after position 1 (decay = c₁ − mean(c₂..c_k), averaged over the domains)."""
+def test_dspark_beats_the_dflash_baseline_and_decays_less(recorded, remeasured):
+    """Issue 5's bar, measured one prompt at a time (batch 1): mean τ ≥ 1.15 × DFlash's, and a conditional
+    acceptance that falls less after position 1 (decay = c₁ − mean(c₂..c_k), averaged over the domains).
+    The rows are the report's, with the re-measured ones in their place.
+    Can still fail: a shipped set below the bar, or re-measured rows that fall below it."""
+    rows = {n: dict(recorded["drafters"][n]["quality"]) for n in ("dspark", "dflash")}
+    for n, fresh in remeasured.items():
+        rows[n].update(fresh)
+    assert all(set(r) == {"math", "code", "chat"} for r in rows.values())
     for label in ("t1", "greedy"):
-        mean = {n: sum(r[label]["tau"] for r in rows.values()) / len(rows) for n, rows in remeasured.items()}
+        mean = {n: sum(r[label]["tau"] for r in rs.values()) / len(rs) for n, rs in rows.items()}
         assert mean["dspark"] >= 1.15 * mean["dflash"], (label, mean)
-        dec = {
-            n: sum(decay(r[label]["cond_accept"]) for r in rows.values()) / len(rows) for n, rows in remeasured.items()
-        }
+        dec = {n: sum(decay(r[label]["cond_accept"]) for r in rs.values()) / len(rs) for n, rs in rows.items()}
         assert dec["dspark"] < dec["dflash"], (label, dec)
 
 

@@ -1,32 +1,32 @@
-"""`dspark-lab train all --quick`: the whole rebuild pipeline in miniature, twice into one folder (it must be
-deterministic, and the second set replaces the first whole)."""
+"""`dspark-lab train all --quick`: the whole rebuild pipeline in miniature, once through the CLI; its determinism
+by running every stage again (target, each drafter's training and calibration, each drafter's evaluation) in this
+process and comparing with what the run wrote. Replacing an existing set whole (the atomic swap) is tested on
+fake phases in tests/test_weight_sets.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import shutil
 
 import pytest
 import torch
+from rich.progress import Progress
 from safetensors import safe_open
 
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.cli import main
-from lab.train_all import check_shipped
+from lab.train_all import QUICK, Recipe, check_shipped, eval_job, strict_json, train_job, train_target_file
 from lab.weights import DRAFTERS, drafter_header, file_sha256, load_drafter
 
 
 @pytest.fixture(scope="module")
-def quick_runs(tmp_path_factory):
-    """Two runs into one folder: the second replaces the first set (swapped in whole at its end); a copy of the
-    first is kept to compare."""
+def quick_run(tmp_path_factory):
+    """One `train all --quick` into a fresh folder (built in a sibling folder and swapped in at its end)."""
     root = tmp_path_factory.mktemp("rebuild")
-    out, first = root / "weights", tmp_path_factory.mktemp("first") / "weights"
+    out = root / "weights"
     assert main(["train", "all", "--quick", "--out", str(out), "--json"]) == 0
-    shutil.copytree(out, first)
-    assert main(["train", "all", "--quick", "--out", str(out), "--json"]) == 0
-    assert sorted(p.name for p in root.iterdir()) == ["weights"]  # no partial or old folder left beside it
-    return [first, out]
+    assert sorted(p.name for p in root.iterdir()) == ["weights"]  # no partial folder left beside it
+    return out
 
 
 def tensors(path) -> dict[str, torch.Tensor]:
@@ -34,8 +34,8 @@ def tensors(path) -> dict[str, torch.Tensor]:
         return {k: f.get_tensor(k) for k in f.keys()}
 
 
-def test_quick_rebuild_writes_every_file_and_a_report(quick_runs):
-    out = quick_runs[1]
+def test_quick_rebuild_writes_every_file_and_a_report(quick_run):
+    out = quick_run
     assert check_shipped(out) == []  # every file, the manifest, each drafter bound to this target
     target = file_sha256(out / "target.safetensors")
     assert all(drafter_header(out / f"{k}.safetensors")["target_sha256"] == target for k in DRAFTERS)
@@ -52,20 +52,51 @@ def test_quick_rebuild_writes_every_file_and_a_report(quick_runs):
     assert set(report["summary"]) >= {"mean_tau", "dspark_over_dflash", "decay", "tokens_per_s_ratio"}
 
 
-def test_rebuild_is_deterministic(quick_runs):
-    a, b = quick_runs
-    for name in ("target", *DRAFTERS):
-        ta, tb = tensors(a / f"{name}.safetensors"), tensors(b / f"{name}.safetensors")
-        assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta), name
-    ra, rb = (json.loads((d / "report.json").read_text()) for d in (a, b))
+SECONDS = ("train_seconds", "sts_seconds", "eval_seconds")  # the only fields of a stage that may differ
+
+
+def as_json(x) -> str:
+    """A record as report.json holds it (tuples → lists, a NaN → null), as one comparable text."""
+    return json.dumps(strict_json(x), sort_keys=True, allow_nan=False)
+
+
+def test_rebuild_is_deterministic(quick_run, tmp_path):
+    """Every stage of the run again, here in this process, from the recipe in its report: the target, then each
+    drafter trained (STS-calibrated) against it and evaluated, as `train all` does in its worker processes — only
+    the tokens/s stage (a clock) is not repeated.
+    Can still fail: every tensor of the six files must be equal bit for bit, and every stage's record (the target's
+    loss curve, each drafter's train meta with its STS temperatures, τ and acceptance per domain and temperature,
+    the threshold sweep, the held-out calibration) equal between the run and this process — an unseeded generator,
+    a thread-count or order dependence shows here."""
+    report = json.loads((quick_run / "report.json").read_text())
+    recipe = Recipe(**report["recipe"])
+    assert recipe == QUICK
+    again: dict = {"seconds": {}}
+    train_target_file(tmp_path, recipe, Progress(disable=True), again)
+    assert as_json(again["target"]) == as_json(report["target"])
     for name in DRAFTERS:
-        for domain, row in ra["drafters"][name]["quality"].items():
-            assert row["t1"]["tau"] == rb["drafters"][name]["quality"][domain]["t1"]["tau"]
+        was = report["drafters"][name]
+        meta = train_job(name, str(tmp_path), dataclasses.asdict(recipe))
+        assert as_json({k: v for k, v in meta.items() if k not in SECONDS}) == as_json(
+            {k: v for k, v in was["train"].items() if k not in SECONDS}
+        ), name
+        ev = eval_job(name, str(tmp_path), dataclasses.asdict(recipe))
+        assert set(ev["quality"]) == set(was["quality"])
+        for domain, row in ev["quality"].items():
+            for label in ("t1", "greedy"):
+                for key in ("tau", "rounds", "cond_accept", "cum_accept"):
+                    assert row[label][key] == was["quality"][domain][label][key], (name, domain, label, key)
+            if "threshold_sweep" in row or "threshold_sweep" in was["quality"][domain]:
+                assert as_json(row["threshold_sweep"]) == as_json(was["quality"][domain]["threshold_sweep"])
+        assert as_json(ev.get("heldout_calibration")) == as_json(was.get("heldout_calibration")), name
+    for name in ("target", *DRAFTERS):
+        ta, tb = tensors(quick_run / f"{name}.safetensors"), tensors(tmp_path / f"{name}.safetensors")
+        assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta), name
 
 
 @pytest.mark.parametrize("name", DRAFTERS)
-def test_rebuilt_drafters_load_and_stay_lossless(quick_runs, name):
-    model, drafter = load_drafter(name, quick_runs[0])
+def test_rebuilt_drafters_load_and_stay_lossless(quick_run, name):
+    model, drafter = load_drafter(name, quick_run)
     prompt = torch.randint(4, model.cfg.vocab_size, (2, 9), generator=torch.Generator().manual_seed(0))
     spec = generate_speculative(model, prompt, 12, drafter=drafter)
     assert spec.tokens == generate_plain(model, prompt, 12).tokens
