@@ -89,7 +89,7 @@ def ragged_case(draw):
     V = 510
     reqs = []
     for _ in range(draw(st.integers(1, 3))):
-        prompt = draw(st.lists(st.integers(0, V - 1), min_size=1, max_size=12))
+        prompt = draw(st.lists(st.integers(0, V - 1), min_size=1, max_size=8))
         rounds = []
         for _ in range(draw(st.integers(1, 2))):
             ell = draw(st.integers(0, 5))  # verify length: rows [anchor, d1..dℓ]
