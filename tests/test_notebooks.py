@@ -47,6 +47,7 @@ ANSWERS = {
     "06_lossless": "0.25",
     "07_train_and_compare": "2.7",
     "08_scheduler": "[2, 1]",
+    "09_real_scale": "1968",
 }
 
 
