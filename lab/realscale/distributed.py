@@ -68,7 +68,7 @@ from dspark_mini.config import ModelConfig
 from dspark_mini.engram import Engram
 from dspark_mini.linear import cast
 from dspark_mini.model import Recorder
-from dspark_mini.moe import MoE, RouterInfo
+from dspark_mini.moe import MoE
 from dspark_mini.packed import PackedWeight, replace_module
 from dspark_mini.quant import Prepared, forget_prepared
 
@@ -476,7 +476,13 @@ class ExpertParallelMoE(nn.Module):
         y = all_reduce_sum(self.local(flat, weights, indices, load), self.group, self.size)
         if self.shared_experts is not None:
             y = y + self.shared_experts(flat)
-        return y.view(shape), RouterInfo(shape[:-1], scores, indices, weights, load)
+        info = {  # as `MoE.forward` reports the router
+            "scores": scores.view(*shape[:-1], -1),
+            "indices": indices.view(*shape[:-1], -1),
+            "weights": weights.view(*shape[:-1], -1),
+            "load": load,
+        }
+        return y.view(shape), info
 
     def extra_repr(self) -> str:
         return f"experts {self.lo}..{self.hi - 1} of {self.n_experts} (rank {self.rank} of {self.size})"
