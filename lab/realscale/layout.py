@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from dspark_mini.attention import hp_dtype
+from dspark_mini.checkpoint import ST_DTYPES as CHECKPOINT_DTYPES
 from dspark_mini.checkpoint import CheckpointError
 from dspark_mini.config import ModelConfig
 from dspark_mini.engram import engram_num_embeddings
@@ -45,21 +46,8 @@ GROUPS = ("routed_experts", "engram", "dspark", "attention", "shared_experts", "
 OFFICIAL_FLOAT = {"bf16": torch.bfloat16, "fp32": torch.float32}
 MXFP4_STORED = torch.int8  # the checkpoint stores the E2M1 bytes as I8 [KZ §3.1]; the lab holds them as uint8
 
-# safetensors dtype codes ↔ torch dtypes
-ST_DTYPES = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "F8_E4M3": FP8,
-    "F8_E8M0": E8M0,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
-}
+# safetensors dtype codes ↔ torch dtypes: the lab checkpoint's table plus the two float8 formats the official one uses
+ST_DTYPES = {**CHECKPOINT_DTYPES, "F8_E4M3": FP8, "F8_E8M0": E8M0}
 ST_CODES = {v: k for k, v in ST_DTYPES.items()}
 
 
