@@ -10,8 +10,9 @@ Sections (each one function in SECTIONS returning a dict, printed by its pair; a
            Wall time p50/p95 of each (interleaved step by step, one torch thread, the cache copied before each
            step and not timed, under `--mode`: torch.inference_mode by default, `no_grad` as
            `generate_plain` runs today), their ratio, and the aten ops one step dispatches — deterministic,
-           counted with a TorchDispatchMode at the dispatcher (composite ops counted as what they decompose
-           into, views included), the lab's split by the `dspark_mini` file that called them.
+           counted with a TorchDispatchMode at the dispatcher in the timed mode (views included; a composite op
+           such as rms_norm or matmul counts once under inference_mode, as what it decomposes into under
+           no_grad — the JSON gives both counts), the lab's split by the `dspark_mini` file that called them.
            `--profile` adds torch.profiler's top ops by self time for the lab step.
 Timings depend on the machine and its load: compare ratios measured in one run, and quote the conditions.
 """
@@ -65,9 +66,10 @@ def grad_mode(args):
     return torch.inference_mode() if args.mode == "inference" else torch.no_grad()
 
 
-def count_ops(step, cache) -> OpCounter:
-    """The aten ops of one `step(cache)` (the cache is copied before counting starts)."""
-    with torch.no_grad(), OpCounter() as c:
+def count_ops(step, cache, mode: str) -> OpCounter:
+    """The aten ops of one `step(cache)` under `mode` (`inference` or `no_grad`; the cache is copied before
+    counting starts)."""
+    with torch.inference_mode() if mode == "inference" else torch.no_grad(), OpCounter() as c:
         step(cache)
     return c
 
@@ -125,8 +127,11 @@ def decode_section(args) -> dict:
                 dt = time.perf_counter() - t
                 if rep >= args.warmup:
                     times[name].append(dt * 1e3)
-    lab_ops = count_ops(lab_step, copy.deepcopy(lab_cache))
-    plain_ops = count_ops(plain_step, copy_plain(plain_cache))
+    lab_ops = count_ops(lab_step, copy.deepcopy(lab_cache), args.mode)
+    plain_ops = count_ops(plain_step, copy_plain(plain_cache), args.mode)
+    other = "no_grad" if args.mode == "inference" else "inference"
+    lab_other = count_ops(lab_step, copy.deepcopy(lab_cache), other)
+    plain_other = count_ops(plain_step, copy_plain(plain_cache), other)
     lab_ms, plain_ms = percentiles(times["lab"]), percentiles(times["plain"])
     out = {
         "conditions": conditions(args.reps, args.cache_len)
@@ -143,6 +148,7 @@ def decode_section(args) -> dict:
         "plain_ms": plain_ms,
         "ratio_p50": lab_ms["p50"] / plain_ms["p50"],
         "ops_per_step": {"lab": sum(lab_ops.ops.values()), "plain": sum(plain_ops.ops.values())},
+        f"ops_per_step_{other}": {"lab": sum(lab_other.ops.values()), "plain": sum(plain_other.ops.values())},
         "lab_ops_by_file": dict(lab_ops.files.most_common()),
         "lab_top_ops": dict(lab_ops.ops.most_common(15)),
     }
@@ -168,6 +174,8 @@ def print_decode(r: dict) -> None:
         print(f"{name:8s} {ms['p50']:9.2f} {ms['p95']:9.2f} {r['ops_per_step'][name]:9d}")
     ops = r["ops_per_step"]
     print(f"ratio lab ÷ plain: {r['ratio_p50']:.2f}× (p50), {ops['lab'] / ops['plain']:.1f}× (ops)")
+    other = next(k for k in r if k.startswith("ops_per_step_"))
+    print(f"aten ops counted under {other[len('ops_per_step_') :]}: lab {r[other]['lab']}, plain {r[other]['plain']}")
     print("lab ops by file:", ", ".join(f"{k} {v}" for k, v in r["lab_ops_by_file"].items()))
     print("lab top ops:", ", ".join(f"{k} {v}" for k, v in r["lab_top_ops"].items()))
     if "lab_profile_self_time" in r:

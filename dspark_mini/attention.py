@@ -7,6 +7,10 @@
 The sink is one learned logit per head that joins the softmax denominator (it can soak up attention).
 Layers with ratio > 0 also read the latest KV source's compressed latents, at the positions the
 latest index source picked; KV sources compress here (3B) and index sources pick here (3C).
+
+Inference runs the same math with fewer, bigger ops (weights prepared once, `quant.Prepared`): every projection
+that reads x (wq_a, wkv, and where the layer has them the indexer's weights_proj and the compressor's wkv/wgate)
+is one matmul on the stacked weights [wq_a; wkv; …], split after; wo_a is one matmul on its block-diagonal form.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .compressor import Compressor
 from .config import ModelConfig
 from .indexer import Indexer, visible_counts, window_mask
-from .linear import Linear, cast
-from .norm import RMSNorm
-from .quant import fake_quant, fp4_qdq, fp8_qdq
+from .linear import Linear
+from .norm import RMSNorm, rms_norm
+from .quant import Prepared, fake_quant, forget_prepared, fp4_qdq, fp8_qdq
 from .rope import RopeTable, apply_rope, rope_angles, rope_inv_freq, rope_table
 
 
@@ -56,17 +61,44 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor, sink
     """q [B, S, H, Dh], kv [B, T, Dh], mask [B, S, T] → o [B, S, H, Dh], probs [B, S, H, T], sink share [B, S, H].
 
     scores[s, h, t] = q[s, h] · kv[t] · scale (−∞ where masked);  p = softmax over [scores ‖ sink_h];
-    o[s, h] = Σ_t p[s, h, t] · kv[t]. Both sums are one batched matmul over the S·H query rows of a sequence."""
-    hp = torch.float64 if q.dtype == torch.float64 else torch.float32
+    o[s, h] = Σ_t p[s, h, t] · kv[t]. Both sums are one batched matmul over the S·H query rows of a sequence
+    (the scale applied to each dot product as the first one finishes it: baddbmm's alpha)."""
+    dt = q.dtype
+    hp = torch.float64 if dt == torch.float64 else torch.float32
     B, S, H, Dh = q.shape
     T = kv.size(1)
-    kv = cast(kv, hp)
-    scores = torch.bmm(cast(q, hp).reshape(B, S * H, Dh), kv.mT).view(B, S, H, T) * scale  # [B, S, H, T]
-    scores = torch.where(mask.unsqueeze(2), scores, float("-inf"))
-    sink_col = cast(sink, hp).view(1, 1, H, 1).expand(B, S, H, 1)  # unscaled sink logit
+    if kv.dtype != hp:
+        kv = kv.to(hp)
+    qf = (q if dt == hp else q.to(hp)).view(B, S * H, Dh)
+    scores = torch.baddbmm(_zero(hp, q.device), qf, kv.mT, beta=0, alpha=scale).view(B, S, H, T)
+    scores = torch.where(mask.unsqueeze(2), scores, _neg_inf(hp, q.device))  # [B, S, H, T]
+    sink_col = (sink if sink.dtype == hp else sink.to(hp)).view(1, 1, H, 1).expand(B, S, H, 1)  # unscaled sink
     probs = torch.cat([scores, sink_col], dim=-1).softmax(dim=-1)  # [B, S, H, T + 1]
-    o = torch.bmm(probs[..., :T].reshape(B, S * H, T), kv).view(B, S, H, Dh)
-    return cast(o, q.dtype), probs[..., :T], probs[..., T]
+    probs_keys, sink_share = probs.split_with_sizes([T, 1], -1)  # [B, S, H, T], [B, S, H, 1]
+    o = torch.bmm(probs_keys.view(B, S * H, T), kv).view(B, S, H, Dh)  # the sink column has no value
+    return (o if dt == hp else o.to(dt)), probs_keys, sink_share.squeeze(-1)
+
+
+_CONST: dict = {}
+
+
+def _const(value: float, dtype: torch.dtype, device) -> torch.Tensor:
+    """A [1, 1, 1] constant, made once (a Python float costs a new scalar tensor at every op)."""
+    key = (value, dtype, device)
+    t = _CONST.get(key)
+    if t is None:
+        with torch.inference_mode(False):
+            t = _CONST[key] = torch.full((1, 1, 1), value, dtype=dtype, device=device)
+    return t
+
+
+def _zero(dtype: torch.dtype, device) -> torch.Tensor:
+    """The (ignored, beta = 0) input term of a baddbmm."""
+    return _const(0.0, dtype, device)
+
+
+def _neg_inf(dtype: torch.dtype, device) -> torch.Tensor:
+    return _const(float("-inf"), dtype, device)
 
 
 class Attention(nn.Module):
@@ -126,50 +158,115 @@ class Attention(nn.Module):
         else:
             inv = rope_inv_freq(cfg.rope_head_dim, cfg.rope_theta, False)
         self.register_buffer("inv_freq", inv, persistent=False)  # [r/2]
+        self.kv_quant, self.eps = cfg.kv_quant, cfg.norm_eps
+        # the prepared forms (caches, not parameters): the input projections stacked, wo_a block-diagonal, and
+        # the other weights the forward reads, in one lookup (a module attribute costs more than a small op)
+        self.prepared = Prepared(self.prepare_weights, self.forward_weights)
+        self.register_load_state_dict_post_hook(forget_prepared)
+
+    # ---- prepared weights -------------------------------------------------------------------------
+    def input_weights(self) -> list[torch.Tensor]:
+        """Every weight that reads the attention input x, in the order of the stacked projection: wq_a [Rq, D],
+        wkv [Dh, D], then the indexer's weights_proj [Hi, D] and the compressor's wkv (and wgate) [Dh, D] where
+        this layer has them and they hold the same dtype (a ratio-2 compressor keeps high precision)."""
+        ws = [self.wq_a.weight, self.wkv.weight]
+        if self.indexer is not None:
+            ws.append(self.indexer.weights_proj.weight)
+        c = self.compressor
+        if c is not None and c.wkv.weight.dtype == ws[0].dtype:
+            ws += [c.wkv.weight, c.wgate.weight] if c.ratio > 1 else [c.wkv.weight]
+        return ws
+
+    def stack_inputs(self) -> tuple[torch.Tensor, list[int]]:
+        """[wq_a; wkv; (weights_proj); (compressor wkv; wgate)] stacked by rows [Rq + Dh + …, D], and the row
+        count of each: F.linear(x, stacked) is every one of those projections of x at once, split after.
+        (weights_proj only feeds the indexer's top-k, which has no gradient: it enters detached, so training
+        leaves its .grad None, as an unfused weights_proj(x) would.)"""
+        ws = self.input_weights()
+        if self.indexer is not None:
+            ws[2] = ws[2].detach()
+        return torch.cat(ws, dim=0), [w.size(0) for w in ws]
+
+    def forward_weights(self) -> list[torch.Tensor]:
+        """The parameters the prepared forms are built from."""
+        return self.input_weights() + [
+            self.q_norm.weight,
+            self.wq_b.weight,
+            self.kv_norm.weight,
+            self.attn_sink,
+            self.wo_a.weight,
+        ]
+
+    def prepare_weights(self) -> tuple:
+        """(stacked input projection [Rq + Dh + …, D], its split sizes, q_norm weight [Rq], wq_b [H·Dh, Rq],
+        kv_norm weight [Dh], attn_sink [H], block-diagonal wo_a [G·R, H·Dh])."""
+        w_in, sizes = self.stack_inputs()
+        return (
+            w_in,
+            sizes,
+            self.q_norm.weight,
+            self.wq_b.weight,
+            self.kv_norm.weight,
+            self.attn_sink,
+            self.block_diagonal_wo_a(),
+        )
+
+    def block_diagonal_wo_a(self) -> torch.Tensor:
+        """wo_a [G·R, H·Dh/G] as the block-diagonal matrix [G·R, H·Dh]: block g maps group g's H·Dh/G channels to
+        its own R ranks and every cross block is zero, so one matmul is the grouped product
+        mid[g·R + r] = Σ_c wo_a[g·R + r, c] · o[g·H·Dh/G + c]."""
+        return torch.block_diag(*self.wo_a.weight.view(self.groups, self.o_rank, -1).unbind(0))
+
+    def prepare(self) -> None:
+        """Rebuild the prepared weights now (after an in-place edit through `.data`; see `quant.Prepared`)."""
+        self.prepared.rebuild()
 
     def forward(
         self, x: torch.Tensor, positions: torch.Tensor, shared: SharedAttention, cache, pending, rec=None
     ) -> torch.Tensor:
         """x [B, S, D] (normed attention input), positions [S] absolute → [B, S, D]."""
         B, S, _ = x.shape
+        w_in, sizes, q_norm_w, wq_b, kv_norm_w, sink, wo_a_blocks = self.prepared.get()
         # one RoPE table per forward for all layers of this kind (ratio 0: θ = 10000; ratio > 0: compress θ + YaRN)
         rope = shared.once(("rope", self.ratio > 0), lambda: rope_table(rope_angles(positions, self.inv_freq)))
-        qr = self.q_norm(self.wq_a(x))  # [B, S, Rq]
-        q = apply_rope(self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim)), rope)  # [B, S, H, Dh]
-        kv_raw, kv = self.latent(x, positions, rope)  # [B, S, Dh] each
+        # wq_a(x), wkv(x) (and weights_proj(x), the compressor's wkv(x) / wgate(x)): one matmul, split
+        proj = F.linear(x, w_in).split_with_sizes(sizes, -1)  # [B, S, Rq], [B, S, Dh], …
+        qr = rms_norm(proj[0], q_norm_w, self.eps)  # [B, S, Rq] q_norm(wq_a(x))
+        q = apply_rope(F.linear(qr, wq_b).view(B, S, self.n_heads, self.head_dim), rope)  # [B, S, H, Dh]
+        kv_raw = apply_rope(rms_norm(proj[1], kv_norm_w, self.eps), rope)  # [B, S, Dh] RoPE(kv_norm(wkv(x)))
+        kv = fake_quant(kv_raw, fp8_qdq, 32) if self.kv_quant else kv_raw  # FP8 as stored
         if pending is not None and not self.is_draft:  # a draft block's own rows are never stored
             pending.window[self.layer_id] = kv
 
-        # window keys: committed ring slots ‖ this chunk's own rows; the mask is the same for every layer
+        # keys: committed ring slots ‖ this chunk's own rows (‖ the compressed latents); the window mask is the
+        # same for every layer
         ring = cache.windows[self.layer_id] if cache is not None else None
-        if ring is not None:
-            keys = torch.cat([ring.kv, kv], dim=1)  # [B, W + S, Dh]
-        else:
-            keys = kv
+        keys = [ring.kv, kv] if ring is not None else [kv]
         key_pos, mask = shared.once(
             ("window", self.is_draft, id(ring.pos) if ring is not None else None),
             lambda: self._window(ring, positions, B),
         )  # [Tw], [B, S, Tw]
-        n_window = keys.size(1)
+        n_window = mask.size(-1)
 
         if self.ratio:
+            extra = proj[2:]  # [weights_proj(x)], [compressor wkv(x) (, wgate(x))] where this layer has them
             if self.is_kv_source:
-                self._compress(x, cache, pending, shared, rec)
-            visible = visible_counts(positions, self.ratio)  # [S]
+                self._compress(x, cache, pending, shared, rec, extra[1:] if self.indexer is not None else extra, rope)
+            visible = shared.once(("visible", self.ratio), lambda: visible_counts(positions, self.ratio))  # [S]
             if self.is_index_source:
-                self._pick(x, qr, rope, visible, shared, rec)
+                self._pick(x, qr, rope, visible, shared, rec, extra[0] if extra else None)
             comp = shared.compress_kv  # [B, T, Dh]
             picks = shared.topk_idxs  # [B, S, k]
-            keys = torch.cat([keys, comp], dim=1)
+            keys.append(comp)
             # the same for every layer until a source publishes new latents or picks (they drop it from the memo)
             mask = shared.once(("picked", id(mask)), lambda: self._picked(mask, picks, comp.size(1)))
+        keys = torch.cat(keys, dim=1) if len(keys) > 1 else keys[0]  # [B, Tw (+ T), Dh]
 
-        o, probs, sink_share = sparse_attention(q, keys, mask, self.attn_sink, self.head_dim**-0.5)
+        o, probs, sink_share = sparse_attention(q, keys, mask, sink, self.head_dim**-0.5)
         o = apply_rope(o, rope, inverse=True)
-        # block-diagonal wo_a: group g maps its H·Dh/G channels to its own R ranks (a batched matmul over groups)
-        og = o.reshape(B * S, self.groups, -1).transpose(0, 1)  # [G, B·S, H·Dh/G]
-        wo_a = self.wo_a.weight.view(self.groups, self.o_rank, -1)  # [G, R, H·Dh/G]
-        mid = torch.bmm(og, wo_a.mT).transpose(0, 1).reshape(B, S, -1)  # [B, S, G·R]
+        # block-diagonal wo_a: group g maps its H·Dh/G channels to its own R ranks — one matmul on the prepared
+        # block-diagonal matrix (naive: mid[g] = wo_a[g] @ o[g·H·Dh/G : (g+1)·H·Dh/G] for each group g)
+        mid = F.linear(o.view(B, S, -1), wo_a_blocks)  # [B, S, G·R]
         y = self.wo_b(mid)  # [B, S, D]
         if rec is not None:
             rec("4A", "probs", probs)
@@ -202,19 +299,31 @@ class Attention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The shared K = V latent of each row: RoPE(kv_norm(wkv(x))), then FP8 QDQ.  → raw, stored [B, S, Dh]"""
         rope = rope_table(rope_angles(positions, self.inv_freq)) if rope is None else rope
-        kv_raw = apply_rope(self.kv_norm(self.wkv(x)), rope)
-        return kv_raw, (fake_quant(kv_raw, fp8_qdq, 32) if self.cfg.kv_quant else kv_raw)
+        return self._latent(F.linear(x, self.wkv.weight), rope)
 
-    def _compress(self, x, cache, pending, shared: SharedAttention, rec) -> None:
-        """3B: new latents of this chunk → index keys (pre-RoPE) → RoPE at j·ratio → FP4 → shared."""
+    def _latent(self, kv: torch.Tensor, rope: RopeTable) -> tuple[torch.Tensor, torch.Tensor]:
+        """wkv(x) [B, S, Dh] → RoPE(kv_norm(·)) and its FP8 QDQ, both [B, S, Dh] (as the forward computes them)."""
+        kv_raw = apply_rope(rms_norm(kv, self.kv_norm.weight, self.eps), rope)
+        return kv_raw, (fake_quant(kv_raw, fp8_qdq, 32) if self.kv_quant else kv_raw)
+
+    def _compress(self, x, cache, pending, shared: SharedAttention, rec, proj=(), rope=None) -> None:
+        """3B: new latents of this chunk → index keys (pre-RoPE) → RoPE at j·ratio → FP4 → shared.
+        proj: the compressor's wkv(x) (and wgate(x)) when the stacked input projection computed them;
+        rope: this forward's table for this layer's RoPE (a ratio-1 source's groups are its rows: the same angles)."""
         r, cfg = self.ratio, self.cfg
         carry = cache.carry(self.layer_id) if cache is not None else None
-        latent, tok_kv, tok_score, gate = self.compressor(x, carry)  # [B, n, Dh]
+        latent, tok_kv, tok_score, gate = self.compressor(x, carry, *proj)  # [B, n, Dh]
         start = pending.start if pending is not None else 0
-        first_group = start // r
-        gpos = (first_group + torch.arange(latent.size(1), device=x.device)) * r  # [n] group → first token
-        if latent.size(1):
-            gang = rope_table(rope_angles(gpos, self.inv_freq))
+        n_new = latent.size(1)
+
+        def group_positions() -> torch.Tensor:  # [n] group j → its first token's position (start // r + j) · r
+            return (start // r + torch.arange(n_new, device=x.device)) * r
+
+        if n_new:
+            if r == 1 and rope is not None and n_new == x.size(1):
+                gang = rope  # groups of one token: the rows' own positions
+            else:
+                gang = rope_table(rope_angles(group_positions(), self.inv_freq))
             new_ik = self.indexer.index_keys(latent, gang)  # [B, n, Di]
             rot = apply_rope(latent, gang)
             new_kv = fake_quant(rot, fp4_qdq, 16, "e4m3") if cfg.kv_quant else rot
@@ -236,7 +345,7 @@ class Attention(nn.Module):
                 pending.tokens[self.layer_id] = (tok_kv, tok_score)
         if rec is not None:
             rec("3B", "latent_pre_rope", latent)
-            rec("3B", "group_positions", gpos)
+            rec("3B", "group_positions", group_positions())
             rec("3B", "n_compressed", torch.tensor(comp.size(1)))
             if gate is not None:
                 rec("3B", "gate", gate)
@@ -244,12 +353,15 @@ class Attention(nn.Module):
             rec("6A", "compressed_kv", new_kv)
             rec("6A", "index_k", new_ik)
 
-    def _pick(self, x, qr, rope, visible, shared: SharedAttention, rec) -> None:
-        """3C: score the compressed entries and publish this layer's top-k (and candidates)."""
+    def _pick(self, x, qr, rope, visible, shared: SharedAttention, rec, w=None) -> None:
+        """3C: score the compressed entries and publish this layer's top-k (and candidates).
+        w: weights_proj(x) [B, S, Hi] when the stacked input projection computed it."""
         cfg = self.cfg
         cand_filter = (cfg.candidate_topk_blocks, cfg.candidate_block_size) if self.is_candidate_source else None
         cands = shared.candidates if self.uses_candidates else None
-        idxs, scores, cand_out = self.indexer(x, qr, rope, visible, shared.index_k, cands, cand_filter)
+        T = shared.index_k.size(1)
+        seen = shared.once(("seen", self.ratio, T), lambda: torch.arange(T, device=x.device) < visible[:, None])
+        idxs, scores, cand_out = self.indexer(x, qr, rope, visible, shared.index_k, cands, cand_filter, w, seen)
         shared.topk_idxs = idxs
         shared.forget("picked")
         shared.owner["topk_idxs"] = self.layer_id

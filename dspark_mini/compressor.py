@@ -11,6 +11,7 @@ the indexer has read the pre-RoPE latent). Unlike V4 there is no positional scor
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .linear import Linear, cast
@@ -30,22 +31,34 @@ class Compressor(nn.Module):
             self.wgate = Linear(dim, head_dim, bias=False, dtype=wdtype)  # [Dh, D]
         self.norm = RMSNorm(head_dim, norm_eps, dtype)
 
-    def forward(self, x: torch.Tensor, carry: tuple[torch.Tensor, torch.Tensor] | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        carry: tuple[torch.Tensor, torch.Tensor] | None = None,
+        kv: torch.Tensor | None = None,
+        score: torch.Tensor | None = None,
+    ):
         """x: [B, S, D] (the attention input), carry: the open group's (kv, score) [B, c, Dh].
+        kv, score: wkv(x), wgate(x) [B, S, Dh] when the caller already computed them (the attention's stacked
+        input projection), else computed here.
 
         Returns (latents [B, n_new, Dh] pre-RoPE, per-token kv [B, S, Dh], per-token score, gate weights
         [B, n_new, ratio, Dh] or None). n_new = groups completed by this chunk.
         """
         if self.ratio == 1:
-            kv = self.wkv(x)  # [B, S, Dh]
+            kv = F.linear(x, self.wkv.weight) if kv is None else kv  # [B, S, Dh]
             return self.norm(kv), kv, None, None
         hp = self.wkv.weight.dtype
-        kv, score = self.wkv(cast(x, hp)), self.wgate(cast(x, hp))  # [B, S, Dh] each
+        if kv is None:
+            kv, score = F.linear(cast(x, hp), self.wkv.weight), F.linear(cast(x, hp), self.wgate.weight)  # [B, S, Dh]
         if carry is not None:
             kv_all, sc_all = torch.cat([carry[0], kv], dim=1), torch.cat([carry[1], score], dim=1)
         else:
             kv_all, sc_all = kv, score
         n_new = kv_all.size(1) // self.ratio
+        if n_new == 0:  # the open group is still open (a ratio-2 source at every other decode step): no latent
+            empty = kv_all[:, :0]  # [B, 0, Dh]
+            return cast(empty, x.dtype), kv, score, empty.unsqueeze(2).expand(-1, -1, self.ratio, -1)  # [B, 0, r, Dh]
         groups_kv = kv_all[:, : n_new * self.ratio].unflatten(1, (n_new, self.ratio))  # [B, n, r, Dh]
         gate = sc_all[:, : n_new * self.ratio].unflatten(1, (n_new, self.ratio)).softmax(dim=2)  # [B, n, r, Dh]
         latent = (groups_kv * gate).sum(dim=2)  # [B, n, Dh]

@@ -18,14 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .attention import SharedAttention, hp_dtype
 from .config import ModelConfig
-from .linear import Linear
+from .linear import Embedding, Linear
 from .mhc import hc_pre, identity_pre_mix
 from .norm import RMSNorm
-from .rope import rope_angles, rope_table
+from .quant import fake_quant, fp8_qdq
+from .rope import apply_rope, rope_angles, rope_table
 from .validate import check_temperature
 
 
@@ -61,7 +63,7 @@ class MarkovHead(nn.Module):
 
     def __init__(self, vocab_size: int, rank: int, dtype: torch.dtype):
         super().__init__()
-        self.embed = nn.Embedding(vocab_size, rank, dtype=dtype)  # W1 [V, r]
+        self.embed = Embedding(vocab_size, rank, dtype=dtype)  # W1 [V, r]
         self.head = Linear(rank, vocab_size, bias=False, dtype=dtype)  # W2 [V, r]
 
     def forward(self, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,7 +93,7 @@ class RNNHead(nn.Module):
     def __init__(self, vocab_size: int, rank: int, dim: int, dtype: torch.dtype):
         super().__init__()
         self.rank = rank
-        self.embed = nn.Embedding(vocab_size, rank, dtype=dtype)  # W1 [V, r]
+        self.embed = Embedding(vocab_size, rank, dtype=dtype)  # W1 [V, r]
         self.cell = Linear(2 * rank + dim, 3 * rank, bias=True, dtype=dtype)  # [3r, 2r + D]
         self.head = Linear(rank, vocab_size, bias=False, dtype=dtype)  # W2 [V, r]
 
@@ -165,9 +167,22 @@ class DSparkDraft(nn.Module):
         return self.main_norm(mixed)
 
     def ring_rows(self, main_x: torch.Tensor, positions: torch.Tensor) -> dict[int, torch.Tensor]:
-        """What each draft layer's window ring stores for these target positions.  → {layer: [B, S, Dh]}"""
-        rope = rope_table(rope_angles(positions, self.layers[0].attn.inv_freq))  # draft layers: all ratio 0, θ 10000
-        return {blk.layer_id: blk.attn.latent(main_x, positions, rope)[1] for blk in self.layers}
+        """What each draft layer's window ring stores for these target positions.  → {layer: [B, S, Dh]}
+
+        Each is that layer's `Attention.latent(main_x)`: FP8(RoPE(kv_norm(wkv(main_x)))). The layers' projections
+        run one by one; the norm, the rotation and the QDQ run once over the layers side by side [B, S, n, Dh]
+        (each works per row and per layer, so the numbers are the same)."""
+        attns = [blk.attn for blk in self.layers]
+        rope = rope_table(rope_angles(positions, attns[0].inv_freq))  # draft layers: all ratio 0, θ 10000
+        kv = torch.stack([F.linear(main_x, a.wkv.weight) for a in attns], dim=2)  # [B, S, n, Dh]
+        hp = torch.float64 if kv.dtype == torch.float64 else torch.float32  # as `norm.rms_norm` computes
+        w = torch.stack([a.kv_norm.weight for a in attns]).to(hp)  # [n, Dh]
+        h = kv.to(hp)
+        normed = w * (h * torch.rsqrt(h.square().mean(-1, keepdim=True) + self.cfg.norm_eps))  # kv_norm, per layer
+        rows = apply_rope(normed.to(kv.dtype), rope)  # [B, S, n, Dh]
+        if self.cfg.kv_quant:
+            rows = fake_quant(rows, fp8_qdq, 32)  # blocks of 32 inside each layer's row: the same blocks
+        return {blk.layer_id: r for blk, r in zip(self.layers, rows.unbind(2), strict=True)}
 
     def block_pass(
         self, anchor: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache, block_size: int, trace=None

@@ -17,6 +17,7 @@ training); everything is computed in the input's dtype (float64 in the lab).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .linear import Linear, cast
+from .linear import Embedding, Linear, cast
 from .quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 
 _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
@@ -158,13 +159,33 @@ _MODULI: dict = {}
 
 def _moduli(primes: tuple[int, ...], k: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """The primes and the row offsets (their running sum) as [orders, heads] int64 tensors, made once."""
-    key = (primes, k, str(device))
+    key = (primes, k, device)
     if key not in _MODULI:
         with torch.inference_mode(False):
             p = torch.tensor(primes, dtype=torch.int64, device=device).view(k, -1)  # [orders, heads]
             offsets = torch.tensor([0, *np.cumsum(primes)[:-1].tolist()], dtype=torch.int64, device=device)
             _MODULI[key] = (p, offsets.view(k, -1))
     return _MODULI[key]
+
+
+class EngramInfo(Mapping):
+    """Engram diagnostics as a read-only mapping: row_ids [B, S, cols], gate [B, S, hc], value [B, S, D] and
+    delta_norm [B, S] = ‖g ⊗ value‖ over all copies and D, made when read (a trace reads it; a forward does not)."""
+
+    def __init__(self, row_ids: torch.Tensor, gate: torch.Tensor, value: torch.Tensor):
+        self._t = {"row_ids": row_ids, "gate": gate, "value": value}
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name == "delta_norm":
+            delta = self._t["gate"][..., None] * self._t["value"][:, :, None, :]  # [B, S, hc, D]
+            return delta.flatten(2).norm(dim=-1)
+        return self._t[name]
+
+    def __iter__(self):
+        return iter((*self._t, "delta_norm"))
+
+    def __len__(self) -> int:
+        return len(self._t) + 1
 
 
 class Engram(nn.Module):
@@ -181,11 +202,16 @@ class Engram(nn.Module):
         self.num_embeddings = sum(self.primes)
         dt = cfg.torch_dtype
         hc, D = cfg.hc_mult, cfg.dim
-        self.embed = nn.Embedding(self.num_embeddings, cfg.engram_head_dim, dtype=dt)  # [rows, head_dim]
+        self.embed = Embedding(self.num_embeddings, cfg.engram_head_dim, dtype=dt)  # [rows, head_dim]
         self.wkv = Linear(self.n_hash_cols * cfg.engram_head_dim, D * (hc + 1), bias=False, dtype=dt)
         self.q_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
         self.k_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
         self.prepared = Prepared(self._qdq_table, self._table_params)  # the FP8-QDQ'd table: a cache
+        # (wkv [(hc+1)·D, cols·head_dim], q_weight ⊙ k_weight [hc, D]): what the forward reads, in one lookup
+        self.proj = Prepared(
+            lambda: (self.wkv.weight, self.q_weight * self.k_weight),
+            lambda: [self.wkv.weight, self.q_weight, self.k_weight],
+        )
         self.register_load_state_dict_post_hook(forget_prepared)
 
     def lookup(self, row_ids: torch.Tensor) -> torch.Tensor:
@@ -193,12 +219,11 @@ class Engram(nn.Module):
         (one E8M0 scale per 32 values of a row). Inference looks them up in a table QDQ'd once (`quant.Prepared`;
         QDQ'ing the whole table equals QDQ'ing each looked-up row); training QDQs the looked-up rows at each use
         (straight-through)."""
-        w = self.embed.weight  # [rows, head_dim]
         if not self.cfg.engram_table_quant:
-            return F.embedding(row_ids, w)
+            return F.embedding(row_ids, self.embed.weight)  # [rows, head_dim] looked up
         if self.prepared.active():
-            return F.embedding(row_ids, self.prepared.get())
-        return fake_quant(F.embedding(row_ids, w), fp8_qdq, 32)
+            return torch.embedding(self.prepared.get(), row_ids)
+        return fake_quant(F.embedding(row_ids, self.embed.weight), fp8_qdq, 32)
 
     def _table_params(self) -> list[torch.Tensor]:
         return [self.embed.weight]
@@ -210,36 +235,30 @@ class Engram(nn.Module):
         """Rebuild the QDQ'd table now (after an in-place edit through `.data`; see `quant.Prepared`)."""
         if self.cfg.engram_table_quant:
             self.prepared.rebuild()
+        self.proj.rebuild()
 
     def row_ids(self, compressed: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """This layer's table rows for compressed ids [B, S] after `history` [B, max_ngram − 1]."""
         m = torch.tensor(self.multipliers, dtype=torch.int64, device=compressed.device)  # [max_ngram]
         return hash_ngram_ids(compressed, history, m, self.primes)
 
-    def forward(self, x: torch.Tensor, row_ids: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    def forward(self, x: torch.Tensor, row_ids: torch.Tensor) -> tuple[torch.Tensor, EngramInfo]:
         """x [B, S, hc, D], row_ids [B, S, n_hash_cols] → (x + g·value [B, S, hc, D], diagnostics)."""
-        cfg = self.cfg
         B, S, hc, D = x.shape
+        eps = self.cfg.norm_eps
+        wkv, w = self.proj.get()  # [(hc + 1)·D, n_hash_cols·head_dim], [hc, D] q_weight ⊙ k_weight
         rows = self.lookup(row_ids)  # [B, S, n_hash_cols, head_dim]
         e = cast(rows, x.dtype).flatten(2)  # [B, S, n_hash_cols · head_dim]
-        kv = F.linear(e, cast(self.wkv.weight, x.dtype))  # [B, S, (hc + 1) · D]
-        key = kv[..., : hc * D].view(B, S, hc, D)  # [B, S, hc, D]
-        value = kv[..., hc * D :]  # [B, S, D]
-        w = cast(self.q_weight * self.k_weight, x.dtype)  # [hc, D]
-        eps = cfg.norm_eps
-        x_n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  # [B, S, hc, D]
-        k_n = key * torch.rsqrt(key.pow(2).mean(-1, keepdim=True) + eps)  # [B, S, hc, D]
+        kv = F.linear(e, cast(wkv, x.dtype))  # [B, S, (hc + 1) · D]
+        key, value = kv.split_with_sizes([hc * D, D], -1)  # [B, S, hc·D], [B, S, D]
+        w = cast(w, x.dtype)
+        # x̂ = x / √(mean_D(x²) + eps), k̂ likewise: `torch.rms_norm` without a weight is exactly that, one op
+        x_n = torch.rms_norm(x, (D,), None, eps)  # [B, S, hc, D]
+        k_n = torch.rms_norm(key.view(B, S, hc, D), (D,), None, eps)  # [B, S, hc, D]
         dot = (x_n * w * k_n).sum(-1) / math.sqrt(D)  # [B, S, hc]
         gate = torch.sigmoid(torch.sign(dot) * torch.sqrt(dot.abs().clamp_min(1e-6)))  # [B, S, hc]
-        delta = gate[..., None] * value[:, :, None, :]  # [B, S, hc, D]
-        out = x + delta
-        info = {
-            "row_ids": row_ids,
-            "gate": gate,
-            "value": value,
-            "delta_norm": delta.flatten(2).norm(dim=-1),  # [B, S], norm over all copies and D
-        }
-        return out, info
+        out = torch.addcmul(x, gate.unsqueeze(-1), value.unsqueeze(2))  # [B, S, hc, D] x + g·value
+        return out, EngramInfo(row_ids, gate, value)
 
     def extra_repr(self) -> str:
         return (

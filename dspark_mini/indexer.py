@@ -99,12 +99,16 @@ class Indexer(nn.Module):
         index_k: torch.Tensor,
         candidates: torch.Tensor | None = None,
         candidate_filter: tuple[int, int] | None = None,
+        w: torch.Tensor | None = None,
+        seen: torch.Tensor | None = None,
     ):
         """Pick compressed positions for each query.
 
         x [B, S, D]; qr [B, S, Rq]; angles [S, r/2]; visible [S]; index_k [B, T, Di];
         candidates [B, S, T] bool (mask scores to them: a Reindex layer);
-        candidate_filter (topk_blocks, block_size) when this layer is the candidate source.
+        candidate_filter (topk_blocks, block_size) when this layer is the candidate source;
+        w: weights_proj(x) [B, S, Hi] and seen: the visibility mask [S, T] (t < visible[s]) when the caller
+        already has them (the attention's stacked input projection, a mask shared by the layers), else made here.
         Returns topk_idxs [B, S, k] (−1 = nothing), scores [B, S, T], candidates_out [B, S, T] or None.
         """
         B, S, _ = x.shape
@@ -113,14 +117,16 @@ class Indexer(nn.Module):
             empty = torch.zeros(B, S, 0, device=x.device)
             cand = empty.bool() if candidate_filter is not None else None
             return empty.long(), empty.to(x.dtype), cand
-        q = self.wq_b(qr).unflatten(-1, (self.n_heads, self.head_dim))  # [B, S, Hi, Di]
+        q = F.linear(qr, self.wq_b.weight).unflatten(-1, (self.n_heads, self.head_dim))  # [B, S, Hi, Di]
         q = self._qdq(apply_rope(q, angles))
-        w = self.weights_proj(x) * (self.head_dim**-0.5 * self.n_heads**-0.5)  # [B, S, Hi]
+        w = F.linear(x, self.weights_proj.weight) if w is None else w
+        w = w * (self.head_dim**-0.5 * self.n_heads**-0.5)  # [B, S, Hi]
         # q[s, h] · k[t] for all query rows of a sequence at once: one batched matmul
         scores = torch.bmm(q.reshape(B, S * self.n_heads, -1), index_k.mT)  # [B, S·Hi, T]
         scores = scores.view(B, S, self.n_heads, T).relu()  # [B, S, Hi, T]
         scores = (scores * w.unsqueeze(-1)).sum(dim=2)  # [B, S, T]
-        seen = torch.arange(T, device=x.device)[None, :] < visible[:, None]  # [S, T]
+        if seen is None:
+            seen = torch.arange(T, device=x.device) < visible[:, None]  # [S, T]
         scores = torch.where(seen, scores, float("-inf"))
         cand_out = None
         if candidate_filter is not None:

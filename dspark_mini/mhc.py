@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .linear import cast
+from .quant import Prepared, forget_prepared
 
 
 def sinkhorn_comb(logits: torch.Tensor, iters: int, eps: float, history: list | None = None) -> torch.Tensor:
@@ -25,34 +26,52 @@ def sinkhorn_comb(logits: torch.Tensor, iters: int, eps: float, history: list | 
         comb = comb / (Σ_i comb[i, :] + eps)                    iteration 1 ends with a column pass
         iters − 1 times:  comb = comb / (Σ_j comb[:, j] + eps)  (rows),  comb = comb / (Σ_i comb[i, :] + eps)
 
-    Each "sum + eps" is one batched matmul with a ones vector and eps as the added term (baddbmm:
-    eps + comb·1 for the rows, eps + 1ᵀ·comb for the columns): two ops per normalization instead of three.
-    Without autograd the 2·iters passes write into two small buffers and divide in place (`out=`) instead of
-    allocating two new tensors each; with autograd every pass makes new tensors, as the backward needs them.
+    Two ops per normalization: each "sum + eps" is one batched matmul with a ones vector, then one division.
+    With autograd, eps comes in as baddbmm's added term (eps + comb·1 for the rows, eps + 1ᵀ·comb for the
+    columns) and every pass makes new tensors, as the backward needs them. Without, the matrix lives inside an
+    [hc + 1, hc + 1] buffer whose extra column and extra row hold eps, so a plain matmul of [comb ‖ eps] with
+    ones *is* Σ_j comb[:, j] + eps (and [comb; eps] likewise for the columns); the sums go into two small
+    buffers and the division is in place — the same numbers with about a third fewer instructions a pass.
+    (The passes depend on each other and each sublayer's logits on its input, so this loop is the floor:
+    2 ops × (2·iters − 1) passes per call.)
     logits: [..., hc, hc]. If `history` is a list, the matrix after each iteration is appended to it.
     """
     shape, hc = logits.shape, logits.size(-1)
-    comb = (logits.softmax(dim=-1) + eps).reshape(-1, hc, hc)  # [N, hc, hc]
-    N = comb.size(0)
-    eps_t, ones_col, ones_row = _sinkhorn_constants(N, hc, eps, comb.dtype, comb.device)
-    in_place = not (torch.is_grad_enabled() and comb.requires_grad)
-    row_sums = comb.new_empty(N, hc, 1) if in_place else None  # [N, hc, 1]
-    col_sums = comb.new_empty(N, 1, hc) if in_place else None  # [N, 1, hc]
-    out = comb if in_place else None
+    probs = logits.softmax(dim=-1).reshape(-1, hc, hc)  # [N, hc, hc]
+    N = probs.size(0)
+    if torch.is_grad_enabled() and probs.requires_grad:  # autograd: every pass a new tensor
+        eps_t, ones_col, ones_row = _sinkhorn_constants(N, hc, eps, probs.dtype, probs.device)
 
-    def rows(c: torch.Tensor) -> torch.Tensor:  # c / (Σ_j c[:, j] + eps)
-        return torch.div(c, torch.baddbmm(eps_t, c, ones_col, out=row_sums), out=out)
+        def rows(c: torch.Tensor) -> torch.Tensor:  # c / (Σ_j c[:, j] + eps)
+            return torch.div(c, torch.baddbmm(eps_t, c, ones_col))
 
-    def cols(c: torch.Tensor) -> torch.Tensor:  # c / (Σ_i c[i, :] + eps)
-        return torch.div(c, torch.baddbmm(eps_t, ones_row, c, out=col_sums), out=out)
+        def cols(c: torch.Tensor) -> torch.Tensor:  # c / (Σ_i c[i, :] + eps)
+            return torch.div(c, torch.baddbmm(eps_t, ones_row, c))
 
-    comb = cols(comb)
-    if history is not None:
-        history.append(comb.view(shape).detach().clone())
-    for _ in range(iters - 1):
-        comb = cols(rows(comb))
+        comb = cols(probs + eps)
         if history is not None:
             history.append(comb.view(shape).detach().clone())
+        for _ in range(iters - 1):
+            comb = cols(rows(comb))
+            if history is not None:
+                history.append(comb.view(shape).detach().clone())
+        return comb.view(shape)
+    # inference: [[comb, eps], [eps, ·]] in one buffer; sums by matmul with ones, the division in place
+    aug = probs.new_full((N, hc + 1, hc + 1), eps)  # [N, hc + 1, hc + 1]
+    comb = aug[:, :hc, :hc]  # [N, hc, hc] the matrix itself (a view)
+    torch.add(probs, eps, out=comb)
+    with_eps_col, with_eps_row = aug[:, :hc], aug[:, :, :hc]  # [N, hc, hc + 1] = [comb ‖ eps], [N, hc + 1, hc]
+    _, ones_col, ones_row = _sinkhorn_constants(N, hc + 1, eps, probs.dtype, probs.device)  # [N, hc+1, 1], [N, 1, hc+1]
+    row_sums, col_sums = probs.new_empty(N, hc, 1), probs.new_empty(N, 1, hc)
+    bmm, div_ = torch.bmm, comb.div_  # local names: this loop is 78 calls per sublayer
+    div_(bmm(ones_row, with_eps_row, out=col_sums))  # columns: comb / (Σ_i comb[i, :] + eps)
+    if history is not None:
+        history.append(comb.clone(memory_format=torch.contiguous_format).view(shape))
+    for _ in range(iters - 1):
+        div_(bmm(with_eps_col, ones_col, out=row_sums))  # rows: comb / (Σ_j comb[:, j] + eps)
+        div_(bmm(ones_row, with_eps_row, out=col_sums))  # columns
+        if history is not None:
+            history.append(comb.clone(memory_format=torch.contiguous_format).view(shape))
     return comb.view(shape)
 
 
@@ -61,7 +80,7 @@ _CONSTANTS: dict = {}
 
 def _sinkhorn_constants(n: int, hc: int, eps: float, dtype: torch.dtype, device) -> tuple[torch.Tensor, ...]:
     """eps [1, 1, 1], ones [n, hc, 1] and ones [n, 1, hc] for the batched sums, made once per shape."""
-    key = (n, hc, eps, dtype, str(device))
+    key = (n, hc, eps, dtype, device)
     if key not in _CONSTANTS:
         with torch.inference_mode(False):  # ordinary tensors: usable by autograd later
             ones = torch.ones(1, hc, 1, dtype=dtype, device=device).expand(n, hc, 1)
@@ -89,21 +108,47 @@ class HyperConnection(nn.Module):
         self.scale = nn.Parameter(torch.empty(3, dtype=dtype))  # [3]
         group = torch.tensor([0] * hc_mult + [1] * hc_mult + [2] * hc_mult * hc_mult)
         self.register_buffer("scale_of_mix", group, persistent=False)  # [24] which scale each mix uses
+        # pre = 1·σ + eps, post = 2·σ + 0: one addcmul over the 2·hc gates  (each [2·hc])
+        self.register_buffer("gate_mul", torch.tensor([1.0] * hc_mult + [2.0] * hc_mult, dtype=dtype), False)
+        self.register_buffer("gate_add", torch.tensor([hc_eps] * hc_mult + [0.0] * hc_mult, dtype=dtype), False)
+        # fn with its group scales folded in, beside what the forward reads with it: a cache (`quant.Prepared`)
+        self.prepared = Prepared(self.prepare_weights, lambda: [self.fn, self.scale, self.base])
+        self.register_load_state_dict_post_hook(forget_prepared)
+
+    def scale_fn(self) -> torch.Tensor:
+        """fn with each mix's group scale folded in: row m of fn × s_group(m).  [24, hc·D]
+        (s₀ for the hc pre rows, s₁ for the hc post rows, s₂ for the hc² comb rows)."""
+        return self.fn * self.scale.index_select(0, self.scale_of_mix)[:, None]
+
+    def prepare_weights(self) -> tuple[torch.Tensor, ...]:
+        """(fn ⊙ s [24, hc·D], base [24], gate_add [2·hc], gate_mul [2·hc]): everything the forward reads, in one
+        lookup (a module attribute costs more than a small op)."""
+        return self.scale_fn(), self.base, self.gate_add, self.gate_mul
+
+    def prepare(self) -> None:
+        """Rebuild the scaled projection now (after an in-place edit through `.data`; see `quant.Prepared`)."""
+        self.prepared.rebuild()
 
     def forward(self, x: torch.Tensor, history: list | None = None):
-        """x: [B, S, hc, D] → pre [B, S, hc], post [B, S, hc], comb [B, S, hc, hc]."""
+        """x: [B, S, hc, D] → pre [B, S, hc], post [B, S, hc], comb [B, S, hc, hc].
+
+        Naive, per row:  r = 1/√(mean(x²) + eps);  m = (fn·x) · r  [24];  z = m ⊙ s_group + base;
+                         pre = σ(z[:hc]) + eps,  post = 2·σ(z[hc:2hc]),  comb = Sinkhorn(z[2hc:] as hc×hc).
+        Here the group scales sit in the prepared projection (fn ⊙ s, `scale_fn`) and r multiplies x before it
+        (fn·(x·r) = (fn·x)·r), so z is one RMS normalization and one matmul with base as its bias:
+        z = (fn ⊙ s)·(x·r) + base (the same value; it may round differently in the last bit)."""
         hc = self.hc_mult
-        flat = cast(x.flatten(2), self.fn.dtype)  # [B, S, hc·D]
-        rms = torch.rsqrt(flat.square().mean(-1, keepdim=True) + self.norm_eps)  # [B, S, 1]
-        mixes = F.linear(flat, self.fn) * rms  # [B, S, 24]
-        # one scale per group: m·s₀ + b for pre, m·s₁ + b for post, m·s₂ + b for comb, in one op
-        scale = self.scale.index_select(0, self.scale_of_mix)  # [24] = s₀ ×hc, s₁ ×hc, s₂ ×hc²
-        z = torch.addcmul(self.base, mixes, scale)  # [B, S, 24] = m · s + b
-        gates = torch.sigmoid(z[..., : 2 * hc])  # [B, S, 2·hc]
-        pre = gates[..., :hc] + self.hc_eps  # [B, S, hc]
-        post = 2 * gates[..., hc:]  # [B, S, hc]
-        comb = sinkhorn_comb(z[..., 2 * hc :].unflatten(-1, (hc, hc)), self.iters, self.hc_eps, history)
-        return pre, post, comb  # comb [B, S, hc, hc]
+        B, S, _, D = x.shape
+        fn_s, base, gate_add, gate_mul = self.prepared.get()
+        flat = x.reshape(B, S, hc * D)  # [B, S, hc·D]
+        if flat.dtype != fn_s.dtype:
+            flat = flat.to(fn_s.dtype)
+        normed = torch.rms_norm(flat, (hc * D,), None, self.norm_eps)  # [B, S, hc·D] x · r
+        z = F.linear(normed, fn_s, base)  # [B, S, 24] = (fn ⊙ s)·(x·r) + base
+        gates, comb_logits = z.split_with_sizes([2 * hc, hc * hc], -1)  # [B, S, 2·hc], [B, S, hc²]
+        pre, post = torch.addcmul(gate_add, torch.sigmoid(gates), gate_mul).split_with_sizes([hc, hc], -1)
+        comb = sinkhorn_comb(comb_logits.view(B, S, hc, hc), self.iters, self.hc_eps, history)
+        return pre, post, comb  # pre = σ + eps, post = 2σ [B, S, hc]; comb [B, S, hc, hc]
 
 
 def hc_pre(x: torch.Tensor, pre: torch.Tensor) -> torch.Tensor:
@@ -115,15 +160,11 @@ def hc_pre(x: torch.Tensor, pre: torch.Tensor) -> torch.Tensor:
 def hc_post(y: torch.Tensor, residual: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:
     """Expand: new copy j = post_j · y + Σ_i comb[i, j] · R_i.  → [B, S, hc, D]
 
-    The sum over i is one batched matmul over the B·S rows (combᵀ [hc, hc] @ R [hc, D]) that adds
-    post ⊗ y as it goes (baddbmm)."""
+    The sum over i is one matmul per row (combᵀ [hc, hc] @ R [hc, D]); post ⊗ y is added to it in place."""
     hp = post.dtype
-    B, S, hc, D = residual.shape
-    spread = post.unsqueeze(-1) * cast(y, hp).unsqueeze(-2)  # [B, S, hc, D] post_j · y
-    out = torch.baddbmm(
-        spread.reshape(B * S, hc, D), comb.reshape(B * S, hc, hc).mT, cast(residual, hp).reshape(B * S, hc, D)
-    )  # [B·S, hc, D]
-    return cast(out.view(B, S, hc, D), y.dtype)
+    out = torch.matmul(comb.mT, cast(residual, hp))  # [B, S, hc, D] Σ_i comb[i, j] · R_i
+    out.addcmul_(post.unsqueeze(-1), cast(y, hp).unsqueeze(-2))  # + post_j · y
+    return cast(out, y.dtype)
 
 
 def identity_pre_mix(batch: int, seqlen: int, hc_mult: int, dtype: torch.dtype, device) -> torch.Tensor:

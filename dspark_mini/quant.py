@@ -16,6 +16,7 @@ a value plus one scale byte per block (512 in blocks of 16 → 288 B; 128 in blo
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
@@ -69,11 +70,12 @@ def _grid_table(
     max_value: float, fmt: tuple[int, int], dtype: torch.dtype, device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The signed grid [G] of a format and its RNE decision boundaries [G − 1], built once per dtype/device."""
-    key = (max_value, fmt, dtype, str(device))
-    if key not in _GRID_TABLES:
+    key = (max_value, fmt, dtype, device)
+    t = _GRID_TABLES.get(key)
+    if t is None:
         with torch.inference_mode(False):  # ordinary tensors, usable in every mode later
-            _GRID_TABLES[key] = _build_grid_table(max_value, fmt, dtype, device)
-    return _GRID_TABLES[key]
+            t = _GRID_TABLES[key] = _build_grid_table(max_value, fmt, dtype, device)
+    return t
 
 
 def _build_grid_table(max_value: float, fmt: tuple[int, int], dtype: torch.dtype, device):
@@ -108,7 +110,7 @@ def _pow2_ceil(y: torch.Tensor) -> torch.Tensor:
 
     The formula is mant, exp = frexp(y); 2^(exp − 1) if mant == 0.5 else 2^exp (six ops); a work dtype has
     only ~2,100 powers of two, so this is a lookup among them instead: one binary search and one gather."""
-    key = (y.dtype, str(y.device))
+    key = (y.dtype, y.device)
     if key not in _POW2:
         fi = torch.finfo(y.dtype)
         lo, hi = math.frexp(fi.smallest_normal * fi.eps)[1] - 1, math.frexp(fi.max)[1] - 1  # subnormals … max
@@ -122,6 +124,31 @@ def _pow2_ceil(y: torch.Tensor) -> torch.Tensor:
 _POW2: dict = {}
 
 
+def _pow2_scale(amax: torch.Tensor, floor: float, fmax: float) -> torch.Tensor:
+    """The power-of-two block scale s = 2^ceil(log2(max(amax, floor) / fmax)) in one lookup (amax in a work dtype).
+
+    Same value as `_pow2_ceil(amax.clamp(min=floor) / fmax)` (four ops), with two: the table holds each candidate
+    scale 2^k (from the one the floor gives up) beside its bound fmax·2^k (exact: fmax is 448 or 6), and s is the
+    first 2^k whose bound is ≥ amax — one binary search and one gather. Equal because, for a power of two p,
+    p ≥ round(amax / fmax) ⟺ fmax·p ≥ amax: the quotient can round down onto p only from within half an ulp
+    above it, and no float amax lies that close above fmax·p (tested at every binade edge in test_quant)."""
+    key = (floor, fmax, amax.dtype, amax.device)
+    if key not in _SCALES:
+        with torch.inference_mode(False):
+            wd = amax.dtype
+            lowest = _pow2_ceil(cast(torch.tensor([floor], dtype=torch.float64), wd) / fmax)  # the floor's scale
+            hi = math.frexp(torch.finfo(wd).max)[1] - 1  # max < 2^(hi + 1): no finite amax / fmax needs more than 2^hi
+            ks = range(math.frexp(float(lowest))[1] - 1, hi + 1)
+            scales = torch.tensor([2.0**k for k in ks], dtype=torch.float64)  # [n] candidate scales, ascending
+            bounds = (scales * fmax).to(wd)  # [n] fmax·2^k (exact; the last ones may be inf: they catch the top)
+            _SCALES[key] = (scales.to(dtype=wd, device=amax.device), bounds.to(amax.device))
+    scales, bounds = _SCALES[key]
+    return scales.take(torch.bucketize(amax, bounds))  # bucketize: the first bound ≥ amax
+
+
+_SCALES: dict = {}
+
+
 def _check_block(block: int) -> None:
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise ValueError(f"block must be a positive int, got {block!r}")
@@ -131,17 +158,21 @@ def _blocked(x: torch.Tensor, block: int) -> torch.Tensor:
     """View x [..., n] as [..., n // block, block] in its work dtype, after checking the arguments."""
     _check_block(block)
     wd = _work_dtype(x)
-    if x.dim() == 0:
+    shape = x.shape
+    if not shape:
         raise ValueError("x must have at least one dimension (blocks run along the last dim)")
-    n = x.shape[-1]
+    n = shape[-1]
     if n % block != 0:
         raise ValueError(f"x.shape[-1] = {n} is not a multiple of block = {block}")
-    return cast(x, wd).view(*x.shape[:-1], n // block, block)
+    return (x if x.dtype == wd else x.to(wd)).view(*shape[:-1], n // block, block)
 
 
 def _amax(xb: torch.Tensor) -> torch.Tensor:
     """max |x| per block: [..., n/block, block] → [..., n/block, 1] (the ∞-norm: one op for abs + amax)."""
-    return torch.linalg.vector_norm(xb, math.inf, dim=-1, keepdim=True)
+    return torch.linalg.vector_norm(xb, _INF, -1, True)
+
+
+_INF = math.inf
 
 
 def fp8_qdq(x: torch.Tensor, block: int = 32) -> torch.Tensor:
@@ -150,8 +181,7 @@ def fp8_qdq(x: torch.Tensor, block: int = 32) -> torch.Tensor:
     x: [..., n] with n % block == 0 -> [..., n], same dtype as x.
     """
     xb = _blocked(x, block)  # [..., n/block, block]
-    amax = _amax(xb).clamp(min=_FP8_AMAX_FLOOR)  # [..., n/block, 1]
-    scale = _pow2_ceil(amax / FP8_MAX)  # [..., n/block, 1]
+    scale = _pow2_scale(_amax(xb), _FP8_AMAX_FLOOR, FP8_MAX)  # [..., n/block, 1] = pow2ceil(max(amax, 1e-4) / 448)
     q = _round_to_grid(xb / scale, FP8_MAX, _E4M3)  # [..., n/block, block], saturating at ±448
     return cast((q * scale).view(x.shape), x.dtype)
 
@@ -166,11 +196,11 @@ def fp4_qdq(x: torch.Tensor, block: int, scale_fmt: str) -> torch.Tensor:
     if scale_fmt not in _SCALE_FMTS:
         raise ValueError(f"scale_fmt must be one of {_SCALE_FMTS}, got {scale_fmt!r}")
     xb = _blocked(x, block)  # [..., n/block, block]
-    amax = _amax(xb).clamp(min=_FP4_AMAX_FLOOR[scale_fmt])  # [..., n/block, 1]
-    if scale_fmt == "e8m0":
-        scale = _pow2_ceil(amax / FP4_MAX)
-    else:
-        scale = _round_to_grid(amax / FP4_MAX, FP8_MAX, _E4M3)  # may sit a little below amax/6
+    if scale_fmt == "e8m0":  # [..., n/block, 1] = pow2ceil(max(amax, floor) / 6)
+        scale = _pow2_scale(_amax(xb), _FP4_AMAX_FLOOR["e8m0"], FP4_MAX)
+    else:  # may sit a little below amax/6
+        amax = _amax(xb).clamp(min=_FP4_AMAX_FLOOR[scale_fmt])  # [..., n/block, 1]
+        scale = _round_to_grid(amax / FP4_MAX, FP8_MAX, _E4M3)
     q = _round_to_grid(xb / scale, FP4_MAX, _E2M1)  # [..., n/block, block], saturating at ±6
     return cast((q * scale).view(x.shape), x.dtype)
 
@@ -249,7 +279,7 @@ class Prepared:
         self.build, self.params_of = build, params
         self.params: list[torch.Tensor] | None = None  # looked up once (module attribute access is slow)
         self.value: Any = None
-        self.stamp: list[tuple[int, int]] | None = None  # (version, data_ptr) of each parameter at build time
+        self.stamp: tuple | None = None  # the versions, then the data_ptrs, of the parameters at build time
         self.sources: list[torch.Tensor] = []  # the storages built from, kept alive so no address is reused
 
     def active(self) -> bool:
@@ -258,11 +288,15 @@ class Prepared:
             self.params = self.params_of()
         return PREPARE_STATIC and not (torch.is_grad_enabled() and any(p.requires_grad for p in self.params))
 
+    def _stamp(self) -> tuple:
+        """(version, data_ptr) of every parameter, flat: what a change of any of them changes."""
+        return (*map(_VERSION, self.params), *map(_DATA_PTR, self.params))
+
     def get(self) -> Any:
         """The value: kept (rebuilt first if a parameter changed), or built now while training."""
         if not self.active():
             return self.build()
-        if self.stamp != [(p._version, p.data_ptr()) for p in self.params]:
+        if self.stamp != self._stamp():
             self.rebuild()
         return self.value
 
@@ -270,11 +304,23 @@ class Prepared:
         self.params = self.params_of()
         with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, even when asked inside inference_mode
             self.value = self.build()
-            self.stamp = [(p._version, p.data_ptr()) for p in self.params]
+            self.stamp = self._stamp()
             self.sources = [p.detach() for p in self.params]
 
     def forget(self) -> None:
         self.params, self.value, self.stamp, self.sources = None, None, None, []
+
+
+_VERSION, _DATA_PTR = operator.attrgetter("_version"), torch.Tensor.data_ptr
+
+
+def prepare_all(model) -> None:
+    """Rebuild every `Prepared` value held by `model` or any of its submodules (what `Transformer.prepare()`
+    needs after an in-place edit through `.data`)."""
+    for m in model.modules():
+        for v in vars(m).values():
+            if isinstance(v, Prepared):
+                v.rebuild()
 
 
 def forget_prepared(module, incompatible_keys=None) -> None:

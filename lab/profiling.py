@@ -111,12 +111,15 @@ def tap_check(model, tokens: torch.Tensor) -> float:
     return main_x_error(model, trace.get("6B", "main_x"), hooked_forward(model, tokens)[1])
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def verify_cost(model, prefix: torch.Tensor, ks: list[int], reps: int) -> dict[int, dict[str, Any]]:
     """Time one verify forward over [anchor, d1..dk] vs k single-token decode steps, on copies of one cache.
 
     Rows that verify would reject are recomputed by later rounds in the real loop; here both sides do the
-    same k tokens from the same cache, so the ratio is the pure cost of batching k tokens into one pass.
+    same k tokens from the same cache, so `ratio_p50` (verify ÷ k decodes) is the pure cost of batching k tokens
+    into one pass, and `steps` (verify ÷ one decode step, the p50s) is what a verify costs in decode steps — the
+    number the speculative loop pays per round (1 would be free batching). Both under torch.inference_mode, the
+    verify without committing (as a verify that keeps nothing).
     """
     base = model.new_cache(1)
     model(prefix, cache=base)
@@ -136,7 +139,25 @@ def verify_cost(model, prefix: torch.Tensor, ks: list[int], reps: int) -> dict[i
                 model(rows[:, i : i + 1], cache=c)
             single.append(time.perf_counter() - t)
         v, d = percentiles(one), percentiles(single)
-        out[k] = {"verify_s": v, "k_decodes_s": d, "ratio_p50": v["p50"] / d["p50"]}
+        out[k] = {"verify_s": v, "k_decodes_s": d, "ratio_p50": v["p50"] / d["p50"], "steps": v["p50"] / d["p50"] * k}
+    return out
+
+
+VERIFY_CACHE_LENGTHS = (32, 200)  # the cache lengths `profile` reports verify ÷ step at (issue 10: ≤ 1.25 at k = 5)
+
+
+def verify_steps(model, ks: list[int], reps: int, cache_lengths=VERIFY_CACHE_LENGTHS, seed: int = 0) -> dict:
+    """verify(k) ÷ one decode step at each cache length, after a prefix of that many random token ids (the cost
+    hardly depends on the text).  → {str(L): {str(k): steps}}, plus {"detail": {str(L): verify_cost(...)}}."""
+    vmax = model.cfg.max_seq_len - max(ks) - 1
+    out: dict[str, Any] = {"detail": {}}
+    gen = torch.Generator().manual_seed(seed)
+    for L in cache_lengths:
+        check_int(L, "cache_length", 1, vmax, f"max_seq_len − one verify of {max(ks) + 1} tokens")
+        prefix = torch.randint(4, model.cfg.vocab_size, (1, L), generator=gen)
+        cost = verify_cost(model, prefix, ks, reps)
+        out[str(L)] = {str(k): round(d["steps"], 3) for k, d in cost.items()}
+        out["detail"][str(L)] = {str(k): v for k, v in cost.items()}
     return out
 
 
@@ -150,9 +171,11 @@ def profile(
     temperature: float = 0.0,
     weights: str = "trained",
     checkpoint: str | None = None,
+    verify_lengths: Sequence[int] = VERIFY_CACHE_LENGTHS,
 ) -> dict[str, Any]:
     """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
-    (the language they learned); untrained ones after random token ids."""
+    (the language they learned); untrained ones after random token ids. `verify_steps` gives verify(k) ÷ one
+    decode step for k = 1..block at each of `verify_lengths` (`verify_cost[k]["steps"]` at `cache_len`)."""
     from .weights import lab_model
 
     check_seed(seed)
@@ -195,6 +218,8 @@ def profile(
             "block": cfg.dspark_block_size,
         },
         "verify_cost": {str(k): v for k, v in verify_cost(model, tokens, ks, reps).items()},
+        # verify(k) ÷ one decode step at cache lengths 32 and 200 ("verify_cost" has it at cache_len: "steps")
+        "verify_steps": verify_steps(model, ks, reps, verify_lengths, seed),
         "conditions": run_conditions(model, 1, cache_len),
     }
 

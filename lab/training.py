@@ -104,9 +104,7 @@ def train_target(
 
     loads: list[torch.Tensor] = []
     hooks = [
-        blk.ffn.gate.register_forward_hook(
-            lambda mod, inp, out: loads.append(torch.bincount(out[1].flatten(), minlength=mod.bias.numel()))
-        )
+        blk.ffn.register_forward_hook(lambda mod, inp, out: loads.append(out[1]["load"]))  # [E] pairs per expert
         for blk in model.layers
     ]
     gen = torch.Generator().manual_seed(seed)

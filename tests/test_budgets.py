@@ -4,12 +4,16 @@ KV byte accounting of step 6A (dossier §5.3), checked against independent arith
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.model import count_params
-from dspark_mini.presets import get_config
+from dspark_mini.presets import build_model, get_config
 
 BACKBONE_FLASH = 551_880_819_824  # measured (dossier §8: 551.88 B)
 ENGRAM_FLASH = (384_006_168 + 384_016_682) * 256  # dossier §1.2 rows × engram_head_dim = 196.61 B
@@ -137,6 +141,40 @@ def model_groups(model) -> dict[str, int]:
 
 
 # ---- flash on meta ---------------------------------------------------------------------------------------
+def test_param_counts_from_the_config_equal_the_built_models(flash_cfg, flash_counts, lab_model) -> None:
+    """`inspect` counts from the config alone (nothing built); it must give the very numbers of the modules."""
+    from lab.walkthrough import inspect_model, param_counts
+
+    assert param_counts(flash_cfg) == flash_counts
+    assert param_counts(lab_model.cfg) == count_params(lab_model)
+    for change in ({"dspark_tap_mix": "concat_proj"}, {"dspark_markov_kind": "rnn"}, {"n_shared_experts": 0}):
+        cfg = lab_model.cfg.replace(**change)
+        assert param_counts(cfg) == count_params(build_model(cfg)), change
+    report = inspect_model("flash")
+    assert report["params"] == flash_counts and report["device"] == "meta"
+
+
+def test_inspect_flash_builds_nothing_and_imports_no_dynamo() -> None:
+    """`dspark-lab inspect --preset flash` stays near `import torch`: no module is built, so no meta op runs
+    (a random fill or float arange on a meta tensor imports torch._dynamo, ≈ 1.5 s)."""
+    code = (
+        "import sys, torch\n"
+        "from lab.walkthrough import inspect_model\n"
+        "import dspark_mini.moe as moe\n"
+        "built = []\n"
+        "init = moe.Expert.__init__\n"
+        "moe.Expert.__init__ = lambda self, *a, **k: (built.append(1), init(self, *a, **k))[1]\n"
+        "r = inspect_model('flash')\n"
+        "assert r['params']['backbone'] == 551_880_819_824, r['params']\n"
+        "assert not built, len(built)\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 def test_meta_build_allocates_nothing(flash_model) -> None:
     assert next(flash_model.parameters()).device.type == "meta"
     assert all(p.device.type == "meta" for p in flash_model.parameters())

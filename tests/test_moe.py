@@ -236,12 +236,16 @@ def test_expert_quant_cache_refreshes_after_data_edit():
 
 # ---- the MoE layer ------------------------------------------------------------------------------
 @pytest.mark.parametrize("fp4", [False, True])
+@pytest.mark.parametrize("dense", [True, False])
 @pytest.mark.parametrize(("B", "S", "k"), [(2, 5, 2), (1, 1, 2), (1, 3, 2), (2, 4, 3), (1, 2, 3)])
-def test_moe_matches_naive_per_token_loop(fp4, B, S, k):
-    """Both ways of batching the routed experts: few (token, expert) pairs gather their experts' weights
+def test_moe_matches_naive_per_token_loop(fp4, dense, B, S, k):
+    """Every way of batching the routed experts: few experts all run on every token, unchosen ones weighted 0
+    (`dense`, the lab's 6 + 1 here); otherwise few (token, expert) pairs gather their experts' weights
     (N·k ≤ 2E), many are grouped by expert into a padded batch."""
     D, I, E = 32, 32, 6
     moe = fill_random(MoE(D, I, E, k, 1, 1.5, 1.0, 2.0, fp4, F64, F64), 12, std=0.4)
+    assert moe.dense  # 7 stacked experts ≤ 3 × (k + 1) used
+    moe.dense = dense
     assert moe.shared_experts is not None and moe.shared_experts.fp4 is False  # shared expert is not MXFP4
     x = torch.randn(B, S, D, generator=torch.Generator().manual_seed(13), dtype=F64)
     with torch.no_grad():
@@ -262,6 +266,15 @@ def test_moe_matches_naive_per_token_loop(fp4, B, S, k):
         torch.testing.assert_close(y.reshape(-1, D)[n], want, rtol=0, atol=1e-12)
     assert int(info["load"].sum()) == B * S * k
     assert torch.equal(info["load"], torch.bincount(info["indices"].flatten(), minlength=E))
+
+
+def test_dense_routing_only_for_few_experts():
+    """Running every expert is the lab's choice (8 + 1 experts, top-2 + shared: 3× the used ones' arithmetic);
+    the real 384 experts never run densely, and without a shared expert the rule counts the routed ones only."""
+    assert MoE(8, 8, 8, 2, 1, 1.5, 1.0, 10.0, False, F64, F64).dense  # 9 ≤ 3 · 3
+    assert MoE(8, 8, 4, 1, 1, 1.5, 1.0, 10.0, False, F64, F64).dense  # the lab's draft layers: 5 ≤ 3 · 2
+    assert not MoE(8, 8, 384, 6, 1, 1.5, 1.0, 10.0, False, F64, F64).dense  # the real model: 385 > 3 · 7
+    assert not MoE(8, 8, 8, 2, 0, 1.5, 1.0, 10.0, False, F64, F64).dense  # 8 > 3 · 2
 
 
 def test_model_router_matches_naive_and_load_sums(lab_model, traced_run, lab_cfg):

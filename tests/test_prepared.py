@@ -64,10 +64,19 @@ def test_prepared_path_is_bit_identical_to_per_use_qdq(weights, trained, lab_cfg
     assert_identical(reference, prepared)
     # and the prepared values are what the per-use path computes expert by expert / row by row
     moe = model.layers[1].ffn
-    w1, w2, w3 = moe.stacked.value
+    w13t, w2t = moe.stacked.value["w13t"], moe.stacked.value["w2t"]  # [E + 1, D, 2I] = [w1ᵀ ‖ w3ᵀ], [E + 1, I, D]
+    I = moe.experts[0].w1.weight.size(0)
+    assert w13t.shape[0] == w2t.shape[0] == moe.n_experts + 1 and moe.shared_in_stack
     for e, ex in enumerate(moe.experts):
-        assert torch.equal(w1[e], ex.weight("w1")) and torch.equal(w2[e], ex.weight("w2"))
-        assert torch.equal(w3[e], ex.weight("w3"))
+        assert torch.equal(w13t[e, :, :I], ex.weight("w1").T) and torch.equal(w13t[e, :, I:], ex.weight("w3").T)
+        assert torch.equal(w2t[e], ex.weight("w2").T)
+    sh = moe.shared_experts  # unquantized
+    assert torch.equal(w13t[-1], torch.cat([sh.w1.weight, sh.w3.weight]).T) and torch.equal(w2t[-1], sh.w2.weight.T)
+    # the lab's MoE is dense: the router and every expert's gate/up in one matrix, every w2 in another
+    w_in, w2 = moe.stacked.value["w_in"], moe.stacked.value["w2"]
+    assert moe.dense and torch.equal(w_in[: moe.n_experts], moe.gate.weight)
+    assert torch.equal(w_in[moe.n_experts :].view(moe.n_experts + 1, 2 * I, -1), w13t.mT)
+    assert torch.equal(w2.view(moe.n_experts + 1, I, -1), w2t)
     eng = model.layers[0].engram
     assert torch.equal(eng.prepared.value, fp8_qdq(eng.embed.weight, 32))
 
@@ -125,7 +134,10 @@ def test_prepared_weights_follow_every_tracked_edit():
         assert not torch.equal(moe(x)[0], per_use(moe, x))  # stale, as documented
         moe.prepare()
         assert torch.equal(moe(x)[0], per_use(moe, x))
-        assert torch.equal(moe(x)[0], moe.shared_experts(x.view(-1, 32)).view_as(x))  # routed experts ablated
+        # routed experts ablated: what is left is the shared expert (run from the stack: a batched matmul, so equal
+        # to the module's F.linear up to rounding)
+        alone = moe.shared_experts(x.view(-1, 32)).view_as(x)
+        torch.testing.assert_close(moe(x)[0], alone, rtol=0, atol=1e-14)
 
 
 def test_a_deep_copy_prepares_its_own_weights():
@@ -189,3 +201,43 @@ def test_engram_prepared_table_and_training_rows(lab_cfg):
     assert eng.prepared.value is not None and eng.embed.weight.grad is not None
     counts = torch.bincount(ids.flatten(), minlength=eng.num_embeddings).to(F64)
     torch.testing.assert_close(eng.embed.weight.grad, counts[:, None].expand_as(eng.embed.weight), rtol=0, atol=0)
+
+
+def test_every_prepared_weight_follows_in_place_edits(lab_cfg):
+    """The attention's stacked projections and block-diagonal wo_a, the mHC scaled mixes, the router fused with
+    the experts, the Engram gate weight: each rebuilt after an in-place edit under no_grad (version counter), so
+    the prepared forward keeps matching the per-use reference."""
+    model = build_model(lab_cfg, seed=11).eval()
+    tokens = torch.randint(4, lab_cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(2))  # T > top-k
+    blk = model.layers[3]  # an Engram layer, a KV and index source
+
+    def both() -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            fast = model(tokens).logits
+            with per_use_static_qdq():
+                slow = model(tokens).logits
+        return fast, slow
+
+    fast, slow = both()
+    assert torch.equal(fast, slow)
+    edits = [
+        blk.attn.wq_a.weight,
+        blk.attn.indexer.weights_proj.weight,
+        blk.attn.compressor.wgate.weight,
+        blk.attn.wo_a.weight,
+        blk.attn.kv_norm.weight,
+        blk.attn.attn_sink,
+        blk.hc_attn.scale,
+        blk.hc_ffn.fn,
+        blk.ffn.gate.weight,
+        blk.ffn.gate.bias,
+        blk.ffn.shared_experts.w2.weight,
+        blk.engram.q_weight,
+    ]
+    for p in edits:
+        with torch.no_grad():  # an uneven shift: it reorders the router's biased scores too
+            p.add_(torch.linspace(-1.0, 1.0, p.numel(), dtype=p.dtype).view_as(p))
+        new_fast, new_slow = both()
+        assert torch.equal(new_fast, new_slow)
+        assert not torch.equal(new_fast, fast)
+        fast = new_fast

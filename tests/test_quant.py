@@ -204,6 +204,31 @@ def _fp4_scales_ref(x: torch.Tensor, block: int, scale_fmt: str) -> np.ndarray:
     return naive_e4m3(ratio)
 
 
+def test_pow2_scale_table_equals_clamp_divide_and_round_up() -> None:
+    """The block scale in one lookup (`_pow2_scale`: first fmax·2^k ≥ amax) is pow2ceil(max(amax, floor) / fmax)
+    exactly: at every binade edge fmax·2^k and its float neighbours, in both work dtypes, plus a random spread."""
+    from dspark_mini.quant import _pow2_ceil, _pow2_scale
+
+    for wd in (torch.float64, torch.float32):
+        fi = torch.finfo(wd)
+        lo, hi = (-1100, 1025) if wd == torch.float64 else (-160, 130)
+        for floor, fmax in ((1e-4, 448.0), (6.0 * 2.0**-126, 6.0)):
+            edges = []
+            for k in range(lo, hi):
+                try:
+                    v = math.ldexp(fmax, k)
+                except OverflowError:
+                    continue
+                if 0 < v <= fi.max:
+                    t = torch.tensor([v], dtype=wd)
+                    edges += [t, torch.nextafter(t, t.new_tensor([math.inf])), torch.nextafter(t, t.new_tensor([0.0]))]
+            spread = torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+            extra = torch.tensor([0.0, fi.max, fi.tiny, floor], dtype=torch.float64)
+            a = torch.cat([*edges, spread.mul(80).sub(60).exp2().to(wd), extra.to(wd)])
+            a = a[torch.isfinite(a) & (a >= 0)]
+            assert torch.equal(_pow2_scale(a, floor, fmax), _pow2_ceil(a.clamp(min=floor) / fmax)), (wd, fmax)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 2. fp8_qdq
 
