@@ -31,13 +31,12 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from dspark_mini import build_model, get_config
+from dspark_mini import build_model, count_params, get_config
 from lab.exercises import check
 from lab.realscale import group_of, inspect_checkpoint, lab_tensors, layout, write_header_only
 from lab.realscale.distributed import Parallel, ShardingError, check_shardable, engram_rows, rank_selector
 from lab.realscale.shards import read_header, read_index
 from lab.serving.sps import staircase_table
-from lab.walkthrough import count_params
 
 GIB = 2**30
 cfg = get_config("flash")
