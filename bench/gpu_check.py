@@ -38,6 +38,15 @@ def config():
     return get_config("flash", **TRUNCATED)
 
 
+def estimate():
+    """What the run will hold on its one device, from the config alone (lab/realscale/placement.py, the estimate
+    every loader runs): every weight in bf16 (fp32 where the model keeps it), + the stated margin."""
+    from lab.realscale.distributed import SINGLE
+    from lab.realscale.placement import estimate_rank
+
+    return estimate_rank(config(), SINGLE, packed=False, style="lab")
+
+
 def dry_run() -> dict:
     """Build on meta: parameter counts, bytes in bf16, and every tensor's shape against the checkpoint layout."""
     from lab.realscale.layout import lab_tensors
@@ -63,6 +72,7 @@ def dry_run() -> dict:
         "params": params,
         "param_bytes": nbytes,
         "param_gib": round(nbytes / 2**30, 2),
+        "estimate": estimate().to_json(),
         "tensors_checked": len(want),
         "problems": problems,
         "seconds": round(time.perf_counter() - t0, 2),
@@ -78,13 +88,14 @@ def timed(fn) -> tuple[object, float]:
 
 
 def gpu_run(device: str, prompt_len: int, new_tokens: int, block: int) -> dict:
+    from lab.realscale.placement import PlacementError, check_fits
+
     cfg = config()
     free, total = torch.cuda.mem_get_info(device)
-    meta = build_model(cfg, device="meta")  # the bytes it will take, before allocating anything
-    need = sum(p.numel() * p.element_size() for p in meta.parameters())
-    if need > 0.9 * free:
-        raise SystemExit(f"the model needs ≈ {need / 2**30:.1f} GiB, the GPU has {free / 2**30:.1f} GiB free")
-    del meta
+    try:  # the bytes it will take, before allocating anything
+        need = check_fits(estimate(), device, free).held_bytes
+    except PlacementError as e:
+        raise SystemExit(f"error: {e}") from None
     torch.cuda.reset_peak_memory_stats(device)
     t = time.perf_counter()
     with torch.device(device):

@@ -21,6 +21,8 @@ The lab has no simulation of FP8 *dense* weights (only routed experts, Engram ta
 so `fp8_block_qdq` defines it the same way over 32×32 tiles (quant.fp8_qdq with one block = one tile).
 An E2M1 code is sign·8 + the index of |value| in (0, .5, 1, 1.5, 2, 3, 4, 6).
 
+`slice_packed(module, dim, start, stop)` cuts a packed weight's codes and scales on their blocks (what one rank of
+a sharded model keeps; `packed_ranges` says which stored ranges, so a loader can read just those).
 `pack_model(model)` swaps a built model's Linear / Embedding modules for `PackedLinear` / `PackedEmbedding` by
 walking the module tree (model.py is not touched); their `weight` is a property that dequantizes at each access,
 so every existing `F.linear(x, m.weight)` keeps working. Inference only (no gradients reach packed weights),
@@ -145,7 +147,8 @@ def _check_packed(fmt: str, q: torch.Tensor, scale: torch.Tensor, name: str) -> 
 def _tiles(w: torch.Tensor) -> torch.Tensor:
     """[O, I] → [O/32, I/32, 1024]: each 32×32 tile as one row of 1024 values."""
     O, I = w.shape
-    return w.reshape(O // BLOCK, BLOCK, I // BLOCK, BLOCK).transpose(1, 2).reshape(O // BLOCK, I // BLOCK, -1)
+    tiles = w.reshape(O // BLOCK, BLOCK, I // BLOCK, BLOCK).transpose(1, 2)  # [O/32, I/32, 32, 32]
+    return tiles.reshape(O // BLOCK, I // BLOCK, BLOCK * BLOCK)  # sizes spelled out: an empty cut stays empty
 
 
 def _untile(t: torch.Tensor, O: int, I: int) -> torch.Tensor:
@@ -329,6 +332,38 @@ def packed_module(fmt: str, qweight: torch.Tensor, scale: torch.Tensor, compute_
     """The module that holds a packed weight of this format (from stored codes, nothing re-quantized)."""
     cls = PackedEmbedding if fmt == "fp8_rows" else PackedLinear
     return cls(fmt, qweight, scale, compute_dtype, name)
+
+
+def packed_ranges(fmt: str, dim: int, start: int, stop: int, name: str = "weight"):
+    """Where rows (dim 0) or columns (dim 1) start … stop − 1 of a packed weight [O, I] lie in its stored tensors:
+    ((dim, start, stop) of the codes, (dim, start, stop) of the scales). A cut through a block is a PackError
+    (fp8_block cuts both dims at multiples of 32; mxfp4 / fp8_rows cut rows anywhere, columns at multiples of 32)."""
+    _check_fmt(fmt)
+    if dim not in (0, 1) or not 0 <= start <= stop:
+        raise PackError(f"{name} ({fmt}): a cut dim {dim}, {start} … {stop - 1} is invalid: allowed dim 0 or 1")
+    blocked = dim == 1 or fmt == "fp8_block"
+    if blocked and (start % BLOCK or stop % BLOCK):
+        what = "rows" if dim == 0 else "columns"
+        raise PackError(
+            f"{name} ({fmt}): cannot keep {what} {start} … {stop - 1}: that cuts through its {BLOCK}-wide scale blocks "
+            f"(allowed: {what} at multiples of {BLOCK})"
+        )
+    if not blocked:  # rows of mxfp4 / fp8_rows: one scale row per row
+        return (0, start, stop), (0, start, stop)
+    per_code = 2 if (fmt == "mxfp4" and dim == 1) else 1  # two E2M1 codes a byte along a row
+    return (dim, start // per_code, stop // per_code), (dim, start // BLOCK, stop // BLOCK)
+
+
+def cut(t: torch.Tensor, dim: int, start: int, stop: int) -> torch.Tensor:
+    """t[start:stop] along dim 0 or 1, as its own contiguous tensor."""
+    return (t[start:stop] if dim == 0 else t[:, start:stop]).contiguous()
+
+
+def slice_packed(mod: PackedWeight, dim: int, start: int, stop: int) -> PackedWeight:
+    """A packed module of the same class holding rows (dim 0) or columns (dim 1) start … stop − 1 of mod's weight:
+    its codes and scales cut, nothing re-quantized (so the values are exactly those of the cut dequantized weight)."""
+    (qd, qa, qb), (sd, sa, sb) = packed_ranges(mod.fmt, dim, start, stop, mod.name)
+    return packed_module(mod.fmt, cut(mod.qweight, qd, qa, qb), cut(mod.scale, sd, sa, sb), mod.compute_dtype, mod.name)
 
 
 # ---- whole models --------------------------------------------------------------------------------------

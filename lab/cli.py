@@ -125,6 +125,16 @@ def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_placement_arguments(p: argparse.ArgumentParser) -> None:
+    """--device and --dtype: where the model runs and the dtype it is built in (lab/realscale/placement.py)."""
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    p.add_argument(
+        "--dtype",
+        default=None,
+        help="compute dtype: float64 (default, the lab's), float32 or bfloat16; mHC, router, sinks and head stay fp32",
+    )
+
+
 def add_seed_argument(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--seed", type=int, default=0, help=f"{what}; 0 ≤ seed < 2**63 (default 0)")
 
@@ -312,6 +322,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     add_weights_argument(g)
     add_checkpoint_argument(g)
+    add_placement_arguments(g)
 
     f = sub.add_parser(
         "profile",
@@ -351,6 +362,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--json", action="store_true", help="print the report as JSON")
     add_weights_argument(f)
     add_checkpoint_argument(f)
+    add_placement_arguments(f)
 
     add_schedule_parser(sub)
 
@@ -525,6 +537,7 @@ def add_serve_parser(sub: Any) -> None:
     )
     add_seed_argument(v, "seed of the sampling")
     add_checkpoint_argument(v)
+    add_placement_arguments(v)
     v.add_argument("--lang", default="en", help="vi or en")
     v.add_argument("--json", action="store_true", help="policy, requests (prompt, tokens, rounds, τ), tokens/s, …")
 
@@ -541,6 +554,13 @@ def check_args(args: argparse.Namespace) -> None:
         check_temperature(args.temperature, "--temperature")
     if getattr(args, "block", None) is not None:
         check_int(args.block, "--block", 1, cfg.dspark_block_size, "the trained draft block")
+    if hasattr(args, "dtype"):  # generate, profile, serve
+        from .realscale.placement import check_device, check_dtype
+
+        check_device(args.device)
+        check_dtype(args.dtype)
+        if getattr(args, "sps", False) and (args.device != "cpu" or args.dtype is not None):
+            raise ValueError("--device / --dtype apply to `profile` without --sps: allowed their defaults with --sps")
     checkpoint = getattr(args, "checkpoint", None)
     if checkpoint is not None:
         if not Path(checkpoint).is_dir():
@@ -829,6 +849,8 @@ def run(args: argparse.Namespace, console: Any) -> None:
             args.seed,
             args.weights,
             args.checkpoint,
+            args.device,
+            args.dtype,
         )
         if args.json:
             print_json(report.to_json())
@@ -875,6 +897,8 @@ def run(args: argparse.Namespace, console: Any) -> None:
                 cache_len=args.cache_length,
                 weights=args.weights,
                 checkpoint=args.checkpoint,
+                device=args.device,
+                dtype=args.dtype,
             )
         if args.json:
             print_json(report)

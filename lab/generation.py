@@ -27,6 +27,8 @@ class Comparison:
     texts: list[str]  # token id → display text
     decode: Any  # ids → text
     weights: str = "trained"
+    device: str = "cpu"
+    dtype: str = "float64"
 
     @property
     def identical(self) -> bool:
@@ -42,6 +44,8 @@ class Comparison:
             "temperature": self.temperature,
             "seed": self.seed,
             "weights": self.weights,
+            "device": self.device,
+            "dtype": self.dtype,
             "plain": {
                 "tokens": self.plain.tokens[0],
                 "text": self.decode(self.plain.tokens[0]),
@@ -87,8 +91,11 @@ def compare(
     seed: int = 0,
     weights: str = "trained",
     checkpoint: str | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
 ) -> Comparison:
-    """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained")."""
+    """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained"), on `device`
+    (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64)."""
     check_seed(seed)  # before the weights are loaded or built
     check_temperature(temperature)
     if preset != "lab":
@@ -99,9 +106,11 @@ def compare(
     cfg = get_config(preset)
     tok = get_tokenizer(cfg)
     ids = tok.encode(prompt)
-    model = lab_model(weights, seed, checkpoint=checkpoint)
-    x = torch.tensor([ids], dtype=torch.long)
+    model = lab_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+    x = torch.tensor([ids], dtype=torch.long, device=model.device)
     spec = generate_speculative(model, x, max_new_tokens, block, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)
     k = cfg.dspark_block_size if block is None else block
-    return Comparison(prompt, ids, k, temperature, seed, plain, spec, list(tok.vocab), tok.decode, weights)
+    texts = list(tok.vocab)
+    device, dtype = str(model.device), model.cfg.dtype
+    return Comparison(prompt, ids, k, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype)

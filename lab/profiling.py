@@ -118,8 +118,10 @@ def verify_cost(model, prefix: torch.Tensor, ks: list[int], reps: int) -> dict[i
     Rows that verify would reject are recomputed by later rounds in the real loop; here both sides do the
     same k tokens from the same cache, so `ratio_p50` (verify ÷ k decodes) is the pure cost of batching k tokens
     into one pass, and `steps` (verify ÷ one decode step, the p50s) is what a verify costs in decode steps — the
-    number the speculative loop pays per round (1 would be free batching). Both under torch.inference_mode, the
-    verify without committing (as a verify that keeps nothing).
+    number the speculative loop pays per round (1 would be free batching). `steps_pairwise` is the same cost as
+    the p50 over reps of each rep's own verify ÷ (its k decodes / k): the two sides of a pair run back to back,
+    so a machine whose load drifts during the run moves both alike (the robust number on a shared machine).
+    Both under torch.inference_mode, the verify without committing (as a verify that keeps nothing).
     """
     base = model.new_cache(1)
     model(prefix, cache=base)
@@ -139,7 +141,14 @@ def verify_cost(model, prefix: torch.Tensor, ks: list[int], reps: int) -> dict[i
                 model(rows[:, i : i + 1], cache=c)
             single.append(time.perf_counter() - t)
         v, d = percentiles(one), percentiles(single)
-        out[k] = {"verify_s": v, "k_decodes_s": d, "ratio_p50": v["p50"] / d["p50"], "steps": v["p50"] / d["p50"] * k}
+        pairs = percentiles([a / b * k for a, b in zip(one, single, strict=True)])
+        out[k] = {
+            "verify_s": v,
+            "k_decodes_s": d,
+            "ratio_p50": v["p50"] / d["p50"],
+            "steps": v["p50"] / d["p50"] * k,
+            "steps_pairwise": pairs["p50"],
+        }
     return out
 
 
@@ -148,15 +157,17 @@ VERIFY_CACHE_LENGTHS = (32, 200)  # the cache lengths `profile` reports verify �
 
 def verify_steps(model, ks: list[int], reps: int, cache_lengths=VERIFY_CACHE_LENGTHS, seed: int = 0) -> dict:
     """verify(k) ÷ one decode step at each cache length, after a prefix of that many random token ids (the cost
-    hardly depends on the text).  → {str(L): {str(k): steps}}, plus {"detail": {str(L): verify_cost(...)}}."""
+    hardly depends on the text).  → {str(L): {str(k): steps}}, plus {"pairwise": {str(L): {str(k): steps_pairwise}}}
+    and {"detail": {str(L): verify_cost(...)}}."""
     vmax = model.cfg.max_seq_len - max(ks) - 1
-    out: dict[str, Any] = {"detail": {}}
+    out: dict[str, Any] = {"pairwise": {}, "detail": {}}
     gen = torch.Generator().manual_seed(seed)
     for L in cache_lengths:
         check_int(L, "cache_length", 1, vmax, f"max_seq_len − one verify of {max(ks) + 1} tokens")
         prefix = torch.randint(4, model.cfg.vocab_size, (1, L), generator=gen)
         cost = verify_cost(model, prefix, ks, reps)
         out[str(L)] = {str(k): round(d["steps"], 3) for k, d in cost.items()}
+        out["pairwise"][str(L)] = {str(k): round(d["steps_pairwise"], 3) for k, d in cost.items()}
         out["detail"][str(L)] = {str(k): v for k, v in cost.items()}
     return out
 
@@ -172,6 +183,8 @@ def profile(
     weights: str = "trained",
     checkpoint: str | None = None,
     verify_lengths: Sequence[int] = VERIFY_CACHE_LENGTHS,
+    device: str | None = None,
+    dtype: str | None = None,
 ) -> dict[str, Any]:
     """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
     (the language they learned); untrained ones after random token ids. `verify_steps` gives verify(k) ÷ one
@@ -187,7 +200,7 @@ def profile(
     verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
     why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
     check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
-    model = lab_model(weights, seed, checkpoint=checkpoint)
+    model = lab_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)

@@ -252,22 +252,53 @@ def lab_model(
     weights_dir: str | Path | None = None,
     checkpoint: str | Path | None = None,
     shard: bool = True,
+    device: str | None = None,
+    dtype: str | None = None,
+    free: int | None = None,
 ) -> Transformer:
     """The `lab` model: trained target + DSpark draft, or the untrained init of `seed` — or, with `checkpoint`, the
     model read back from a folder in the official layout (`dspark-lab checkpoint export`), whatever `weights` says.
-    Under torchrun with several ranks it is this rank's shard (`shard=False`: the whole model, on every rank)."""
-    from .realscale import load_checkpoint
-    from .realscale.distributed import maybe_distributed, maybe_distributed_load  # no-ops in one process
+    Under torchrun with several ranks it is this rank's shard (`shard=False`: the whole model, on every rank).
 
+    device: cpu (default), cuda or cuda:N; dtype: the compute dtype the model is built in — float64 (the lab's),
+    float32 or bfloat16; mHC, router, sinks and head stay fp32 (`lab.realscale.placement`). Before anything is
+    built, the memory estimate is compared with what the device has free (`free`: injected free bytes, for tests)."""
+    from .realscale import load_checkpoint
+    from .realscale.distributed import SINGLE, maybe_distributed, maybe_distributed_load  # no-ops in one process
+    from .realscale.placement import check_device, check_dtype, check_fits, estimate_rank
+
+    dev = check_device(device, "device")
+    check_dtype(dtype, "dtype")
     if checkpoint is not None:  # under torchrun only this rank's tensors are read
-        return maybe_distributed_load(checkpoint) if shard else load_checkpoint(checkpoint)
-    if check_weights(weights) == "untrained":
-        model = build_model(get_config("lab"), seed=seed)
+        if shard:
+            return maybe_distributed_load(checkpoint, device=str(dev), dtype=dtype)
+        return load_checkpoint(checkpoint, device=dev, dtype=dtype, free=free)
+    check_weights(weights)
+    cfg = get_config("lab")
+    check_fits(estimate_rank(cfg, SINGLE, packed=False, dtype=dtype, style="lab"), dev, free)
+    if weights == "untrained":
+        model = build_model(cfg, seed=seed)
     else:
         target, draft = weight_file("target", weights_dir), weight_file("dspark", weights_dir)
         verified(target, draft)
         model = load_model(target, draft)
-    return maybe_distributed(model) if shard else model
+    model = in_dtype(model, dtype)
+    return maybe_distributed(model, device=str(dev)) if shard else model.to(dev)
+
+
+def in_dtype(model: Transformer, dtype: str | None) -> Transformer:
+    """The same weights in a model built in compute dtype `dtype` (None or the model's own: the model itself); the
+    high-precision tensors keep their fp32 (`hp_dtype`), the STS temperatures are carried over."""
+    from .realscale.placement import compute_config
+
+    cfg = compute_config(model.cfg, dtype)
+    if cfg is model.cfg:
+        return model
+    out = build_model(cfg, init=False)
+    out.load_state_dict(model.state_dict())  # copy_ casts each tensor to the new model's dtype
+    if model.mtp is not None and model.mtp.confidence_temperatures is not None:
+        out.mtp.set_confidence_temperatures(model.mtp.confidence_temperatures)
+    return out
 
 
 def load_drafter(name: str, weights_dir: str | Path | None = None) -> tuple[Transformer, Drafter]:

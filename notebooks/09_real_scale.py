@@ -23,7 +23,6 @@ SEED = 0
 N_RANKS = 8  # one node of 8 × H200
 H200_BYTES = 141e9  # 141 GB of HBM per H200
 
-import math
 import re
 import shutil
 import tempfile
@@ -33,9 +32,9 @@ import plotly.graph_objects as go
 
 from dspark_mini import build_model, count_params, get_config
 from lab.exercises import check
-from lab.realscale import group_of, inspect_checkpoint, lab_tensors, layout, write_header_only
+from lab.realscale import inspect_checkpoint, write_header_only
 from lab.realscale.distributed import Parallel, ShardingError, check_shardable, engram_rows, rank_selector
-from lab.realscale.shards import read_header, read_index
+from lab.realscale.placement import check_fits, estimate_ranks, read_stored
 from lab.serving.sps import staircase_table
 
 GIB = 2**30
@@ -95,14 +94,10 @@ for g, v in report["groups"].items():
     print(f"  {g:<15} {v['tensors']:>7,} tensors {v['gib']:>9.2f} GiB")
 assert report["total_gib"] == 474.34 and report["n_tensors"] == 95_776 and report["problems"] == []  # probe
 
-# every tensor as the headers declare it: name → (shape, bytes)
-weight_map, _ = read_index(folder)
-stored = {}
-for shard in sorted(set(weight_map.values())):
-    for name, t in read_header(folder / shard).tensors.items():
-        stored[name] = (tuple(t.shape), t.end - t.begin)
+# every tensor as the headers declare it: name → (dtype code, shape)
+stored = read_stored(folder)
 shutil.rmtree(folder)  # ~10 MB of headers: everything needed is in `report` and `stored` now
-assert sum(b for _, b in stored.values()) == report["total_bytes"]  # probe: the same bytes as the report
+assert len(stored) == report["n_tensors"]  # probe: the same tensors as the report
 
 # %% [markdown]
 # **EN** — 474.34 GiB. The real checkpoint is 475.24 GiB in 96,085 tensors; the difference is the vision tower and
@@ -152,7 +147,7 @@ def held_experts(r: int, prefix: str, n: int) -> list[int]:
     return [e for e in range(n) if keep(f"{prefix}.ffn.experts.{e}.w1.weight")]
 
 
-tables = {n: s[0] for n, s in stored.items() if re.fullmatch(r"layers\.\d+\.engram\.embed\.weight", n)}
+tables = {n: s[1] for n, s in stored.items() if re.fullmatch(r"layers\.\d+\.engram\.embed\.weight", n)}
 H, G, V = cfg.n_heads // tp, cfg.o_groups // tp, cfg.vocab_size // tp
 print("rank  experts/layer  draft experts  heads   O group  vocab rows          Engram rows (layer 1 table)")
 for r in range(N_RANKS):
@@ -165,58 +160,44 @@ assert len(ex) == 48 and len(dx) == 16  # probe: 384 / 8 and 128 / 8
 # %% [markdown]
 # ## 4 · Bytes per rank against one H200 / Số byte mỗi rank so với một H200
 # **EN**
-# - Apply the rules to every tensor the headers declare: a sharded tensor counts for this rank's share, a copied
-#   one in full. Packed FP8/FP4 as stored (scales included).
-# - Then the same model **unpacked to bf16** (every packed weight dequantized, scales gone, as a model that does
-#   not hold packed weights would need).
+# - `estimate_ranks` (lab/realscale/placement.py) applies the rules to every tensor the headers declare: a sharded
+#   tensor counts for this rank's share (`rank_slice`), a copied one in full. **Read**: the share as stored, packed
+#   FP8/FP4 with its scales. **Held**: what the lab model keeps after loading it packed (the head in fp32).
+# - Then the same model **unpacked to bf16** (every packed weight dequantized, scales gone), as a model that does
+#   not hold packed weights would need. The same function runs in every loader, before anything is allocated.
 #
 # **VI**
-# - Áp các quy tắc cho mọi tensor mà header khai báo: tensor bị chia thì tính phần của rank này, tensor sao chép thì
-#   tính đủ. FP8/FP4 đóng gói như khi lưu (kể cả scale).
+# - `estimate_ranks` (lab/realscale/placement.py) áp các quy tắc cho mọi tensor mà header khai báo: tensor bị chia
+#   thì tính phần của rank này (`rank_slice`), tensor sao chép thì tính đủ. **Đọc**: phần đó như khi lưu, FP8/FP4
+#   đóng gói kèm scale. **Giữ**: những gì mô hình của lab giữ sau khi nạp ở dạng đóng gói (head ở fp32).
 # - Rồi cùng mô hình đó **giải nén sang bf16** (mọi trọng số đóng gói được giải lượng tử, bỏ scale), như một mô hình
-#   không giữ trọng số đóng gói cần.
+#   không giữ trọng số đóng gói cần. Chính hàm này chạy trong mọi bộ nạp, trước khi cấp phát bất cứ thứ gì.
 
 # %%
-TP_SPLIT = re.compile(r"\.attn\.(wq_b|wo_a|wo_b)\.|\.attn\.attn_sink$|^(embed|head)\.weight$|\.markov_head\.")
-
-
-def share(name: str, shape: tuple[int, ...], r: int) -> float:
-    """The fraction of a checkpoint tensor that rank r holds, by the rules of section 3."""
-    if ".ffn.experts." in name:
-        return 1.0 if rank_selector(cfg, place(r))(name) else 0.0
-    if ".engram.embed." in name:  # the table and its scales: a range of rows
-        lo, hi = engram_rows(shape[0], place(r))
-        return (hi - lo) / shape[0]
-    return 1 / tp if TP_SPLIT.search(name) else 1.0
-
-
-def rank_bytes(r: int) -> dict[str, float]:
-    out = dict.fromkeys(report["groups"], 0.0)
-    for name, (shape, nbytes) in stored.items():
-        out[group_of(name)] += nbytes * share(name, shape, r)
-    return out
-
-
-per_rank = [rank_bytes(r) for r in range(N_RANKS)]
-packed = [sum(b.values()) for b in per_rank]
-lab_shapes = lab_tensors(cfg)
-bf16_total = bf16_rank0 = 0.0
-for s in layout(cfg):  # the same tensors, with the lab shapes of the packed ones
-    if s.role == "scale":
-        continue
-    shape = lab_shapes[s.lab][0]
-    nbytes = 2 * math.prod(shape) if s.fmt != "float" else s.nbytes
-    bf16_total += nbytes
-    bf16_rank0 += nbytes * share(s.name, shape, 0)
+ranks = [place(r) for r in range(N_RANKS)]
+packed = estimate_ranks(cfg, ranks, stored, packed=True)
+bf16 = estimate_ranks(cfg, ranks[:1], stored, packed=False, dtype="bfloat16")[0]
 h200 = H200_BYTES / GIB
-print("rank 0, packed as stored:")
-for g, b in per_rank[0].items():
-    print(f"  {g:<15} {b / GIB:8.2f} GiB")
-print(f"packed  : {packed[0] / GIB:7.2f} GiB per rank (max over ranks {max(packed) / GIB:.2f}) of {h200:.2f} GiB "
-      f"→ {h200 - max(packed) / GIB:.2f} GiB left for KV cache and activations")
-print(f"bf16    : {bf16_rank0 / GIB:7.2f} GiB per rank ({bf16_total / GIB:,.2f} GiB in all) → does not fit")
-assert round(packed[0] / GIB, 2) == 61.51 and max(packed) < H200_BYTES < bf16_rank0  # probe
-assert round(sum(packed) / GIB) > report["total_gib"]  # probe: the copies cost more than the whole checkpoint once
+print("rank 0, packed      read (GiB)  held (GiB)")
+for g in packed[0].stored:
+    print(f"  {g:<15} {packed[0].stored[g] / GIB:9.2f} {packed[0].held[g] / GIB:11.2f}")
+most = max(e.needed_bytes for e in packed) / GIB
+print(f"packed  : reads {packed[0].stored_bytes / GIB:.2f} GiB, holds {packed[0].held_bytes / GIB:.2f} GiB per rank; "
+      f"{most:.2f} GiB with the margin, of {h200:.2f} GiB → {h200 - most:.2f} GiB left for a longer KV cache")
+print(f"bf16    : holds {bf16.held_bytes / GIB:.2f} GiB per rank → does not fit")
+for e in packed:
+    check_fits(e, "cuda", free=int(H200_BYTES))  # fits: nothing refused
+try:
+    check_fits(bf16, "cuda", free=int(H200_BYTES))
+    refused = ""
+except ValueError as e:
+    refused = str(e)
+print("bf16:", refused[:160], "…")
+assert round(packed[0].stored_bytes / GIB, 2) == 61.51 and "more ranks" in refused  # probe
+assert sum(e.stored_bytes for e in packed) / GIB > report["total_gib"]  # probe: the copies cost more than one
+
+per_rank = [e.held for e in packed]
+bf16_rank0 = bf16.held_bytes
 
 labels = {"en": ("packed (FP8/FP4)", "bf16", "GiB per rank", "rank 0 of 8, by group", "one H200"),
           "vi": ("đóng gói (FP8/FP4)", "bf16", "GiB mỗi rank", "rank 0 trên 8, theo nhóm", "một H200")}[LANG]
@@ -229,31 +210,39 @@ fig.update_layout(barmode="stack", template="plotly_white", height=360, yaxis_ti
 fig
 
 # %% [markdown]
-# **EN** — Packed, one rank holds 61.51 GiB: 33.6 of routed experts, 23.9 of Engram rows, the rest copies. That
-# leaves about 70 GiB of an H200 for the KV cache and activations. Unpacked to bf16, the same rank needs 181.7 GiB
-# (1,420.8 GiB in all): it does not fit. This is why the engines keep the weights packed and dequantize per use.
+# **EN** — Packed, one rank reads 61.51 GiB: 33.6 of routed experts, 23.9 of Engram rows, the rest copies; it
+# holds 61.7 GiB (the head in fp32). With the margin that still leaves over 60 GiB of an H200 for a longer KV cache.
+# Unpacked to bf16, the same rank needs 181.9 GiB: it does not fit, and the loader says so before allocating. This is
+# why the engines keep the weights packed and dequantize per use.
 #
-# **VI** — Khi đóng gói, một rank giữ 61.51 GiB: 33.6 cho expert định tuyến, 23.9 cho các hàng Engram, còn lại là
-# bản sao. Một H200 còn khoảng 70 GiB cho KV cache và activation. Giải nén sang bf16, cùng rank đó cần 181.7 GiB
-# (tổng 1,420.8 GiB): không vừa. Vì vậy các engine giữ trọng số ở dạng đóng gói và giải lượng tử khi dùng.
+# **VI** — Khi đóng gói, một rank đọc 61.51 GiB: 33.6 cho expert định tuyến, 23.9 cho các hàng Engram, còn lại là
+# bản sao; nó giữ 61.7 GiB (head ở fp32). Cộng cả phần dự phòng, một H200 vẫn còn hơn 60 GiB cho KV cache dài hơn.
+# Giải nén sang bf16, cùng rank đó cần 181.9 GiB: không vừa, và bộ nạp báo điều đó trước khi cấp phát. Vì vậy các
+# engine giữ trọng số ở dạng đóng gói và giải lượng tử khi dùng.
 #
 # ## 5 · What changes on a GPU / Những gì thay đổi trên GPU
 # **EN**
 # - **dtype**: the lab computes in float64 on CPU; `flash` computes in bf16 (fp32 for mHC, router and head, as the
-#   reference) — `--device cuda --dtype bfloat16`.
+#   reference) — `--device cuda --dtype bfloat16` on `generate`, `profile`, `serve` and the torchrun entry: the
+#   model is *built* in that dtype, after the estimate of §4 said it fits.
 # - **backend**: the same `init_distributed` picks `gloo` on CPU and `nccl` on CUDA, one GPU per rank (`LOCAL_RANK`).
 # - **packed weights**: `dspark_mini.packed` holds FP8/FP4 codes and dequantizes at use, bit-equal to the lab's QDQ.
-#   Sharding a packed model is not supported yet in the lab (`shard_model` refuses it with a clear error).
+#   Each rank builds the model on `meta`, reads only its slices of the checkpoint (its experts, its vocab and Engram
+#   rows, its attention rows / columns) and keeps them packed (`--packed`) — on 2 and 4 CPU ranks equal to one
+#   packed rank within 1e-5 (tests/test_distributed.py).
 # - **CUDA graphs**: an engine replays graphs captured at fixed batch sizes, so the cost SPS(B) is a staircase
 #   (notebook 08): 33 batch tokens pay for 64. That is what the confidence scheduler must plan against.
 #
 # **VI**
 # - **dtype**: lab tính bằng float64 trên CPU; `flash` tính bằng bf16 (fp32 cho mHC, router và head, như bản tham
-#   chiếu) — `--device cuda --dtype bfloat16`.
+#   chiếu) — `--device cuda --dtype bfloat16` trên `generate`, `profile`, `serve` và lệnh torchrun: mô hình được *dựng*
+#   ở dtype đó, sau khi phép ước lượng ở §4 cho biết là vừa.
 # - **backend**: cùng hàm `init_distributed` chọn `gloo` trên CPU và `nccl` trên CUDA, mỗi rank một GPU
 #   (`LOCAL_RANK`).
 # - **trọng số đóng gói**: `dspark_mini.packed` giữ mã FP8/FP4 và giải lượng tử khi dùng, trùng từng bit với QDQ
-#   của lab. Lab chưa hỗ trợ chia shard một mô hình đóng gói (`shard_model` từ chối với thông báo rõ ràng).
+#   của lab. Mỗi rank dựng mô hình trên `meta`, chỉ đọc các lát của mình trong checkpoint (expert của nó, các hàng từ
+#   vựng và Engram, các hàng / cột attention) và giữ chúng ở dạng đóng gói (`--packed`) — trên 2 và 4 rank CPU, khớp
+#   với một rank đóng gói trong phạm vi 1e-5 (tests/test_distributed.py).
 # - **CUDA graph**: engine chạy lại các graph chụp ở những kích thước batch cố định, nên chi phí SPS(B) có dạng bậc
 #   thang (notebook 08): 33 token trong batch phải trả giá của 64. Bộ lập lịch theo đầu tin cậy phải lập kế hoạch
 #   theo đúng chi phí đó.
@@ -268,14 +257,16 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 # %% [markdown]
 # ## 6 · The hand-off: the lab looks inside, the engines serve / Bàn giao: lab nhìn vào bên trong, engine phục vụ
 # **EN** — The lab's command spreads one model over 8 GPUs to *look* at step 6B (traces, logits, one DSpark round).
-# On the real checkpoint it is not there yet: each rank would have to build on `meta`, read only row ranges of the
-# vocab and Engram tables, and shard a packed model (README, "Several ranks"). To *serve* DeepSeek-V4.1-Flash,
-# use an engine. What the research files record (in brackets: [arch] =
+# Each rank builds on `meta`, reads only its slices (row ranges of the vocab and Engram tables, its experts) and keeps
+# them packed; tested on the lab model over 2 and 4 CPU ranks, never yet on the real weights or on GPUs — and
+# `generate` there needs the real tokenizer, which the lab does not have (README, "Several ranks"). To *serve*
+# DeepSeek-V4.1-Flash, use an engine. What the research files record (in brackets: [arch] =
 # `shared/research/v41_flash_architecture.md`, [spec] = `shared/research/dspark_deepspec.md`, with the section):
 #
 # ```bash
 # # the lab, one node of 8 GPUs (README "Several ranks"): looking inside
-# torchrun --nproc-per-node 8 -m lab.realscale.torchrun generate --checkpoint DIR --tp 8 --device cuda --json
+# torchrun --nproc-per-node 8 -m lab.realscale.torchrun generate --checkpoint DIR --packed --tp 8 \
+#     --device cuda --dtype bfloat16 --json
 # ```
 #
 # | setting | vLLM | SGLang |
@@ -291,9 +282,11 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 # config, TP and EP on their command line): take those from the engine's DeepSeek-V4.1 recipe, with the settings
 # above. The lab is for looking inside, the engines are for serving.
 #
-# **VI** — Lệnh của lab trải một mô hình trên 8 GPU để *nhìn* vào bước 6B (vết, logits, một vòng DSpark). Với
-# checkpoint thật thì chưa được: mỗi rank còn phải dựng trên `meta`, chỉ đọc một khoảng hàng của bảng từ vựng và bảng
-# Engram, và chia shard một mô hình đóng gói (README, "Several ranks"). Để *phục vụ* DeepSeek-V4.1-Flash, hãy dùng
+# **VI** — Lệnh của lab trải một mô hình trên 8 GPU để *nhìn* vào bước 6B (vết, logits, một vòng DSpark). Mỗi rank
+# dựng trên `meta`, chỉ đọc các lát của mình (các khoảng hàng của bảng từ vựng và bảng Engram, expert của nó) và giữ
+# chúng ở dạng đóng gói; đã kiểm thử trên mô hình của lab với 2 và 4 rank CPU, chưa từng chạy trên trọng số thật hay
+# GPU — và `generate` ở đó cần tokenizer thật mà lab không có (README, "Several ranks"). Để *phục vụ*
+# DeepSeek-V4.1-Flash, hãy dùng
 # một engine: bảng trên ghi những gì hồ sơ nghiên cứu ghi nhận (nguồn trong
 # ngoặc vuông). Hồ sơ nghiên cứu không ghi đầy đủ dòng lệnh của các engine (cách vLLM và SGLang viết cấu hình
 # speculative, TP và EP trên dòng lệnh): hãy lấy từ công thức DeepSeek-V4.1 của engine, với các thiết lập ở trên.

@@ -77,6 +77,13 @@ CLI_CASES = [
     ("range", ["train", "draft", "--kind", "mtp1", "--seq-len", "250"], "--seq-len", "1..249"),
     ("range", ["walk", "--block", "0"], "--block", "1..5"),
     ("range", ["generate", "--block", "6"], "--block", "1..5"),
+    # ---- where the model runs: --device and --dtype (generate, profile, serve) ------------------------------
+    ("device", ["generate", "--device", "gpu"], "--device", "allowed cpu, cuda or cuda:N"),
+    ("device", ["profile", "--device", "cuda:x"], "--device", "allowed cpu, cuda or cuda:N"),
+    ("device", ["serve", "--device", "tpu"], "--device", "allowed cpu, cuda or cuda:N"),
+    ("device", ["generate", "--dtype", "float16"], "--dtype", "one of float64, float32, bfloat16"),
+    ("device", ["serve", "--dtype", "fp32"], "--dtype", "one of float64, float32, bfloat16"),
+    ("device", ["profile", "--sps", "--dtype", "float32"], "--dtype", "their defaults with --sps"),
     # ---- paths: a file where a folder should be, a missing file ---------------------------------------------
     ("path", ["data", "--out", "a_file"], "--out", "a folder"),
     ("path", ["data", "--out", "a_file/corpus", "--lines", "5"], "--out", "a_file/corpus"),
@@ -193,7 +200,7 @@ def test_unknown_config_field_lists_every_valid_one() -> None:
 
 def test_enough_cases_and_every_class() -> None:
     classes = {c[0] for c in CLI_CASES + API_CASES + CONFIG_CASES}
-    assert {"non-finite", "bool", "type", "unknown-field", "seed", "range", "path"} <= classes
+    assert {"non-finite", "bool", "type", "unknown-field", "seed", "range", "path", "device"} <= classes
     assert len(CLI_CASES) + len(API_CASES) + len(CONFIG_CASES) >= 40
 
 

@@ -1,13 +1,18 @@
 """torch.distributed on CPU (gloo): the lab model sharded over 2 and 4 ranks equals one rank (issue 12, item 3).
 
-Process launches are the cost here (each rank imports torch), so there are three:
+Process launches are the cost here (each rank imports torch), so there are five:
   - one `torchrun --nproc-per-node 4 … check --tp 2 --worlds 4,2` on an export of the trained weights (each rank reads
     only its tensors): the 4-rank model and two side-by-side 2-rank copies, against one unsharded rank — greedy
     tokens (plain and speculative) equal, every logit of a prefill / decode / draft / verify within 1e-5, every rank
     bit-identical (what keeps the ranks in lockstep);
   - 3 ranks started by hand (RANK / WORLD_SIZE set, no torchrun agent that would kill the slower ranks): the world
     size does not divide the experts — every rank says so and exits 2 without joining a process group;
-  - 2 ranks, one of whose expert tensors points at a missing shard: both ranks fail with the error of rank 1.
+  - 2 ranks, one of whose expert tensors points at a missing shard: both ranks fail with the error of rank 1;
+  - the same 4-rank check on an *official* export (FP8 dense, MXFP4 experts, FP8 Engram rows) loaded `--packed`: each
+    rank builds on `meta` and reads only its slices, packed sharded ≡ packed one rank within 1e-5, fewer bytes read
+    per rank than the checkpoint holds, and what each rank holds is exactly `placement.estimate_rank`'s figure;
+  - 2 ranks on header-only shards of the real checkpoint: neither fits this machine, both refuse with the estimate
+    before allocating anything.
 Timeouts are hang guards only. The rest runs in this process (one rank, no process group).
 """
 
@@ -31,7 +36,9 @@ from lab.realscale.distributed import (
     engram_rows,
     maybe_distributed,
     rank_selector,
+    rank_slice,
     read_env,
+    shard_model,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,6 +249,73 @@ def test_a_rank_that_cannot_load_its_shard_fails_on_every_rank(checkpoint, tmp_p
         assert "model-00009-of-00009.safetensors" in err and out == ""
 
 
+def torchrun_check(folder, *extra: str) -> dict:
+    """One torchrun launch of 4 CPU ranks: `check --tp 2 --worlds 4,2` on `folder` → rank 0's JSON report."""
+    cmd = [str(TORCHRUN), "--nproc-per-node", "4", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    args = ["check", "--checkpoint", str(folder), "--tp", "2", "--worlds", "4,2", "--max-new-tokens", str(MAX_NEW)]
+    try:
+        proc = subprocess.run(
+            [*cmd, "-m", "lab.realscale.torchrun", *args, *extra, "--json"],
+            cwd=ROOT,
+            env=base_env(),
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD_S,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"torchrun with 4 ranks hung (no exit in {HANG_GUARD_S} s)")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory):
+    from lab.realscale import export_checkpoint
+    from lab.weights import lab_model
+
+    folder = tmp_path_factory.mktemp("dist") / "official"
+    return export_checkpoint(lab_model("trained", shard=False), folder, shards=3, style="official")
+
+
+def test_packed_sharded_equals_packed_one_rank_reading_only_its_share(official):
+    from lab.realscale.export import read_config
+    from lab.realscale.placement import estimate_rank
+
+    report = torchrun_check(official, "--packed")
+    assert report["ok"] and report["packed"] and report["tolerance"] == TOL
+    cfg = read_config(official)[0]
+    whole = report["checkpoint_bytes"]
+    for run in report["runs"]:
+        n = run["ranks"]
+        assert run["plain_tokens_equal"] and run["speculative_tokens_equal"] and run["ranks_identical"], n
+        assert all(v <= TOL for v in run["max_abs_diff"].values()), (n, run["max_abs_diff"])
+        assert max(run["read_bytes_per_rank"]) < whole, n  # each rank read its slices only
+        for r, held in enumerate(run["bytes_per_rank"]):  # copies of an n-rank model side by side: rank r % n
+            par = Parallel(rank=r % n, size=n, tp_rank=r % 2, tp=2)
+            est = estimate_rank(cfg, par, packed=True)
+            assert held == est.held_bytes, (n, r)  # the estimate is what the rank holds, byte for byte
+            assert run["read_bytes_per_rank"][r] == est.stored_bytes, (n, r)  # and what it reads
+    four, two = (next(r for r in report["runs"] if r["ranks"] == k) for k in (4, 2))
+    assert max(four["read_bytes_per_rank"]) < min(two["read_bytes_per_rank"])
+    assert max(two["bytes_per_rank"]) < report["reference"]["bytes"]
+
+
+def test_a_shard_that_does_not_fit_is_refused_on_every_rank(tmp_path):
+    """The real checkpoint's headers (no data) on 2 ranks: each would hold ~700 GiB unpacked to bf16; both ranks
+    refuse with the estimate, before any weight is allocated (and before the missing data could be read)."""
+    from lab.realscale import write_header_only
+
+    write_header_only(get_config("flash"), tmp_path)
+    results = launch_ranks(2, ["generate", "--checkpoint", str(tmp_path), "--dtype", "bfloat16"])
+    for r, (rc, out, err) in enumerate(results):
+        assert rc == 2, (r, err[-2000:])
+        assert f"[rank {r}/2]" in err, err[-2000:]
+        for other in (0, 1):  # each rank names both: the estimates (and free memory) differ per rank
+            assert f"rank {other} of 2: PlacementError: does not fit: rank {other} of 2 (tp 2) holds" in err
+        assert "unpacked to bfloat16" in err and "more ranks" in err and "--packed" in err
+        assert "header-only" not in err and "Traceback" not in err and out == ""
+
+
 # ---- one process -------------------------------------------------------------------------------------------
 def test_sizes_are_checked_from_the_config():
     lab, flash = get_config("lab"), get_config("flash")
@@ -276,6 +350,33 @@ def test_a_rank_reads_only_its_experts():
     assert keep("mtp.layers.0.ffn.experts.2.w3.weight") and not keep("mtp.layers.1.ffn.experts.1.w3.weight")
     for name in ("embed.weight", "head.weight", "layers.0.ffn.gate.weight", "layers.0.ffn.shared_experts.w1.weight"):
         assert keep(name)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("size", [2, 4])
+def test_shard_model_keeps_exactly_the_rank_slices(official, size, packed):
+    """shard_model (plain or packed) and rank_slice (what load_sharded reads, what the estimate counts) agree: every
+    tensor of rank `size − 1`'s shard is the cut of the whole tensor (packed: of its dequantized weight)."""
+    from dspark_mini.packed import PackedWeight
+    from lab.realscale import load_checkpoint
+
+    whole = load_checkpoint(official, packed=packed)
+    cfg = whole.cfg
+    value = {n: m.weight for n, m in whole.named_modules() if isinstance(m, PackedWeight)}
+    value |= {k[: -len(".weight")]: v for k, v in whole.state_dict().items() if k.endswith(".weight")}
+    par = Parallel(rank=size - 1, size=size, tp_rank=1, tp=2)  # no collective runs: shapes and values only
+    shard = shard_model(load_checkpoint(official, packed=packed), par)
+    mods = [(n, m) for n, m in shard.named_modules() if isinstance(m, PackedWeight) or hasattr(m, "weight")]
+    checked = 0
+    for path, m in mods:
+        if path not in value or not isinstance(m.weight, torch.Tensor):
+            continue
+        full = value[path]
+        cut = rank_slice(cfg, par, f"{path}.weight", tuple(full.shape))
+        want = full if cut is None else (full[cut[1] : cut[2]] if cut[0] == 0 else full[:, cut[1] : cut[2]])
+        assert torch.equal(m.weight, want), path
+        checked += 1
+    assert checked > 150 and isinstance(shard.layers[0].attn.wo_b, PackedWeight) == packed
 
 
 def test_torchrun_environment_is_checked():

@@ -27,9 +27,11 @@ from dspark_mini.packed import (
     pack_fp8_block,
     pack_model,
     pack_mxfp4,
+    packed_module,
     packed_shapes,
     qdq,
     qdq_weights_,
+    slice_packed,
     state_bytes,
     unpack,
     weight_format,
@@ -195,6 +197,25 @@ def test_packed_embedding_reads_rows() -> None:
     ids = torch.tensor([[3, 0, 39], [3, 3, 1]])
     assert torch.equal(tab(ids), F.embedding(ids, tab.weight))
     assert torch.equal(tab.weight, fp8_qdq(w, 32))
+
+
+@pytest.mark.parametrize("fmt", PACKED_FORMATS)
+def test_a_cut_on_the_blocks_is_the_cut_of_the_weight(fmt: str) -> None:
+    """slice_packed (what a rank keeps of a packed weight) cuts codes and scales: the values are exactly those of
+    the cut dequantized weight; a cut through a 32-wide scale block is refused, naming the tensor."""
+    w = hard_weight(torch.float32, rows=96, cols=128)
+    mod = packed_module(fmt, *pack(fmt, w), torch.float32, "layers.0.attn.wo_b.weight")
+    for dim, start, stop in ((0, 32, 64), (1, 64, 128), (0, 0, 0)):
+        part = slice_packed(mod, dim, start, stop)
+        want = mod.weight[start:stop] if dim == 0 else mod.weight[:, start:stop]
+        assert type(part) is type(mod) and torch.equal(part.weight, want), (dim, start, stop)
+        assert part.nbytes() * (128 if dim == 1 else 96) == mod.nbytes() * (stop - start)  # only its share
+    if fmt != "fp8_block":  # one scale row per row: any row range
+        assert torch.equal(slice_packed(mod, 0, 5, 7).weight, mod.weight[5:7])
+    cuts = [(1, 16, 48)] + ([(0, 5, 7)] if fmt == "fp8_block" else [])
+    for dim, start, stop in cuts:
+        with pytest.raises(PackError, match=r"layers\.0\.attn\.wo_b\.weight .*cuts through its 32-wide scale"):
+            slice_packed(mod, dim, start, stop)
 
 
 def _outputs(model, tokens):

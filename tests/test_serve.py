@@ -99,7 +99,7 @@ def ragged_case(draw):
     return reqs
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(case=ragged_case())
 def test_ragged_partial_commits_equal_plain_decoding(rollback_model, case):
     """Requests at their own lengths, each with its own ℓ and verdict per round, verified in one packed forward:

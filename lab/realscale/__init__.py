@@ -6,6 +6,9 @@
               load_checkpoint(dir, select=…, packed=…) → a lab model, reading only the tensors asked for
   inspect.py  inspect_checkpoint(dir) → tensor count, bytes by group, problems — from the headers alone
   shards.py   the files: headers read without the data, the index, shard names
+  placement.py  --device / --dtype, and the bytes one rank reads and holds (from config.json / headers), refused
+              before allocating when they do not fit the device
+  distributed.py / torchrun.py   one model over N ranks (experts, attention, vocab, Engram rows), launched by torchrun
 The packed weights themselves (FP8 / MXFP4 codes and E8M0 scales, dequantized at use) are dspark_mini.packed.
 """
 

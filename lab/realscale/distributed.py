@@ -42,6 +42,12 @@ Every sum of partial results is exact up to the order of additions (masked looku
 each collective every rank holds the same values, so greedy (and seeded) decoding takes the same path on every
 rank: the data-dependent steps (top-k routing, acceptance) never diverge.
 
+Loading a checkpoint (`load_sharded`): each rank estimates its bytes from config.json (`placement.py`) and refuses
+what does not fit before allocating; builds the model on `meta` (no weight storage), shards it there, then reads
+only its share — `rank_slice` says which rows / columns of each tensor, read as safetensors slices. Packed weights
+(FP8 32×32 blocks, MXFP4 and FP8 rows with E8M0 scales) are cut on their scale blocks and stay packed, so a rank
+holds its share of the checkpoint's bytes, not of bf16's. `shard_model` cuts an already packed model the same way.
+
 Bad input: a world size or tp that does not divide the routed experts, the attention groups/heads or the vocab is a
 `ShardingError` (a ValueError) naming each, raised on every rank by `check_shardable` from the config alone —
 before any process group or collective exists, so no rank waits for another. Errors that may differ between
@@ -52,6 +58,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,8 +76,8 @@ from dspark_mini.engram import Engram
 from dspark_mini.linear import cast
 from dspark_mini.model import Recorder
 from dspark_mini.moe import MoE
-from dspark_mini.packed import PackedWeight, replace_module
-from dspark_mini.quant import Prepared, forget_prepared
+from dspark_mini.packed import PackedLinear, PackedWeight, drop_weight_caches, replace_module, slice_packed
+from dspark_mini.quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 
 DEFAULT_TIMEOUT_S = 300.0  # a collective that waits longer than this fails instead of hanging
 
@@ -407,6 +414,26 @@ class RowParallelLinear(nn.Module):
         return all_reduce_sum(F.linear(x, self.weight), self.group, self.size)
 
 
+class PackedRowParallelLinear(PackedLinear):
+    """RowParallelLinear over a packed weight: the codes and scales of this rank's columns [O, I/T] (cut on the
+    32-wide scale blocks), dequantized at use; the partial product all_reduce'd."""
+
+    def __init__(self, packed: PackedLinear, start: int, group, size: int):
+        super().__init__(packed.fmt, packed.qweight, packed.scale, packed.compute_dtype, packed.name)
+        self.start, self.group, self.size = start, group, size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., I/T] → [..., O], the full sum."""
+        return all_reduce_sum(F.linear(x, self.weight), self.group, self.size)
+
+
+def row_parallel(full: nn.Module, start: int, stop: int, group, size: int) -> nn.Module:
+    """The row-parallel form of a Linear or a packed Linear, keeping input columns start … stop − 1."""
+    if isinstance(full, PackedWeight):
+        return PackedRowParallelLinear(slice_packed(full, 1, start, stop), start, group, size)
+    return RowParallelLinear(full, start, stop, group, size)
+
+
 class ExpertParallelMoE(nn.Module):
     """A `dspark_mini.moe.MoE` whose routed experts are split over the ranks (expert parallelism).
 
@@ -491,7 +518,10 @@ class ExpertParallelMoE(nn.Module):
 class ShardedLookup:
     """Stands in for `Engram.lookup` once the table holds rows lo … hi − 1 only: ids off the shard read row 0 of
     it and are zeroed, the library's own lookup (its FP8 QDQ, its prepared table) runs on the shard, and
-    all_reduce sums the one real row of every id.  row_ids [B, S, C] (global) → [B, S, C, head_dim]"""
+    all_reduce sums the one real row of every id.  row_ids [B, S, C] (global) → [B, S, C, head_dim]
+    A packed shard (`PackedEmbedding`, FP8 rows) dequantizes only the rows looked up, then applies the same QDQ as
+    `Engram.lookup` (a no-op on rows already on the FP8 grid, kept so that both paths are one computation): the
+    same values, bit for bit, as the library's lookup on the dequantized table, without dequantizing the table."""
 
     def __init__(self, engram: Engram, lookup: Callable, lo: int, hi: int, par: Parallel):
         self.engram, self.base, self.lo, self.hi = engram, lookup, lo, hi
@@ -501,7 +531,13 @@ class ShardedLookup:
         local = row_ids - self.lo
         outside = (local < 0) | (local >= self.hi - self.lo)  # [B, S, C]
         if self.hi > self.lo:
-            rows = self.base(self.engram, local.masked_fill(outside, 0))  # [B, S, C, hd]
+            local = local.masked_fill(outside, 0)
+            if isinstance(self.engram.embed, PackedWeight):
+                rows = self.engram.embed(local)  # [B, S, C, hd]: only these rows dequantized
+                if self.engram.cfg.engram_table_quant:
+                    rows = fake_quant(rows, fp8_qdq, 32)
+            else:
+                rows = self.base(self.engram, local)  # [B, S, C, hd]
             rows = rows.masked_fill(outside.unsqueeze(-1), 0)
         else:  # more ranks than rows: this rank holds none
             w = self.engram.embed.weight
@@ -567,6 +603,16 @@ class HeadShardedForward:
         return HeadGatheringRecorder(v, self.group, self.size) if isinstance(v, Recorder) else v
 
 
+def _keep_rows(mod: nn.Module, start: int, stop: int) -> nn.Module:
+    """A Linear (in place) or a packed Linear (a new one, its codes and scales cut) keeping output rows
+    start … stop − 1."""
+    if isinstance(mod, PackedWeight):
+        return slice_packed(mod, 0, start, stop)
+    mod.weight = _param(mod.weight[start:stop], mod.weight)
+    mod.out_features = stop - start
+    return mod
+
+
 def shard_attention(attn: Attention, par: Parallel, path: str = "attn") -> None:
     """Keep this rank's heads and O-LoRA groups (tensor parallelism over the output groups), in place.
 
@@ -582,12 +628,10 @@ def shard_attention(attn: Attention, par: Parallel, path: str = "attn") -> None:
     H, Dh, G, R = attn.n_heads, attn.head_dim, attn.groups, attn.o_rank
     hn, gn = H // T, G // T
     h0, g0 = t * hn, t * gn
-    attn.wq_b.weight = _param(attn.wq_b.weight[h0 * Dh : (h0 + hn) * Dh], attn.wq_b.weight)  # [H/T·Dh, Rq]
-    attn.wq_b.out_features = hn * Dh
+    attn.wq_b = _keep_rows(attn.wq_b, h0 * Dh, (h0 + hn) * Dh)  # [H/T·Dh, Rq]
     attn.attn_sink = _param(attn.attn_sink[h0 : h0 + hn], attn.attn_sink)  # [H/T]
-    attn.wo_a.weight = _param(attn.wo_a.weight[g0 * R : (g0 + gn) * R], attn.wo_a.weight)  # [G/T·R, H·Dh/G]
-    attn.wo_a.out_features = gn * R
-    attn.wo_b = RowParallelLinear(attn.wo_b, g0 * R, (g0 + gn) * R, par.tp_group, T)  # [D, G/T·R]
+    attn.wo_a = _keep_rows(attn.wo_a, g0 * R, (g0 + gn) * R)  # [G/T·R, H·Dh/G]
+    attn.wo_b = row_parallel(attn.wo_b, g0 * R, (g0 + gn) * R, par.tp_group, T)  # [D, G/T·R]
     attn.n_heads, attn.groups = hn, gn
     forget_prepared(attn)  # the prepared forms (block-diagonal wo_a, …) are rebuilt from the shards
     attn.forward = HeadShardedForward(attn, par)  # an instance attribute: traces see all heads
@@ -606,24 +650,18 @@ def shard_engram(engram: Engram, par: Parallel) -> None:
     if par.size == 1:
         return
     base = type(engram).lookup
-    full = engram.embed.weight  # [R, hd]
-    lo, hi = engram_rows(full.size(0), par)
-    table = nn.Embedding(
-        hi - lo, full.size(1), dtype=full.dtype, device=full.device, _weight=full[lo:hi].detach().clone()
-    )
-    table.weight.requires_grad_(full.requires_grad)
-    engram.embed = table
+    lo, hi = engram_rows(engram.embed.num_embeddings, par)
+    if isinstance(engram.embed, PackedWeight):  # FP8 rows: the shard's codes and scales, nothing re-quantized
+        engram.embed = slice_packed(engram.embed, 0, lo, hi)
+    else:
+        full = engram.embed.weight  # [R, hd]
+        table = nn.Embedding(
+            hi - lo, full.size(1), dtype=full.dtype, device=full.device, _weight=full[lo:hi].detach().clone()
+        )  # [hi − lo, hd]
+        table.weight.requires_grad_(full.requires_grad)
+        engram.embed = table
     forget_prepared(engram)  # the QDQ'd table is rebuilt from the shard
     engram.lookup = ShardedLookup(engram, base, lo, hi, par)  # an instance attribute: shadows Engram.lookup
-
-
-def _refuse_packed(model: nn.Module) -> None:
-    packed = [n for n, m in model.named_modules() if isinstance(m, PackedWeight)]
-    if packed:
-        raise ShardingError(
-            f"the model holds packed weights ({packed[0]}, … {len(packed)} in all): sharding a packed model is not "
-            "supported yet — load it unpacked (load_checkpoint(..., packed=False))"
-        )
 
 
 @torch.no_grad()
@@ -631,12 +669,13 @@ def shard_model(model: nn.Module, par: Parallel) -> nn.Module:
     """Turn a built lab model into this rank's shard of it, in place (and return it): every MoE → ExpertParallelMoE,
     every Attention's heads / groups split, every Engram table row-sharded, embed / head and the DSpark Markov head's
     W1 / W2 vocab-parallel. Found by walking the module tree, so the draft's blocks (`mtp.layers.*`) are sharded the
-    same way. Inference only."""
+    same way. Packed weights (`dspark_mini.packed`) are cut as stored — codes and scales, on their 32-wide blocks —
+    and stay packed. Works on a model built on `meta` too (shapes only: `load_sharded` fills it afterwards).
+    Inference only."""
     cfg = getattr(model, "cfg", None)
     if not isinstance(cfg, ModelConfig):
         raise ShardingError(f"shard_model needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
     check_shardable(cfg, par.size, par.tp)
-    _refuse_packed(model)
     if getattr(model, "parallel", None) is not None:
         raise ShardingError("this model is already sharded: shard a freshly built or loaded model")
     if par.size == 1:
@@ -657,6 +696,8 @@ def shard_model(model: nn.Module, par: Parallel) -> nn.Module:
         _check_attributes(markov, ("embed", "head"), "mtp.markov_head")
         markov.embed = VocabParallelEmbedding(markov.embed, par)
         markov.head = VocabParallelHead(markov.head, par)
+    if any(isinstance(m, PackedWeight) for m in model.modules()):
+        drop_weight_caches(model)  # the new stacks (ExpertParallelMoE) too: nothing dequantized is kept
     model.parallel = par
     return model
 
@@ -682,30 +723,130 @@ def rank_selector(cfg: ModelConfig, par: Parallel) -> Callable[[str], bool]:
     return keep
 
 
-def load_sharded(folder: str | os.PathLike, par: Parallel, device: str | torch.device | None = None) -> nn.Module:
-    """This rank's shard of the model in a checkpoint folder (`export_checkpoint`'s layout): only its tensors are
-    read (`load_checkpoint(select=…)`), then the model is sharded. A failure on any rank (a missing shard of its
-    experts, a truncated file) is raised on every rank, naming the rank."""
-    from .export import load_checkpoint, read_config
+_TP_ROWS = re.compile(r"(^|\.)attn\.(wq_b|wo_a)\.weight$")  # the block's own projections, not the indexer's wq_b
+_VOCAB_ROWS = ("embed.weight", "head.weight", "mtp.markov_head.embed.weight", "mtp.markov_head.head.weight")
+
+
+def rank_slice(cfg: ModelConfig, par: Parallel, lab: str, shape: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """What rank `par` holds of the lab tensor `lab` of full `shape`: None (all of it, a copy) or (dim, start, stop),
+    rows (dim 0) or columns (dim 1) start … stop − 1 — (0, 0, 0) for another rank's routed expert. The rules of the
+    module docstring, from the config alone: `shard_model` produces exactly these shapes (tests check it), and
+    `load_sharded` / `placement.estimate_rank` read and count exactly these ranges."""
+    if ".ffn.experts." in lab:
+        return None if rank_selector(cfg, par)(lab) else (0, 0, 0)
+    if lab.endswith(".engram.embed.weight"):
+        return (0, *engram_rows(shape[0], par))
+    T, t = par.tp, par.tp_rank
+    if T == 1:
+        return None
+    if lab in _VOCAB_ROWS:
+        n = shape[0] // T
+        return 0, t * n, (t + 1) * n
+    Dh, R = cfg.head_dim, cfg.o_lora_rank
+    hn, gn = cfg.n_heads // T, cfg.o_groups // T
+    if _TP_ROWS.search(lab):
+        return (0, t * hn * Dh, (t + 1) * hn * Dh) if lab.endswith("wq_b.weight") else (0, t * gn * R, (t + 1) * gn * R)
+    if re.search(r"(^|\.)attn\.wo_b\.weight$", lab):
+        return 1, t * gn * R, (t + 1) * gn * R
+    if re.search(r"(^|\.)attn\.attn_sink$", lab):
+        return 0, t * hn, (t + 1) * hn
+    return None
+
+
+def sliced_shape(shape: tuple[int, ...], cut: tuple[int, int, int] | None) -> tuple[int, ...]:
+    if cut is None:
+        return tuple(shape)
+    dim, start, stop = cut
+    return tuple(stop - start if d == dim else n for d, n in enumerate(shape))
+
+
+def load_sharded(
+    folder: str | os.PathLike,
+    par: Parallel,
+    device: str | torch.device | None = None,
+    packed: bool = False,
+    dtype: str | None = None,
+    free: int | None = None,
+) -> nn.Module:
+    """This rank's shard of the model in a checkpoint folder (`export_checkpoint`'s layout, lab or official style).
+
+    1. the memory estimate from config.json and the shard headers (`placement.estimate_rank`), refused before
+       anything is allocated when it exceeds what `device` has free (`free`: injected free bytes, for tests);
+    2. the model built on `meta` (its weights have shapes, no storage; only the small buffers are real) in the
+       compute `dtype` (default the checkpoint config's), and sharded there (`shard_model`: shapes only);
+    3. every tensor the shard holds read from the shards as a safetensors slice — only this rank's experts, rows
+       of the vocab-parallel embed / head / Markov head and of the Engram tables, its attention rows / columns —
+       kept packed as stored (`packed`: FP8 / FP4 codes + E8M0 scales, cut on their blocks) or dequantized.
+    The model's `read_bytes` says how many bytes of tensor data this rank read. A failure on any rank (it does not
+    fit, a missing shard of its experts, a truncated file) is raised on every rank, naming the rank."""
+    from .export import read_config
 
     cfg = read_config(folder)[0]
     check_shardable(cfg, par.size, par.tp)
+    return agree(par, lambda: _load_shard(folder, par, device, packed, dtype, free))
 
-    def load():
-        model = load_checkpoint(folder, select=rank_selector(cfg, par))
-        shard_model(model, par)
-        return model.to(device) if device is not None else model
 
-    return agree(par, load)
+@torch.no_grad()
+def _load_shard(folder, par: Parallel, device, packed: bool, dtype: str | None, free: int | None) -> nn.Module:
+    from dspark_mini.packed import PACKED_FORMATS, packed_module
+
+    from . import placement
+    from .export import CheckpointReader, build_on_meta
+    from .layout import lab_tensors
+
+    dev = placement.check_device(device, "device")
+    reader = CheckpointReader(folder)
+    cfg = reader.cfg
+    # from config.json alone (the layout): another rank's missing shard is not this rank's problem
+    est = placement.estimate_rank(cfg, par, packed=packed, dtype=dtype, style=reader.style)
+    placement.check_fits(est, dev, free)  # before any weight is allocated
+    model = build_on_meta(placement.compute_config(cfg, dtype))
+    shard_model(model, par)
+    full = lab_tensors(cfg)
+    for name, t in list(model.state_dict(keep_vars=True).items()):
+        if name not in full:
+            raise ShardingError(f"the sharded model holds {name!r}, which a checkpoint of {cfg.name} does not have")
+        cut = rank_slice(cfg, par, name, full[name][0])
+        if tuple(t.shape) != sliced_shape(full[name][0], cut):
+            raise ShardingError(
+                f"{name}: the shard holds {list(t.shape)} but rank_slice gives {list(sliced_shape(full[name][0], cut))}"
+                " — shard_model and rank_slice disagree"
+            )
+        path, _, attr = name.rpartition(".")
+        holder = model.get_submodule(path)
+        fmt = reader.stored_of(name)[0].fmt
+        if packed and fmt in PACKED_FORMATS:
+            q, s = reader.packed_slice(name, cut)
+            new = packed_module(fmt, q, s, t.dtype, name)
+            if isinstance(holder, RowParallelLinear):
+                new = PackedRowParallelLinear(new, holder.start, holder.group, holder.size)
+            replace_module(model, path, new)
+        elif isinstance(t, nn.Parameter):
+            setattr(holder, attr, nn.Parameter(reader.lab_slice(name, cut, t.dtype), t.requires_grad))
+        else:
+            holder.register_buffer(attr, reader.lab_slice(name, cut, t.dtype))  # a persistent buffer (state dict)
+    left = [n for n, v in (*model.named_parameters(), *model.named_buffers()) if v.is_meta]
+    if left:
+        raise ShardingError(f"{len(left)} tensor(s) were not read, e.g. {left[0]!r}: the shard is incomplete")
+    if packed:
+        drop_weight_caches(model)
+    temps = reader.lab_section.get("confidence_temperatures")
+    if model.mtp is not None and temps is not None:
+        model.mtp.set_confidence_temperatures(temps)
+    model.read_bytes = reader.bytes_read
+    reader.close()
+    return model.to(dev)
 
 
 def maybe_distributed(model: nn.Module, tp: int | None = None, device: str | None = None) -> nn.Module:
     """The model as this rank's shard when the process was started by torchrun with more than one rank; unchanged
     otherwise. tp: tensor-parallel size (default: $DSPARK_TP, else all ranks — DeepSeek's layout, which refuses
-    what does not divide). Checks every size before joining the process group (a clear error on every rank)."""
+    what does not divide). Checks every size before joining the process group (a clear error on every rank).
+    device: where the model (or shard) goes — one process: that device; several ranks: cpu, or cuda = GPU LOCAL_RANK
+    (None: where the model is)."""
     env = read_env()
     if env.world_size == 1:
-        return model
+        return model.to(device) if device is not None else model
     if tp is None and os.environ.get("DSPARK_TP"):
         tp = _env_int(os.environ, "DSPARK_TP", None)
     cfg = getattr(model, "cfg", None)
@@ -716,26 +857,31 @@ def maybe_distributed(model: nn.Module, tp: int | None = None, device: str | Non
     tp = check_shardable(cfg, env.world_size, tp)
     if device is None:
         device = model.device.type if hasattr(model, "device") else "cpu"
-    init_distributed(device)
+    info = init_distributed(device)
     par = make_parallel(env.world_size, tp)
-    return agree(par, lambda: shard_model(model, par))
+    return agree(par, lambda: shard_model(model, par).to(info.device))
 
 
-def maybe_distributed_load(folder: str | os.PathLike, tp: int | None = None, device: str | None = None) -> nn.Module:
+def maybe_distributed_load(
+    folder: str | os.PathLike,
+    tp: int | None = None,
+    device: str | None = None,
+    packed: bool = False,
+    dtype: str | None = None,
+) -> nn.Module:
     """`load_checkpoint(folder)` in one process; under torchrun with more than one rank, this rank's shard with only
     its tensors read (`load_sharded`). tp as in `maybe_distributed`. Sizes are checked from config.json alone before
-    the process group is joined."""
+    the process group is joined; the memory estimate of each rank runs before anything is allocated."""
     from .export import load_checkpoint, read_config
 
     env = read_env()
     if env.world_size == 1:
-        model = load_checkpoint(folder)
-        return model.to(device) if device is not None else model
+        return load_checkpoint(folder, packed=packed, device=device, dtype=dtype)
     if tp is None and os.environ.get("DSPARK_TP"):
         tp = _env_int(os.environ, "DSPARK_TP", None)
     tp = check_shardable(read_config(folder)[0], env.world_size, tp)
     info = init_distributed(device or "cpu")
-    return load_sharded(folder, make_parallel(env.world_size, tp), info.device)
+    return load_sharded(folder, make_parallel(env.world_size, tp), info.device, packed, dtype)
 
 
 def held_bytes(model: nn.Module) -> int:

@@ -3,7 +3,10 @@
   export_checkpoint(model, out_dir, shards=N, style="lab")
       → out_dir/config.json, model.safetensors.index.json, model-0000k-of-0000N.safetensors
   load_checkpoint(out_dir, select=None, packed=False)  → a lab Transformer
-  CheckpointReader(out_dir)                            → one rank's view: tensors read only when asked for
+  CheckpointReader(out_dir)                            → one rank's view: tensors (or row / column slices of
+                                                         them) read only when asked for
+  build_on_meta(cfg)                                   → the model with its weights on `meta`, buffers real: what
+                                                         each rank of `distributed.load_sharded` starts from
 
 Names, dtypes and shapes are `layout.py`'s. Style "lab" (the default) is exact: the model read back gives the
 same logits and tokens as the model exported. Style "official" writes the real checkpoint's dtypes (FP8 dense
@@ -25,6 +28,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict
 from dspark_mini.config import ModelConfig
@@ -35,6 +39,7 @@ from dspark_mini.packed import (
     drop_weight_caches,
     pack,
     packed_module,
+    packed_ranges,
     replace_module,
     unpack,
 )
@@ -206,6 +211,7 @@ class CheckpointReader:
             self.by_lab.setdefault(s.lab, []).append(s)
         self._headers: dict = {}
         self._handles: dict = {}
+        self.bytes_read = 0  # bytes of tensor data read so far (the headers not counted)
 
     def lab_names(self) -> list[str]:
         """Every lab tensor this checkpoint's config has, in state-dict order."""
@@ -258,12 +264,20 @@ class CheckpointReader:
                 raise RealScaleError(f"shard {str(self.folder / shard)!r} cannot be opened ({e})") from e
         return self._handles[shard]
 
-    def raw(self, name: str) -> torch.Tensor:
-        """One stored tensor as it is in the file (checked first)."""
+    def raw(self, name: str, cut: tuple[int, int, int] | None = None) -> torch.Tensor:
+        """One stored tensor as it is in the file (checked first) — or only rows (dim 0) / columns (dim 1)
+        start … stop − 1 of it, cut = (dim, start, stop): a safetensors slice, only those bytes are copied."""
         self.check([name])
-        t = self._handle(self.weight_map[name]).get_tensor(name)
+        handle = self._handle(self.weight_map[name])
+        if cut is None:
+            t = handle.get_tensor(name)
+        else:
+            dim, start, stop = cut
+            part = handle.get_slice(name)
+            t = part[start:stop] if dim == 0 else part[:, start:stop]
         if ST_DTYPES[dtype_code(t.dtype)] != self.expected[name].dtype:  # pragma: no cover - checked above
             raise RealScaleError(f"tensor {name!r} read back as {t.dtype}")
+        self.bytes_read += t.nbytes
         return t
 
     def stored_of(self, lab: str) -> list[Stored]:
@@ -277,6 +291,28 @@ class CheckpointReader:
         q = self.raw(w.name)
         return w.fmt, (q.view(torch.uint8) if w.fmt == "mxfp4" else q), self.raw(s.name)
 
+    def packed_slice(self, lab: str, cut: tuple[int, int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(codes, scales) of rows / columns cut = (dim, start, stop) of a packed lab tensor (None: all of it): only
+        the slices of its two stored tensors are read; a cut through a scale block is a PackError."""
+        w, s = self.stored_of(lab)
+        if cut is None:
+            return self.packed_value(lab)[1:]
+        q_cut, s_cut = packed_ranges(w.fmt, *cut, name=w.name)
+        q = self.raw(w.name, q_cut)
+        return (q.view(torch.uint8) if w.fmt == "mxfp4" else q), self.raw(s.name, s_cut)
+
+    def lab_slice(self, lab: str, cut: tuple[int, int, int] | None, dtype: torch.dtype) -> torch.Tensor:
+        """Rows / columns cut = (dim, start, stop) of a lab tensor in `dtype` (None: `lab_value`), dequantized if
+        packed; only those ranges of its stored tensors are read."""
+        entries = self.stored_of(lab)
+        if cut is None:
+            return self.lab_value(lab, dtype)
+        if entries[0].fmt == "float":
+            t = self.raw(entries[0].name, cut).to(dtype)
+        else:
+            t = unpack(entries[0].fmt, *self.packed_slice(lab, cut), dtype, entries[0].name)
+        return self._finite(t, entries[0].name)
+
     def lab_value(self, lab: str, dtype: torch.dtype) -> torch.Tensor:
         """A lab tensor's values in `dtype` (dequantized if packed); only its stored tensors are read."""
         entries = self.stored_of(lab)
@@ -285,9 +321,12 @@ class CheckpointReader:
         else:
             fmt, q, s = self.packed_value(lab)
             t = unpack(fmt, q, s, dtype, entries[0].name)
+        return self._finite(t, entries[0].name)
+
+    def _finite(self, t: torch.Tensor, name: str) -> torch.Tensor:
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise RealScaleError(
-                f"tensor {entries[0].name!r} in {str(self.folder / self.weight_map[entries[0].name])!r} holds NaN "
+                f"tensor {name!r} in {str(self.folder / self.weight_map[name])!r} holds NaN "
                 "or ±inf values: allowed finite numbers only"
             )
         return t
@@ -305,19 +344,55 @@ def _selector(select) -> Callable[[str], bool]:
     return lambda name: name in wanted
 
 
+class _EmptyOnMeta(TorchFunctionMode):
+    """While a model is built: `torch.empty` — what every weight (nn.Linear, nn.Embedding, nn.Parameter(torch.empty
+    …)) is made of — allocates on `meta`; the small buffers made from torch.tensor / arange / zeros (RoPE
+    frequencies, the compress map, the Engram multipliers, mHC's constants) stay real."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.empty:
+            kwargs = {**kwargs, "device": "meta"}
+        return func(*args, **kwargs)
+
+
+def build_on_meta(cfg: ModelConfig) -> Transformer:
+    """The model of `cfg` with its weights on `meta` (shapes, no storage: the real `flash` costs nothing) and its
+    buffers real, not initialized: to be sharded (`distributed.shard_model`) and filled from a checkpoint."""
+    with _EmptyOnMeta():
+        model = build_model(cfg, init=False)
+    small = 2 * cfg.hc_mult * cfg.dim  # the largest weight made by zeros / ones: Engram q/k [hc, D], norms, gate bias
+    real = [n for n, p in model.named_parameters() if not p.is_meta and p.numel() > small]
+    if real:  # a weight made some other way than torch.empty would be allocated in full on every rank
+        raise RealScaleError(f"build_on_meta: {real[0]!r} was allocated in full ({len(real)} such weights)")
+    lost = [n for n, b in model.named_buffers() if b.is_meta]
+    if lost:
+        raise RealScaleError(f"build_on_meta: buffer {lost[0]!r} landed on meta; its value would be lost")
+    return model
+
+
 @torch.no_grad()
 def load_checkpoint(
     folder: str | os.PathLike,
     select: Iterable[str] | Callable[[str], bool] | None = None,
     packed: bool = False,
     device: str | torch.device | None = None,
+    dtype: str | None = None,
+    free: int | None = None,
 ) -> Transformer:
     """A lab model built from the folder's config with its tensors read from the shards.
 
     select: lab state-dict names (or a predicate on them) to read — a rank asks only for its share; the others
             keep the seed-0 init. Unknown names are an error. Every selected tensor's header is checked first.
     packed: keep what the checkpoint stores packed as `PackedLinear` / `PackedEmbedding` modules holding the
-            stored codes and scales (nothing re-quantized; memory ≈ the checkpoint's bytes)."""
+            stored codes and scales (nothing re-quantized; memory ≈ the checkpoint's bytes).
+    dtype:  the compute dtype the model is built in (default the config's; `placement.compute_config`).
+    Before anything is built, the memory estimate of the whole model (`placement`) is compared with what `device`
+    has free (`free`: injected free bytes, for tests) and refused when it does not fit."""
+    from .distributed import SINGLE
+    from .placement import check_device, check_fits, compute_config, estimate_rank
+
+    dev = check_device(device, "device")
     reader = CheckpointReader(folder)
     cfg = reader.cfg
     keep = _selector(select)
@@ -328,15 +403,17 @@ def load_checkpoint(
     labs = [lab for lab in reader.lab_names() if keep(lab)]
     reader.check(s.name for lab in labs for s in reader.by_lab[lab])  # every header before any data
     check_size(cfg, reader.folder)  # refuse a config too big to build here, before allocating it
-    model = build_model(cfg)
+    est = estimate_rank(cfg, SINGLE, packed=packed, dtype=dtype, style=reader.style)  # from config.json alone
+    check_fits(est, dev, free)
+    model = build_model(compute_config(cfg, dtype))
     state = model.state_dict()
     for lab in labs:
         fmt = reader.by_lab[lab][0].fmt
         if packed and fmt in PACKED_FORMATS:
             path = lab.rpartition(".")[0]
-            dtype = model.get_submodule(path).weight.dtype
+            dtype_of = model.get_submodule(path).weight.dtype
             _, q, s = reader.packed_value(lab)
-            replace_module(model, path, packed_module(fmt, q, s, dtype, lab))
+            replace_module(model, path, packed_module(fmt, q, s, dtype_of, lab))
         else:
             state[lab].copy_(reader.lab_value(lab, state[lab].dtype))
     if packed:
@@ -345,4 +422,4 @@ def load_checkpoint(
     if model.mtp is not None and temps is not None:
         model.mtp.set_confidence_temperatures(temps)
     reader.close()
-    return model.to(device) if device is not None else model
+    return model.to(dev)

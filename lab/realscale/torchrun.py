@@ -4,11 +4,12 @@
       every rank loads its shard (the trained lab weights, or only its tensors of `--checkpoint DIR`), runs plain
       and speculative greedy decoding in lockstep; rank 0 prints tokens and a logits checksum (JSON with --json)
   torchrun --nproc-per-node 4 -m lab.realscale.torchrun check --tp 2 --worlds 4,2 --json
+      (add --checkpoint DIR --packed for an official export kept packed; --dtype float32|bfloat16 builds in it)
       the sharded model against one unsharded rank: greedy tokens (plain and speculative) and every logit of a
       prefill, the decode steps, a DSpark draft and a verify, max |Δ| ≤ --tolerance; exit code 1 if not
   Multi-node (2 nodes × 8 GPUs = 16 ranks), on node k ∈ {0, 1}, HOST0 = node 0's address:
       torchrun --nnodes 2 --nproc-per-node 8 --node-rank k --master-addr HOST0 --master-port 29500 \\
-          -m lab.realscale.torchrun generate --checkpoint DIR --tp 8 --device cuda --json
+          -m lab.realscale.torchrun generate --checkpoint DIR --packed --tp 8 --device cuda --dtype bfloat16 --json
       experts 16-way (384 → 24 a rank), attention and vocab 8-way inside each node (o_groups = 8 caps tp at 8),
       Engram rows 16-way. The lab model itself fits at most 4 ranks (8 routed / 4 draft experts, o_groups 2).
 Without torchrun it runs as one rank (no process group). Rank 0 prints; the others write errors only (stderr).
@@ -41,6 +42,7 @@ from .distributed import (
     read_env,
     shard_model,
 )
+from .placement import check_dtype
 
 TOLERANCE = 1e-5
 
@@ -80,6 +82,18 @@ def parser() -> argparse.ArgumentParser:
         )
         q.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (nccl, one GPU per rank: LOCAL_RANK)")
         q.add_argument(
+            "--dtype",
+            default=None,
+            help="compute dtype: float64, float32 or bfloat16 (default the checkpoint's config: float64 for the lab "
+            "model); mHC, router, sinks and head stay fp32",
+        )
+        q.add_argument(
+            "--packed",
+            action="store_true",
+            help="(--checkpoint) keep the weights the checkpoint stores packed (FP8 / FP4 codes + E8M0 scales) "
+            "packed, dequantized at use; each rank cuts its share on the scale blocks",
+        )
+        q.add_argument(
             "--timeout",
             type=float,
             default=DEFAULT_TIMEOUT_S,
@@ -114,21 +128,33 @@ def full_model(args: argparse.Namespace, device: torch.device):
     if args.checkpoint is not None:
         from .export import load_checkpoint
 
-        model = load_checkpoint(args.checkpoint)
-    else:
-        from lab.weights import lab_model
+        return load_checkpoint(args.checkpoint, packed=args.packed, device=device, dtype=args.dtype)
+    from lab.weights import lab_model
 
-        model = lab_model("trained", shard=False)
-    return model.to(device)
+    return lab_model("trained", shard=False, device=device, dtype=args.dtype)
 
 
 def sharded_model(args: argparse.Namespace, par: Parallel, device: torch.device):
     """This rank's shard: only its tensors read from --checkpoint, or the trained lab model sharded."""
     if args.checkpoint is not None:
-        return load_sharded(args.checkpoint, par, device)
+        return load_sharded(args.checkpoint, par, device, args.packed, args.dtype)
     from lab.weights import lab_model
 
-    return agree(par, lambda: shard_model(lab_model("trained", shard=False), par).to(device))
+    return agree(par, lambda: shard_model(lab_model("trained", shard=False, dtype=args.dtype), par).to(device))
+
+
+def read_bytes(model) -> int | None:
+    """Bytes of tensor data this rank read from --checkpoint (`load_sharded`), None when not read from one."""
+    return getattr(model, "read_bytes", None)
+
+
+def checkpoint_bytes(args: argparse.Namespace) -> int | None:
+    """The total_size of --checkpoint's index: every tensor's bytes."""
+    if args.checkpoint is None:
+        return None
+    from .shards import read_index
+
+    return int(read_index(args.checkpoint)[1].get("total_size", 0))
 
 
 def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
@@ -225,7 +251,9 @@ def run_generate(args: argparse.Namespace, cfg, info, tp: int) -> tuple[dict[str
     ids = prompt_ids(args, cfg)
     res = decode(model, ids, args)
     logits = probe_logits(model, ids, res["plain"])
-    per_rank = _gather({"bytes": held_bytes(model), "plain": res["plain"], "sum": logits["sum"]})
+    per_rank = _gather(
+        {"bytes": held_bytes(model), "read": read_bytes(model), "plain": res["plain"], "sum": logits["sum"]}
+    )
     report = {
         "command": "generate",
         "world_size": info.world_size,
@@ -244,6 +272,7 @@ def run_generate(args: argparse.Namespace, cfg, info, tp: int) -> tuple[dict[str
         "identical": res["plain"] == res["speculative"],
         "logits": logits,
         "bytes_per_rank": [r["bytes"] for r in per_rank],
+        "read_bytes_per_rank": [r["read"] for r in per_rank],
         "ranks_agree": all(r["plain"] == res["plain"] and r["sum"] == logits["sum"] for r in per_rank),
     }
     return report, 0
@@ -303,6 +332,7 @@ def run_check(args: argparse.Namespace, cfg, info, sizes: list[int]) -> tuple[di
         res = decode(model, ids, args)
         res["probe"] = probe(model, ids, res["plain"])
         res["bytes"] = held_bytes(model)
+        res["read"] = read_bytes(model)
         del model
         collected.append((size, tp, _gather_to_0(res)))
     if info.rank != 0:
@@ -311,6 +341,7 @@ def run_check(args: argparse.Namespace, cfg, info, sizes: list[int]) -> tuple[di
     ref = decode(ref_model, ids, args)
     ref_probe = probe(ref_model, ids, ref["plain"])
     ref_bytes = held_bytes(ref_model)
+    ref_dtype = ref_model.cfg.dtype
     del ref_model
     runs = []
     for size, tp, everyone in collected:
@@ -341,6 +372,7 @@ def run_check(args: argparse.Namespace, cfg, info, sizes: list[int]) -> tuple[di
                 for m in everyone
             ),
             "bytes_per_rank": [m["bytes"] for m in everyone],
+            "read_bytes_per_rank": [m["read"] for m in everyone],
         }
         run["ok"] = (
             run["plain_tokens_equal"]
@@ -356,6 +388,9 @@ def run_check(args: argparse.Namespace, cfg, info, sizes: list[int]) -> tuple[di
         "backend": info.backend,
         "device": str(info.device),
         "source": f"checkpoint {args.checkpoint}" if args.checkpoint else "trained lab weights",
+        "packed": args.packed,
+        "dtype": str(ref_dtype),
+        "checkpoint_bytes": checkpoint_bytes(args),
         "tolerance": args.tolerance,
         "prompt_ids": ids,
         "reference": {"plain": ref["plain"], "speculative": ref["speculative"], "bytes": ref_bytes},
@@ -400,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     tag = f"[{env.label}]"
     try:
         kind = check_device(args.device)
+        check_dtype(args.dtype)
+        if args.packed and args.checkpoint is None:
+            raise ValueError("--packed needs --checkpoint: the shipped lab weights are not stored packed")
         if args.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens = {args.max_new_tokens} is invalid: allowed ≥ 1")
         if kind == "cpu":

@@ -39,7 +39,7 @@ def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[st
     from .schedule import read_table
     from .serve import serve
 
-    model = lab_model("trained", args.seed, checkpoint=args.checkpoint).eval()
+    model = lab_model("trained", args.seed, checkpoint=args.checkpoint, device=args.device, dtype=args.dtype).eval()
     tok = get_tokenizer(model.cfg)
     if args.prompts_file is not None:
         texts = read_prompts_file(args.prompts_file)

@@ -1,0 +1,249 @@
+"""Where a model runs — its device and compute dtype — and whether this rank's share fits there, decided before
+any weight is allocated.
+
+  check_device("cuda:1"), check_dtype("bfloat16")    the options, validated (errors name the option)
+  compute_config(cfg, "float32")                     the config in that compute dtype: the model is *built* in it;
+                                                     mHC, router, sinks and head stay fp32 (`hp_dtype`), fp64 only
+                                                     for a float64 model
+  read_stored(folder)                                checkpoint name → (dtype, shape), from the shard headers only
+  estimate_rank(cfg, par, stored, packed, dtype)     RankEstimate: the bytes rank `par.rank` reads and holds
+  estimate_ranks(cfg, pars, …)                       the same for several ranks (the layout computed once)
+  free_bytes(device)                                 cuda: torch.cuda.mem_get_info; cpu: MemAvailable (/proc/meminfo)
+  check_fits(estimate, device, free=None)            PlacementError (a ValueError) when it does not fit: the
+                                                     estimate, what is free, and what to change
+
+What a rank holds follows the sharding rules of `distributed.rank_slice` (its experts, its tensor-parallel rows or
+columns, its vocab and Engram rows; everything else in full). Each checkpoint tensor counts for that share:
+  stored   the bytes of the share as the checkpoint stores it (what the rank reads: FP8 / FP4 codes + E8M0 scales,
+           BF16 / FP32 for the rest) — 61.51 GiB for rank 0 of the real checkpoint on 8 ranks (notebook 09 §4);
+  held     what the lab model holds after loading: packed formats as stored when `packed` (the codes and scales are
+           kept), dequantized to the compute dtype otherwise; every other tensor in the dtype the model keeps it
+           (the compute dtype, or fp32 for the `hp_dtype` tensors — the head stored as BF16 is held in fp32).
+needed = held + margin, the margin being MARGIN_FRACTION of held plus MARGIN_FLOOR bytes: the KV cache and the
+activations of a short run, one dequantized weight at a time (packed), the allocator's and CUDA context's slack.
+It is an estimate for refusing early, not a promise: a long context needs its KV cache on top (notebook 03).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from dspark_mini.config import DTYPES, ModelConfig
+
+from .layout import ST_DTYPES, RealScaleError, by_name, group_of, lab_tensors, layout
+
+MARGIN_FRACTION = 0.10  # of the held bytes: KV cache + activations of a short run, one dequantized weight at a time
+MARGIN_FLOOR = 512 * 2**20  # bytes: CUDA context / allocator slack, a small model's buffers
+GIB = 2**30
+MEMINFO = Path("/proc/meminfo")
+
+
+def size(nbytes: float) -> str:
+    """Bytes for a reader: GiB from 1 GiB up, MiB below."""
+    return f"{nbytes / GIB:,.2f} GiB" if nbytes >= GIB else f"{nbytes / 2**20:,.2f} MiB"
+
+
+class PlacementError(ValueError):
+    """A device or dtype that cannot be used, or a share that does not fit the device; the message names the
+    option, what is allowed or what to change."""
+
+
+# ---- the options --------------------------------------------------------------------------------------------------
+def check_device(device: str | torch.device | None, option: str = "--device") -> torch.device:
+    """cpu, cuda or cuda:N (N < the GPUs here); a clear error naming `option` otherwise, or when CUDA is absent."""
+    text = "cpu" if device is None else str(device)
+    ok = re.fullmatch(r"cpu|cuda(:\d+)?", text)
+    if not ok:
+        raise PlacementError(f"{option} = {text!r} is invalid: allowed cpu, cuda or cuda:N")
+    dev = torch.device(text)
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise PlacementError(f"{option} = {text!r} but this machine has no CUDA GPU: allowed cpu here")
+        if dev.index is not None and dev.index >= n:
+            raise PlacementError(
+                f"{option} = {text!r} is invalid: this machine has {n} GPU(s), allowed cuda:0..cuda:{n - 1}"
+            )
+    return dev
+
+
+def check_dtype(dtype: str | None, option: str = "--dtype") -> str | None:
+    """One of float64 / float32 / bfloat16 (None: the config's own)."""
+    if dtype is not None and dtype not in DTYPES:
+        raise PlacementError(f"{option} = {dtype!r} is invalid: allowed one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def compute_config(cfg: ModelConfig, dtype: str | None) -> ModelConfig:
+    """`cfg` with compute dtype `dtype` (None: unchanged). Every module reads the dtype from the config, so the model
+    is built in it; hp_dtype(cfg) keeps mHC, the router, the sinks and the head in fp32 (fp64 for a fp64 model)."""
+    if check_dtype(dtype, "dtype") is None or dtype == cfg.dtype:
+        return cfg
+    return replace(cfg, dtype=dtype)
+
+
+# ---- the estimate -------------------------------------------------------------------------------------------------
+@dataclass
+class RankEstimate:
+    """The bytes one rank reads and holds (see the module docstring); by group as `inspect` groups the checkpoint."""
+
+    rank: int
+    ranks: int
+    tp: int
+    packed: bool
+    dtype: str  # compute dtype
+    stored: dict[str, int] = field(default_factory=dict)  # group → bytes of this rank's share, as stored
+    held: dict[str, int] = field(default_factory=dict)  # group → bytes the model holds
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(self.stored.values())
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(self.held.values())
+
+    @property
+    def margin_bytes(self) -> int:
+        return int(MARGIN_FRACTION * self.held_bytes) + MARGIN_FLOOR
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.held_bytes + self.margin_bytes
+
+    def describe(self) -> str:
+        how = "packed as stored" if self.packed else f"unpacked to {self.dtype}"
+        return (
+            f"rank {self.rank} of {self.ranks} (tp {self.tp}) holds {size(self.held_bytes)} of weights "
+            f"({how}; {size(self.stored_bytes)} read from the checkpoint) + a margin of "
+            f"{size(self.margin_bytes)} (KV cache, activations: {MARGIN_FRACTION:.0%} + "
+            f"{size(MARGIN_FLOOR)}) = {size(self.needed_bytes)}"
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "rank": self.rank,
+            "ranks": self.ranks,
+            "tp": self.tp,
+            "packed": self.packed,
+            "dtype": self.dtype,
+            "stored_bytes": self.stored_bytes,
+            "held_bytes": self.held_bytes,
+            "margin_bytes": self.margin_bytes,
+            "needed_bytes": self.needed_bytes,
+            "stored_by_group": dict(self.stored),
+            "held_by_group": dict(self.held),
+        }
+
+
+def read_stored(folder: str | os.PathLike) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """checkpoint name → (safetensors dtype code, shape) of every tensor the index lists, from the shard headers
+    alone (header-only shards included: nothing is read past the headers)."""
+    from .shards import read_header, read_index
+
+    weight_map, _ = read_index(folder)
+    out: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for shard in sorted(set(weight_map.values())):
+        for name, t in read_header(Path(folder) / shard).tensors.items():
+            if weight_map.get(name) == shard:
+                out[name] = (t.dtype, tuple(t.shape))
+    missing = [n for n in weight_map if n not in out]
+    if missing:
+        raise RealScaleError(f"the index lists {len(missing)} tensor(s) no shard header declares, e.g. {missing[0]!r}")
+    return out
+
+
+def estimate_rank(
+    cfg: ModelConfig,
+    par,
+    stored: dict[str, tuple[str, tuple[int, ...]]] | None = None,
+    packed: bool = True,
+    dtype: str | None = None,
+    style: str = "official",
+) -> RankEstimate:
+    """The bytes rank `par` (a distributed.Parallel) reads and holds of a checkpoint of `cfg` in `style`.
+
+    stored: the checkpoint's tensors from its headers (`read_stored`); None: the layout of `cfg` in `style` (what
+    `export_checkpoint` writes; a loader checks every tensor it reads against its header). dtype: the compute dtype
+    (default the config's). Nothing is allocated."""
+    return estimate_ranks(cfg, [par], stored, packed, dtype, style)[0]
+
+
+def estimate_ranks(
+    cfg: ModelConfig,
+    pars: list,
+    stored: dict[str, tuple[str, tuple[int, ...]]] | None = None,
+    packed: bool = True,
+    dtype: str | None = None,
+    style: str = "official",
+) -> list[RankEstimate]:
+    """`estimate_rank` for several ranks at once (the layout of the real model is computed once, not per rank)."""
+    from .distributed import rank_slice
+
+    ccfg = compute_config(cfg, dtype)
+    entries = by_name(layout(cfg, style))
+    held_dtype = {lab: dt for lab, (_, dt) in lab_tensors(ccfg).items()}
+    logical = lab_tensors(cfg)
+    names = stored if stored is not None else {n: (None, s.shape) for n, s in entries.items()}
+    rows = []  # (group, its Stored, stored bytes, full logical shape)
+    for name, (code, shape) in names.items():
+        s = entries.get(name)
+        if s is None:
+            raise RealScaleError(f"tensor {name!r} is not in the layout of {cfg.name} ({style}): cannot place it")
+        itemsize = ST_DTYPES[code].itemsize if code is not None else s.dtype.itemsize
+        rows.append((group_of(name), s, math.prod(shape) * itemsize, logical[s.lab][0]))
+    out = []
+    for par in pars:
+        est = RankEstimate(par.rank, par.size, par.tp, packed, ccfg.dtype)
+        for group, s, nbytes, full in rows:
+            cut = rank_slice(cfg, par, s.lab, full)
+            frac = 1.0 if cut is None else (cut[2] - cut[1]) / full[cut[0]]
+            if s.fmt != "float" and packed:
+                held = nbytes * frac  # codes and scales, as stored
+            elif s.role == "scale":
+                held = 0  # unpacked: the scales are folded into the values
+            else:
+                held = math.prod(full) * frac * held_dtype[s.lab].itemsize
+            est.stored[group] = est.stored.get(group, 0) + round(nbytes * frac)
+            est.held[group] = est.held.get(group, 0) + round(held)
+        out.append(est)
+    return out
+
+
+# ---- the device ---------------------------------------------------------------------------------------------------
+def free_bytes(device: str | torch.device) -> int | None:
+    """Bytes free on `device`: cuda → torch.cuda.mem_get_info; cpu → MemAvailable of /proc/meminfo (None when this
+    system does not say)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        for line in MEMINFO.read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_fits(est: RankEstimate, device: str | torch.device = "cpu", free: int | None = None) -> RankEstimate:
+    """Refuse (PlacementError) a share whose estimate exceeds what `device` has free. free: the free bytes to
+    compare with (tests inject it; default measured by `free_bytes`; unknown → nothing is refused)."""
+    free = free_bytes(device) if free is None else free
+    if free is None or est.needed_bytes <= free:
+        return est
+    fixes = [f"more ranks (torchrun --nproc-per-node > {est.ranks}: the experts, Engram and vocab rows split further)"]
+    if not est.packed:
+        fixes.append("keep the weights packed (--packed / packed=True: FP8/FP4 codes as the checkpoint stores them)")
+    if est.dtype == "float64" or (est.dtype == "float32" and not est.packed):
+        fixes.append("a smaller --dtype (bfloat16)")
+    raise PlacementError(
+        f"does not fit: {est.describe()}, but {torch.device(device)} has {size(free)} free. "
+        f"Allowed: at most {size(free)} — use " + ", or ".join(fixes) + "; refused before allocating"
+    )
