@@ -14,7 +14,7 @@ TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.installed
 
-.PHONY: install lab notebooks test bench lint sync weights clean-venv
+.PHONY: install lab notebooks test bench lint sync weights pictures present clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -44,6 +44,14 @@ bench: install
 	$(PY) bench/bench_budgets.py
 	$(PY) bench/bench_speculative.py
 	$(PY) bench/bench_speed.py
+
+# the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)
+pictures: install
+	$(PY) -m lab.present.pictures
+
+# presenter mode for a projector: serves one page on 127.0.0.1 and prints its URL (`dspark-lab present`)
+present: install
+	$(PY) -m lab.present
 
 weights: install
 	$(PY) -m lab train all --out lab/weights --force

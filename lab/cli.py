@@ -240,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = "{walk,inspect,generate,profile,schedule,serve,data,train,eval,checkpoint}"
+    commands = "{walk,inspect,generate,profile,schedule,serve,present,data,train,eval,checkpoint}"
     sub = p.add_subparsers(dest="command", metavar=commands)
 
     w = sub.add_parser(
@@ -365,6 +365,9 @@ def parser() -> argparse.ArgumentParser:
     add_placement_arguments(f)
 
     add_schedule_parser(sub)
+    from .present.presenter import add_present_parser
+
+    add_present_parser(sub)
 
     from .corpus import DEFAULT_LINES_PER_DOMAIN, MAX_LINES_PER_DOMAIN, add_data_arguments
 
@@ -912,6 +915,10 @@ def run(args: argparse.Namespace, console: Any) -> None:
         report = main_serve(args, console, lang)
         if args.json:
             print_json(report)
+    elif args.command == "present":
+        from .present.presenter import main_present
+
+        main_present(args)
     elif args.command == "checkpoint":
         from .realscale.cli import main_checkpoint
 

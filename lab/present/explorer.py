@@ -58,7 +58,7 @@ DECIMALS = {"logits": 2, "markov": 3, "confidence": 4}
 SHARED = (
     "prompt", "seed", "language", "temperature", "token", "position", "probability", "draft_token",
     "draft_probability", "confidence", "target_token", "accepted", "rejected", "not_verified", "resampled", "bonus",
-    "accepted_length", "acceptance_rate", "note_draft_probability",
+    "not_sent", "accepted_length", "acceptance_rate", "note_draft_probability",
 )  # fmt: skip
 TEXT: dict[str, dict[str, str]] = {
     "title": {"vi": "DSpark Explorer · bước 6B trong trình duyệt", "en": "DSpark Explorer · step 6B in your browser"},
@@ -74,7 +74,6 @@ TEXT: dict[str, dict[str, str]] = {
             "the temperature, verify length, confidence threshold and seed you pick. No install, no network."
         ),
     },
-    "not_sent": {"vi": "không gửi đi verify", "en": "not sent to verify"},
     "round": {"vi": "Vòng", "en": "Round"},
     "round_of": {"vi": "vòng {i}/{n} · anchor ở vị trí {p}", "en": "round {i} of {n} · anchor at position {p}"},
     "prev_round": {"vi": "◀ Vòng trước", "en": "◀ Previous round"},
@@ -96,7 +95,7 @@ TEXT: dict[str, dict[str, str]] = {
     "committed": {"vi": "Được ghi vào văn bản", "en": "Committed"},
     "sent": {"vi": "ℓ = {l} token nháp được gửi đi verify", "en": "ℓ = {l} drafts sent to verify"},
     "survival": {"vi": "sống sót Π c", "en": "survival Π c"},
-    "ratio": {"vi": "min(1, p_t/p_d)", "en": "min(1, p_t/p_d)"},
+    "accept_ratio": {"vi": "min(1, p_t/p_d)", "en": "min(1, p_t/p_d)"},
     "kept_of": {"vi": "giữ {n}/{l}", "en": "kept {n} of {l}"},
     "from_residual": {
         "vi": "rút từ norm(max(0, p_t − p_d)) ở vị trí {i}",
@@ -215,7 +214,7 @@ MARKERS = {  # the verify outcomes' markers, as lab/render.py's STRIP: the marke
 def strings() -> dict[str, dict[str, str]]:
     """Every string the page shows, {key: {vi, en}}: lab/steps.py's shared terms and this module's own."""
     shared = {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED}
-    clash = set(shared) & set(TEXT)
+    clash = set(UI) & set(TEXT)
     if clash:
         raise ValueError(f"explorer strings {sorted(clash)} are also lab/steps.py UI keys: reuse them instead")
     return shared | TEXT

@@ -76,7 +76,7 @@
       [t("draft_token"), (i) => `<td class="code ${status[i]}">${quoted(tokens[i])}</td>`],
       [t("draft_probability"), (i) => `<td>${num(probs[i][tokens[i]])}</td>`],
       ["p_t(x)", (i) => `<td>${verified(i) ? num(prepared.target[i][tokens[i]]) : "—"}</td>`],
-      [t("ratio"), (i) => `<td>${reached(i) ? num(verdict.ratios[i]) : "—"}</td>`],
+      [t("accept_ratio"), (i) => `<td>${reached(i) ? num(verdict.ratios[i]) : "—"}</td>`],
       [t("confidence"), (i) => `<td>${num(confidence[i])}</td>`],
       [t("survival"), (i) => `<td>${num(survival[i])}</td>`],
       [`${t("top")} p_t`, (i) => `<td class="top">${verified(i) ? topTokens(prepared.target[i]) : "—"}</td>`],

@@ -1,0 +1,352 @@
+"""Presenter mode: `dspark-lab present` walks 1A → 6B on a projector, then steps through 6B round by round.
+
+One page, served by Python's own http.server on 127.0.0.1 (offline: no CDN, no Jupyter kernel, nothing to install
+beyond the lab): the 4-column map with the active block lit (lab.diagrams' SVG), the step's panel (the notebooks'
+panel: explanation, equation, figures, tables, checks — lab.widgets), Next/Previous with the arrow keys (and a
+clicker's PageUp/PageDown), vi/en, a font-size control and full screen. After 6B the same Next walks the rounds of a
+scheduled speculative run (lab/present/rounds.py) like a debugger: the draft strip, ℓ the scheduler sent, the
+verdicts, and what the window ring, the compressor carry, the Engram history and the draft ring hold after each
+commit. Everything is computed once at start (≈ 10 s) and embedded in the page as JSON; the page only draws.
+
+Why not Voilà or JupyterLab's single-document mode: both need a running kernel and a notebook server for what is
+here precomputed data, Voilà is one more dependency, and neither makes the projector view simpler than one page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from ..steps import LANGS, STEP_IDS, UI, check_lang
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_ROUNDS = 12
+DEFAULT_REQUESTS = 8  # a small server's load: the scheduler sends some drafts and holds others back
+ROUNDS_SLIDE = "6B-rounds"  # the slide after 6B: the rounds of the scheduled run
+PLOTLY = "plotly.min.js"  # served beside the page from the installed plotly package (no network)
+
+# lab/steps.py UI strings the page reuses as they are; the page's own strings follow
+SHARED = (
+    "step", "language", "prompt", "seed", "temperature", "position", "draft_token", "draft_probability",
+    "confidence", "target_token", "accepted", "rejected", "not_verified", "not_sent", "resampled", "bonus",
+    "verify_len", "requests_in_flight", "layer", "ratio", "next_step", "prev_step",
+)  # fmt: skip
+TEXT: dict[str, dict[str, str]] = {
+    "title": {"vi": "DSpark lab · chế độ trình chiếu", "en": "DSpark lab · presenter"},
+    "prev": {"vi": "◀ Trước", "en": "◀ Previous"},
+    "next": {"vi": "Sau ▶", "en": "Next ▶"},
+    "font": {"vi": "Cỡ chữ", "en": "Font size"},
+    "fullscreen": {"vi": "Toàn màn hình", "en": "Full screen"},
+    "keys": {
+        "vi": "Phím: ← → (hoặc PageUp/PageDown) lùi/tiến · + − cỡ chữ · F toàn màn hình · L đổi ngôn ngữ",
+        "en": "Keys: ← → (or PageUp/PageDown) back/forward · + − font size · F full screen · L language",
+    },
+    "rounds_title": {
+        "vi": "6B · từng vòng: nháp → bộ lập lịch → verify → ghi vào cache",
+        "en": "6B · round by round: draft → scheduler → verify → commit",
+    },
+    "rounds_intro": {
+        "vi": (
+            "Mô hình lab đã huấn luyện giải mã lời nhắc dưới đây. Mỗi vòng: bộ vẽ nháp đủ khối, bộ lập lịch `dspark` "
+            "(Thuật toán 1) chọn ℓ như khi có R = {r} yêu cầu đang chạy, forward thật verify [anchor, x_1..x_ℓ], "
+            "rồi chỉ phần được giữ được ghi vào mọi cache."
+        ),
+        "en": (
+            "The trained lab model decodes the prompt below. Each round: the draft drafts its whole block, the "
+            "`dspark` scheduler (Algorithm 1) picks ℓ as it would with R = {r} requests in flight, the target "
+            "verifies [anchor, x_1..x_ℓ], and only the kept prefix is written to every cache."
+        ),
+    },
+    "round_of": {"vi": "Vòng {i}/{n} · anchor ở vị trí {p}", "en": "Round {i} of {n} · anchor at position {p}"},
+    "prefill": {"vi": "Sau prefill (chưa có vòng nào)", "en": "After the prefill (no round yet)"},
+    "prev_round": {"vi": "◀ Vòng trước", "en": "◀ Previous round"},
+    "next_round": {"vi": "Vòng sau ▶", "en": "Next round ▶"},
+    "plan": {
+        "vi": "Bộ lập lịch gửi ℓ = {l}/{k} token nháp (● gửi, ○ không gửi) · B = {b} token trong batch verify",
+        "en": "The scheduler sends ℓ = {l} of {k} drafts (● sent, ○ not sent) · B = {b} batch tokens",
+    },
+    "survival": {"vi": "sống sót Π c", "en": "survival Π c"},
+    "target_prob": {"vi": "p_t(x)", "en": "p_t(x)"},
+    "verdict": {"vi": "Kết quả", "en": "Verdict"},
+    "kept": {
+        "vi": "Giữ {n}/{l} token nháp, rồi token của forward thật {tok} ({kind}) · τ = {tau}",
+        "en": "Kept {n} of {l} drafts, then the target's token {tok} ({kind}) · τ = {tau}",
+    },
+    "context": {
+        "vi": "Văn bản: prompt, token đã ghi, ▸ anchor của vòng này, rồi (gạch chân) token vòng này ghi thêm",
+        "en": "Text: prompt, committed tokens, ▸ this round's anchor, then (underlined) what this round added",
+    },
+    "caches": {"vi": "Cache sau lần ghi này (độ dài {n})", "en": "The caches after this commit (length {n})"},
+    "window_ring": {"vi": "Vòng cửa sổ (mọi lớp backbone)", "en": "Window ring (every backbone layer)"},
+    "window_help": {
+        "vi": "{w} ô, ô = vị trí mod {w}; ô viền đậm vừa được ghi ở vòng này",
+        "en": "{w} slots, slot = position mod {w}; a bold slot was written this round",
+    },
+    "draft_ring": {"vi": "Vòng cửa sổ của bộ vẽ (các lớp nháp)", "en": "Draft ring (the draft layers)"},
+    "draft_ring_help": {
+        "vi": "ghi bởi cùng lần commit, ở cùng vị trí: token nháp bị từ chối không bao giờ vào đây",
+        "en": "written by the same commit at the same positions: a rejected draft never gets here",
+    },
+    "compressor": {
+        "vi": "Bộ nén (CSA2): latent đã ghi và phần mang theo",
+        "en": "Compressor (CSA2): latents and carry",
+    },
+    "source_line": {
+        "vi": "lớp {layer} · tỉ lệ {r}: {n} latent (vị trí 0..{last}) · mang theo: {carry}",
+        "en": "layer {layer} · ratio {r}: {n} latents (positions 0..{last}) · carry: {carry}",
+    },
+    "no_carry": {"vi": "không (nhóm đã đủ)", "en": "none (the group is complete)"},
+    "engram": {"vi": "Lịch sử Engram (id nén)", "en": "Engram history (compressed ids)"},
+    "engram_help": {
+        "vi": "id nén của {n} token đã ghi cuối cùng: ngữ cảnh n-gram của token tiếp theo",
+        "en": "the compressed ids of the last {n} committed tokens: the next token's n-gram context",
+    },
+    "pad": {"vi": "đệm", "en": "pad"},
+    "empty": {"vi": "trống", "en": "empty"},
+    "rollback": {
+        "vi": "Token nháp bị từ chối hoặc không gửi không được ghi vào cache nào: đó chính là rollback.",
+        "en": "Rejected and unsent drafts were written to no cache: that is the rollback.",
+    },
+    "footer": {
+        "vi": "Sinh bởi `dspark-lab present` từ mô hình lab đã huấn luyện · không cần mạng",
+        "en": "Made by `dspark-lab present` from the trained lab model · no network needed",
+    },
+}
+
+
+def strings() -> dict[str, dict[str, str]]:
+    """Every string the page shows, {key: {vi, en}}: lab/steps.py's shared terms and this module's own."""
+    clash = set(UI) & set(TEXT)
+    if clash:
+        raise ValueError(f"presenter strings {sorted(clash)} are also lab/steps.py UI keys: reuse them instead")
+    return {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED} | TEXT
+
+
+# ---- the data ------------------------------------------------------------------------------------------------
+def step_panels(state: Any) -> dict[str, dict[str, Any]]:
+    """Every step's panel in the state's language, as the notebooks show it: {step: {head, body, figures}} (HTML
+    from lab.widgets.panel_html, figures as plotly JSON)."""
+    from ..widgets import panel_html, step_panel_content
+
+    out = {}
+    for sid in STEP_IDS:
+        content = step_panel_content(state, sid)
+        out[sid] = {
+            "head": panel_html(content, "head"),
+            "body": panel_html(content, "body"),
+            "figures": [json.loads(f.to_json()) for f in content["figures"]],
+        }
+    return out
+
+
+def build_data(
+    prompt: str | None = None,
+    requests: int = DEFAULT_REQUESTS,
+    temperature: float = 0.0,
+    seed: int = 0,
+    rounds: int = DEFAULT_ROUNDS,
+    lang: str = "en",
+) -> dict[str, Any]:
+    """Everything the page shows: the maps, the panels in both languages, the scheduled rounds, the strings."""
+    import torch
+
+    from dspark_mini.tokenizer import default_tokenizer
+
+    from ..diagrams import map_svg
+    from ..walkthrough import DEFAULT_PROMPT
+    from ..widgets import LabState
+    from . import explorer
+    from .rounds import scheduled_rounds
+
+    lang = check_lang(lang)
+    prompt = DEFAULT_PROMPT if prompt is None else prompt
+    torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
+    state = LabState(prompt=prompt, seed=seed, lang=LANGS[0])
+    panels = {}
+    for code in LANGS:
+        state.update(lang=code)
+        panels[code] = step_panels(state)
+    tok = default_tokenizer()
+    debug = scheduled_rounds(state.walk.model, tok.encode(prompt), rounds, requests, temperature, seed)
+    return {
+        "lang": lang,
+        "steps": list(STEP_IDS),
+        "slides": [*STEP_IDS, ROUNDS_SLIDE],
+        "maps": {code: map_svg(code) for code in LANGS},
+        "panels": panels,
+        "debugger": debug,
+        "vocab": [tok.token_text(i).replace("\n", "↵") for i in range(tok.vocab_size)],
+        "markers": explorer.MARKERS,
+        "ui": strings(),
+    }
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The page: the template with the style, the data (JSON) and the app inlined; plotly.js loads from beside it."""
+    from .explorer import asset  # the explorer module imports torch: not at `dspark-lab --help` time
+
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")  # no `</script>`
+    parts = {
+        "/*@STYLE@*/": asset("presenter.css"),
+        "/*@DATA@*/": payload,
+        "/*@APP@*/": asset("presenter_app.js"),
+    }
+    page = asset("presenter_template.html")
+    for marker, text in parts.items():
+        if "</script" in text.lower() or page.count(marker) != 1:
+            raise ValueError(f"cannot inline {marker}: it must appear once and hold no `</script`")
+        page = page.replace(marker, text.rstrip("\n"))
+    return page
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> bytes:
+    """plotly.js from the installed plotly package (the same bundle JupyterLab's renderer uses offline)."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().encode("utf-8")
+
+
+# ---- the server ------------------------------------------------------------------------------------------------
+def make_server(page: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> ThreadingHTTPServer:
+    """An HTTP server for the page (`/`) and plotly.js (`/plotly.min.js`); port 0 picks a free port."""
+    body = page.encode("utf-8")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # http.server's name for the GET handler
+            path = self.path.split("?", 1)[0].split("#", 1)[0]
+            if path in ("/", "/index.html"):
+                self.reply(body, "text/html; charset=utf-8")
+            elif path == f"/{PLOTLY}":
+                self.reply(plotly_js(), "text/javascript; charset=utf-8")
+            elif path == "/favicon.ico":
+                self.reply(b"", "image/x-icon", status=204)
+            else:
+                self.reply(b"not found", "text/plain; charset=utf-8", status=404)
+
+        def reply(self, data: bytes, kind: str, status: int = 200) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if status != 204:
+                self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: the terminal shows the URL, not every request
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def url_of(server: ThreadingHTTPServer) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host}:{port}/"
+
+
+def serve_in_thread(page: str, host: str = DEFAULT_HOST, port: int = 0) -> ThreadingHTTPServer:
+    """Start serving in a daemon thread (tests, `make pictures`); stop with `server.shutdown()`."""
+    server = make_server(page, host, port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def write_site(page: str, out: Path) -> list[Path]:
+    """The page as files in the folder `out` (index.html + plotly.min.js): open index.html from file://."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out = {str(out)!r} is a file: allowed a folder (present writes index.html into it)")
+    out.mkdir(parents=True, exist_ok=True)
+    files = [out / "index.html", out / PLOTLY]
+    files[0].write_text(page, encoding="utf-8", newline="\n")
+    files[1].write_bytes(plotly_js())
+    return files
+
+
+# ---- the command ---------------------------------------------------------------------------------------------
+def add_present_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt", default=None, help="the prompt the lesson follows (default: the walk's)")
+    p.add_argument("--lang", default="en", help="vi or en: the language the page opens in (switchable in the page)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the walk and of the rounds' sampling")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of the rounds (0 = greedy)")
+    p.add_argument(
+        "--requests", type=int, default=DEFAULT_REQUESTS, help="requests in flight R the scheduler plans for (1..256)"
+    )
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="speculative rounds on the 6B page (1..40)")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to serve on (default {DEFAULT_HOST}: this machine)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free port)")
+    p.add_argument("--out", type=Path, default=None, help="write index.html + plotly.min.js to this folder, no server")
+
+
+def add_present_parser(sub: Any) -> None:
+    """`dspark-lab present` among the CLI's subcommands."""
+    p = sub.add_parser(
+        "present",
+        help="presenter mode: one full-screen page for a projector (map, steps, 6B round by round), served locally",
+        description="Serve the presenter page on this machine (offline) and print its URL: the 4-column map with the "
+        "active block lit, each step's panel, Next/Previous (arrow keys), vi/en, font size, and 6B round by round "
+        "with what every cache holds after each commit.",
+    )
+    add_present_arguments(p)
+
+
+def check_present_args(args: argparse.Namespace) -> None:
+    """The options' ranges, before the model runs."""
+    from dspark_mini.validate import check_int, check_seed, check_temperature
+
+    from ..walkthrough import MAX_LOAD
+    from .rounds import MAX_ROUNDS
+
+    if args.lang not in LANGS:
+        raise ValueError(f"--lang = {args.lang!r} is invalid: allowed {', '.join(map(repr, LANGS))}")
+    check_seed(args.seed, "--seed")
+    check_temperature(args.temperature, "--temperature")
+    check_int(args.requests, "--requests", 1, MAX_LOAD, "the loads the 6B screens simulate")
+    check_int(args.rounds, "--rounds", 1, MAX_ROUNDS)
+    check_int(args.port, "--port", 0, 65535)
+    if args.prompt is not None and not args.prompt.strip():
+        raise ValueError("--prompt is empty: give some text to run through the model")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out = {str(args.out)!r} is a file: allowed a folder (present writes index.html into it)")
+
+
+def say(line: str) -> None:
+    print(line, flush=True)  # flushed: the URL must reach a pipe before the server blocks
+
+
+def main_present(args: argparse.Namespace, out: Any = say) -> int:
+    """Build the page, then write it (--out) or serve it until Ctrl-C, saying where."""
+    check_present_args(args)
+    data = build_data(args.prompt, args.requests, args.temperature, args.seed, args.rounds, args.lang)
+    page = render_page(data)
+    if args.out is not None:
+        files = write_site(page, args.out)
+        out(f"wrote {files[0]} and {files[1].name}; open {files[0]} in a browser (no server needed)")
+        return 0
+    server = make_server(page, args.host, args.port)
+    out(f"Serving the DSpark presenter at {url_of(server)} — open it in a browser (F: full screen; Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        out("stopped")
+    finally:
+        server.server_close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m lab.present`: the same as `dspark-lab present`; bad input → one line naming the option, exit 2."""
+    p = argparse.ArgumentParser(prog="python -m lab.present", description=add_present_parser.__doc__)
+    add_present_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return main_present(args)
+    except (OSError, ValueError, TypeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,246 @@
+"""Presenter mode (lab/present/presenter.py, rounds.py): the 6B debugger's per-round cache states against what the
+committed tokens alone imply (ring slot = position mod W, one latent per `ratio` positions and the rest carried,
+the Engram history = the compressed ids of the last tokens), the verify lengths against the paper's Algorithm 1
+loop, the committed text against plain greedy decoding, and the page, its strings, its server and its CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, generate_plain
+from dspark_mini.tokenizer import default_tokenizer
+from lab.present import presenter
+from lab.present.explorer import asset
+from lab.present.rounds import scheduled_rounds
+from lab.steps import LANGS, STEP_IDS
+from lab.walkthrough import DEFAULT_PROMPT, naive_lengths
+from lab.weights import lab_model
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return lab_model("trained")
+
+
+@pytest.fixture(scope="module")
+def ids() -> list[int]:
+    return default_tokenizer().encode(DEFAULT_PROMPT)
+
+
+# two runs: greedy at a small server's load, and sampled at a load that sends everything (more verdict kinds)
+RUNS = {"greedy_R8": dict(requests=8, temperature=0.0, seed=0), "sampled_R1": dict(requests=1, temperature=1.0, seed=3)}
+
+
+@pytest.fixture(scope="module", params=sorted(RUNS))
+def run(request, trained, ids) -> dict:
+    return scheduled_rounds(trained, ids, rounds=14, **RUNS[request.param])
+
+
+# ---- the rounds -------------------------------------------------------------------------------------------------
+def test_lengths_follow_the_verdicts(run, ids):
+    """Each commit stores the anchor and the kept drafts: length grows by n + 1, and the next round's anchor sits
+    right after."""
+    states, rounds = run["states"], run["rounds"]
+    assert len(states) == len(rounds) + 1
+    assert states[0]["length"] == len(ids) == run["prompt_len"]
+    for i, r in enumerate(rounds):
+        assert r["position"] == states[i]["length"]
+        assert states[i + 1]["length"] == states[i]["length"] + r["n_accepted"] + 1
+        assert run["tokens"][r["position"]] == r["anchor"]
+        assert run["tokens"][r["position"] + 1 : r["position"] + 2 + r["n_accepted"]] == r["committed"]
+    assert len(run["tokens"]) == states[-1]["length"] + 1  # committed tokens, then the next anchor
+
+
+def test_greedy_rounds_commit_greedy_plain_text(trained, ids):
+    """Lossless: at T = 0 whatever ℓ the scheduler picks, the text is what plain greedy decoding writes."""
+    run = scheduled_rounds(trained, ids, rounds=14, requests=8, temperature=0.0)
+    new = run["tokens"][len(ids) :]
+    plain = generate_plain(trained, torch.tensor([ids]), len(new), temperature=0.0).tokens[0]
+    assert new == plain
+
+
+def test_window_and_draft_rings_hold_the_last_w_positions(run):
+    """After a commit to length L, slot s of a ring of W holds the last position p < L with p ≡ s (mod W), or is
+    empty (−1): the backbone rings and the draft rings alike, and no rejected row ever took a slot."""
+    W = run["window_size"]
+    for st in run["states"]:
+        L = st["length"]
+        want = [max((p for p in range(L) if p % W == s), default=-1) for s in range(W)]
+        assert st["window"] == want
+        assert st["draft_ring"] == want
+
+
+def test_compressor_latents_and_carry(run, trained):
+    """A KV source of ratio r has pooled every complete group of r positions (L // r latents) and carries the
+    open group's positions, the last L mod r; ratio 1 carries nothing."""
+    cfg = trained.cfg
+    for st in run["states"]:
+        L = st["length"]
+        assert [s["layer"] for s in st["sources"]] == list(cfg.kv_source_layers)
+        for s in st["sources"]:
+            r = cfg.compress_ratios[s["layer"]]
+            assert s["ratio"] == r
+            assert s["latents"] == L // r
+            assert s["carry"] == list(range(L - L % r, L))
+
+
+def test_engram_history_is_the_last_tokens_compressed(run, trained):
+    """The Engram history after a commit: the compressed ids of the last max_ngram − 1 committed tokens (the pad's
+    compressed id where there is no token yet), read here from the tokenizer's map, not from the model."""
+    tok = default_tokenizer()
+    n = trained.cfg.engram_max_ngram_size - 1
+    pad = tok.compress_map[trained.cfg.engram_pad_id]
+    for st in run["states"]:
+        L = st["length"]
+        want = [tok.compress_map[run["tokens"][p]] if p >= 0 else pad for p in range(L - n, L)]
+        assert st["engram_history"] == want
+        assert st["engram_positions"] == list(range(L - n, L))
+
+
+def test_verify_lengths_and_statuses(run):
+    """ℓ is Algorithm 1 as the paper writes it (lab.walkthrough.naive_lengths, one candidate at a time) at the run's
+    load; survival is the running product of c; the strip reads accepted…, rejected, not verified…, not sent…"""
+    for r in run["rounds"]:
+        k, ell, n = len(r["draft"]), r["verify_len"], r["n_accepted"]
+        lengths = naive_lengths(r["confidence"], run["requests"])  # ℓ of each of the R copies
+        assert ell == lengths[0]
+        assert r["batch_tokens"] == run["requests"] + sum(lengths)  # B = Σ (1 + ℓ_r)
+        prod = 1.0
+        for c, a in zip(r["confidence"], r["survival"], strict=True):
+            prod *= c
+            assert a == pytest.approx(prod, rel=1e-12)
+        want = [ACCEPTED] * n + ([REJECTED] if n < ell else []) + [NOT_VERIFIED] * max(0, ell - n - 1)
+        assert r["status"] == want + [NOT_SENT] * (k - ell)
+        assert len(r["target_probs"]) == ell
+        assert r["next_kind"] == ("bonus" if n == ell else "resampled")
+
+
+def test_runs_show_several_verdicts(run):
+    """The debugger has something to show: rounds that keep drafts and rounds that do not."""
+    kept = [r["n_accepted"] for r in run["rounds"]]
+    assert max(kept) >= 1 and min(kept) == 0
+
+
+def test_bad_input_names_the_field(trained, ids):
+    with pytest.raises(ValueError, match="requests in flight"):
+        scheduled_rounds(trained, ids, requests=0)
+    with pytest.raises(ValueError, match="rounds"):
+        scheduled_rounds(trained, ids, rounds=41)
+    with pytest.raises(ValueError, match="prompt has 0 tokens"):
+        scheduled_rounds(trained, [], rounds=2)
+
+
+# ---- the page ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def data() -> dict:
+    return presenter.build_data(rounds=6)
+
+
+@pytest.fixture(scope="module")
+def page(data) -> str:
+    return presenter.render_page(data)
+
+
+def test_page_has_every_slide_and_language(data):
+    assert data["slides"] == [*STEP_IDS, presenter.ROUNDS_SLIDE]
+    for lang in LANGS:
+        for sid in STEP_IDS:
+            assert f'id="step-{sid}"' in data["maps"][lang]  # the map block the page lights
+            assert sid in data["panels"][lang][sid]["head"]
+    vi, en = (data["panels"][lang]["1A"]["head"] for lang in ("vi", "en"))
+    assert vi != en  # each language has its own panels
+    assert len(data["debugger"]["rounds"]) == 6
+
+
+def test_strings_in_both_languages(data):
+    ui = data["ui"]
+    for key, text in ui.items():
+        assert text["vi"] and text["en"], key
+    app = asset("presenter_app.js") + asset("presenter_template.html")
+    used = set(re.findall(r'data-t="(\w+)"', app)) | set(re.findall(r'\bt\("(\w+)"', app))
+    statuses = {"accepted", "rejected", "not_verified", "not_sent", "resampled", "bonus"}  # t(statusKey(…))
+    assert used | statuses <= set(ui), f"strings the page asks for but does not have: {sorted(used - set(ui))}"
+    assert not set(presenter.TEXT) & set(presenter.SHARED)
+
+
+def test_page_is_offline(page):
+    low = page.lower()
+    urls = set(re.findall(r"https?://[^\s\"'\\]+", low))
+    assert urls <= {"http://www.w3.org/2000/svg"}, urls  # the SVG namespace names, it fetches nothing
+    assert re.findall(r"<script[^>]*src=\"([^\"]+)\"", page) == [presenter.PLOTLY]  # served beside the page
+    assert "@import" not in low and "<link" not in low
+
+
+def test_server_serves_the_page_and_plotly(page):
+    server = presenter.serve_in_thread(page, port=0)
+    try:
+        url = presenter.url_of(server)
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url) as r:
+            assert r.read().decode("utf-8") == page
+        with urllib.request.urlopen(url + presenter.PLOTLY) as r:
+            assert r.read() == presenter.plotly_js()
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(url + "nothing-here")
+        assert e.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_cli_writes_the_site(tmp_path, monkeypatch, data, capsys):
+    monkeypatch.setattr(presenter, "build_data", lambda *a, **k: data)  # the model run is the fixture's
+    out = tmp_path / "site"
+    assert presenter.main(["--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", presenter.PLOTLY]
+    html = (out / "index.html").read_text(encoding="utf-8")
+    embedded = re.search(r'id="presenter-data">(.*?)</script>', html, re.S).group(1)
+    assert json.loads(embedded)["debugger"] == data["debugger"]
+    assert "index.html" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--requests", "0"], "--requests"),
+        (["--requests", "257"], "--requests"),
+        (["--rounds", "0"], "--rounds"),
+        (["--port", "70000"], "--port"),
+        (["--lang", "fr"], "--lang"),
+        (["--temperature", "-1"], "--temperature"),
+        (["--prompt", "  "], "--prompt"),
+    ],
+)
+def test_cli_bad_input(args, field, capsys, monkeypatch):
+    monkeypatch.setattr(presenter, "build_data", lambda *a, **k: pytest.fail("ran the model on bad input"))
+    assert presenter.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and field in err
+
+
+def test_cli_out_must_be_a_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(presenter, "build_data", lambda *a, **k: pytest.fail("ran the model on bad input"))
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    assert presenter.main(["--out", str(f)]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+# ---- the README's pictures (`make pictures`) ------------------------------------------------------------------------
+def test_readme_pictures_are_small_checked_in_pngs():
+    from lab.present.pictures import OUT, PICTURES
+
+    repo = Path(__file__).resolve().parents[1]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    for name in PICTURES:
+        png = repo / OUT / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{png} is not a PNG: run `make pictures`"
+        assert png.stat().st_size <= 250_000, f"{png} is {png.stat().st_size:,} bytes: keep README pictures small"
+        assert f"({OUT}/{name})" in readme, f"the README does not show {name}"
