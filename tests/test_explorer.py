@@ -1,6 +1,7 @@
 """The DSpark Explorer (lab/present/, docs/explorer.html): one small self-contained page with no network URL, in sync
-with its generator, holding the trained model's numbers, and an in-page verifier (JavaScript, run here with node)
-whose statistics match Python's `verify_block` on the same stored distributions."""
+with its generator, holding the trained model's numbers, an in-page scheduler (JavaScript, run here with node) whose
+verify length ℓ is `dspark_mini.scheduler`'s on every stored round, and an in-page verifier whose statistics match
+Python's `verify_block` on the same stored distributions."""
 
 from __future__ import annotations
 
@@ -15,9 +16,21 @@ import torch
 
 import lab.explorer
 from dspark_mini.model import draft
+from dspark_mini.scheduler import plan_round
 from lab.present import explorer
-from lab.present.explorer import FIX_COMMAND, MAX_BYTES, StoredRound, page_html, simulate_round, verify_length
+from lab.present.explorer import (
+    FIX_COMMAND,
+    LOADS,
+    MAX_BYTES,
+    Policy,
+    StoredRound,
+    page_html,
+    simulate_round,
+    verify_length,
+)
 from lab.profiling import chi_square_test
+from lab.serving.sps import SPSTable
+from lab.walkthrough import load_plan, shipped_sps
 from lab.weights import lab_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,8 +39,12 @@ NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run the page's JavaScript")
 
 # Runs the page's own verifier block (extracted from the page, not the package file) on its embedded data.
-#   node harness.js PAGE sample PROMPT ROUND T K THRESHOLD SEED N → [[ℓ, n_accepted, first committed token], ...]
-#   node harness.js PAGE greedy                                   → per prompt, per round [n_accepted, next token]
+#   node harness.js PAGE sample PROMPT ROUND T POLICY SEED N → [[ℓ, n_accepted, first committed token], ...]
+#   node harness.js PAGE greedy                              → per prompt, per round [n_accepted, next token] (k = 5)
+#   node harness.js PAGE plan POLICIES → per prompt, per round {c: the stored greedy draft's confidences [K],
+#                                        plans: per policy [lengths [R], B, τ*, Θ]} (R copies, as the page)
+#   node harness.js PAGE sps TABLE B_MAX                     → [SPS(1), …, SPS(B_MAX)] of the table
+# POLICY/POLICIES/TABLE are JSON ({"name": "dspark", "requests": 8} …; {batch_tokens, steps_per_s, interpolation}).
 HARNESS = r"""
 const fs = require("fs");
 const vm = require("vm");
@@ -38,21 +55,38 @@ vm.runInThisContext(block("explorer-verify"));
 const data = JSON.parse(block("explorer-data"));
 let out;
 if (mode === "sample") {
-  const [prompt, round, T, k, threshold, seed, n] = args.map(Number);
+  const [prompt, round, T, policy, seed, n] = args.map((x) => JSON.parse(x));
   const prepared = prepareRound(data, prompt, round, T);
   const rand = mulberry32(seed);
   out = [];
   for (let i = 0; i < n; i++) {
-    const r = simulateRound(prepared, k, threshold, rand);
+    const r = simulateRound(prepared, policy, rand);
     out.push([r.verifyLen, r.verdict.nAccepted, r.committed[0]]);
   }
-} else {
+} else if (mode === "greedy") {
   out = data.prompts.map((p, pi) =>
     p.rounds.map((_, ri) => {
-      const r = simulateRound(prepareRound(data, pi, ri, 0), data.k_max, 0, mulberry32(0));
+      const r = simulateRound(prepareRound(data, pi, ri, 0), { name: "fixed", k: data.k_max }, mulberry32(0));
       return [r.verdict.nAccepted, r.verdict.nextToken];
     }),
   );
+} else if (mode === "plan") {
+  const policies = JSON.parse(args[0]);
+  out = data.prompts.map((p, pi) =>
+    p.rounds.map((round, ri) => {
+      const prepared = prepareRound(data, pi, ri, 0);
+      const prev = [prepared.anchor, ...round.greedy.draft];
+      const c = round.greedy.draft.map((_, i) => prepared.confidence(i, prev[i]));
+      const plans = policies.map((policy) => {
+        const plan = planLoad(c, policy, prepared.rate);
+        return [plan.lengths, plan.batchTokens, plan.expectedTokens, plan.throughput];
+      });
+      return { c, plans };
+    }),
+  );
+} else {
+  const rate = spsRate(JSON.parse(args[0]));
+  out = Array.from({ length: Number(args[1]) }, (_, i) => rate(i + 1));
 }
 console.log(JSON.stringify(out));
 """
@@ -63,6 +97,8 @@ def script(html: str, block_id: str) -> str:
 
 
 def run_node(tmp_path: Path, *args) -> list:
+    """Runs the harness; dicts and lists go to node as JSON."""
+    args = [json.dumps(a) if isinstance(a, (dict, list)) else a for a in args]
     harness = tmp_path / "harness.js"
     harness.write_text(HARNESS, encoding="utf-8")
     done = subprocess.run([NODE, str(harness), str(PAGE), *map(str, args)], capture_output=True, text=True)
@@ -122,6 +158,7 @@ def test_strings_in_both_languages(data):
         assert ui[key]["vi"] and ui[key]["en"], key
     app = explorer.asset("explorer_app.js") + explorer.asset("explorer_template.html")
     used = set(re.findall(r'data-t="(\w+)"', app)) | set(re.findall(r'\bt\("(\w+)"', app))
+    used |= {f"policy_{name}" for name in data["policies"]}  # the policy menu's entries
     assert used <= set(ui), f"strings the page asks for but does not have: {sorted(used - set(ui))}"
 
 
@@ -161,7 +198,7 @@ def test_python_twin_reproduces_the_greedy_rounds(data):
 
     def twin(pi: int, ri: int) -> list[int]:
         sr = StoredRound.from_data(data, pi, ri)
-        v = simulate_round(sr, 0.0, data["k_max"], 0.0, torch.Generator().manual_seed(0)).verdict
+        v = simulate_round(sr, 0.0, Policy("fixed", k=data["k_max"]), torch.Generator().manual_seed(0)).verdict
         return [v.n_accepted, v.next_token]
 
     got = [[twin(pi, ri) for ri in range(len(p["rounds"]))] for pi, p in enumerate(data["prompts"])]
@@ -174,29 +211,109 @@ def test_page_reproduces_the_greedy_rounds(data, tmp_path):
     assert run_node(tmp_path, "greedy") == greedy_rounds(data)
 
 
-def test_verify_length_reads_survival():
-    assert verify_length([0.9, 0.5, 0.9], k=3, threshold=0.0) == 3
-    assert verify_length([0.9, 0.5, 0.9], k=2, threshold=0.0) == 2
-    assert verify_length([0.9, 0.5, 0.9], k=3, threshold=0.44) == 2  # survival 0.9, 0.45, then 0.405 < 0.44
-    assert verify_length([0.9, 0.5, 0.9], k=3, threshold=0.46) == 1
-    assert verify_length([0.3, 0.9], k=2, threshold=0.5) == 0
+def test_verify_length_follows_the_policy():
+    c = [0.9, 0.5, 0.9]
+    assert verify_length(c, Policy("fixed", k=3)) == 3
+    assert verify_length(c, Policy("fixed", k=2)) == 2
+    assert verify_length(c, Policy("threshold", threshold=0.44)) == 2  # survival 0.9, 0.45, then 0.405 < 0.44
+    assert verify_length(c, Policy("threshold", threshold=0.46)) == 1
+    assert verify_length([0.3, 0.9], Policy("threshold", threshold=0.5)) == 0
+    assert verify_length([1.0] * 5, Policy("dspark", requests=1)) == 5  # sure drafts: verify them all
+    assert verify_length([0.01] * 5, Policy("dspark", requests=256)) == 0  # hopeless drafts under load: none
+    with pytest.raises(ValueError, match="policy = 'retrospective' is invalid: allowed 'fixed', 'threshold'"):
+        Policy("retrospective")
+    with pytest.raises(ValueError, match="requests in flight"):
+        Policy("dspark", requests=0)
+    with pytest.raises(ValueError, match="length = 6 is invalid: allowed 0..3"):
+        verify_length(c, Policy("fixed", k=6))
+
+
+# ---- the page's scheduler against Python's ---------------------------------------------------------------------
+PAGE_POLICIES = [{"name": "dspark", "requests": r} for r in LOADS] + [
+    {"name": "fixed", "k": 3},
+    {"name": "threshold", "threshold": 0.1},
+    {"name": "threshold", "threshold": 0.5},
+]
+
+
+def python_plan(c: list[float], policy: dict) -> tuple[list[int], int, float, float]:
+    """What Python plans for these confidences: `load_plan` (R copies, the presenter's path) for dspark, the
+    Scheduler itself for the others, on the shipped SPS table."""
+    if policy["name"] == "dspark":
+        p = load_plan(c, policy["requests"])
+        return list(p.lengths), p.batch_tokens, p.expected_tokens, p.throughput
+    options = {"length": policy["k"]} if policy["name"] == "fixed" else {"threshold": policy["threshold"]}
+    p = plan_round(policy["name"], [c], sps=shipped_sps(), **options)
+    return p.lengths.tolist(), p.batch_tokens, p.expected_tokens, p.throughput
+
+
+@needs_node
+def test_page_scheduler_matches_python_on_every_stored_round(data, tmp_path):
+    """On every stored round (its greedy draft's confidences), for R = 1, 2, 4, …, 256 and the static policies, the
+    page's JavaScript gives every request the ℓ that dspark_mini/scheduler.py gives it, the same batch B, and the
+    same τ* and Θ (up to the order of a float sum); the confidences are the Python twin's."""
+    got = run_node(tmp_path, "plan", PAGE_POLICIES)
+    seen = set()
+    for pi, prompt in enumerate(data["prompts"]):
+        assert len(got[pi]) == len(prompt["rounds"])
+        for ri, (rnd, js) in enumerate(zip(prompt["rounds"], got[pi], strict=True)):
+            sr = StoredRound.from_data(data, pi, ri)
+            prev = [sr.anchor, *rnd["greedy"]["draft"]]
+            assert js["c"] == pytest.approx([sr.confidence(i, prev[i]) for i in range(data["k_max"])], abs=1e-12)
+            for policy, (lengths, b, tau, theta) in zip(PAGE_POLICIES, js["plans"], strict=True):
+                want = python_plan(js["c"], policy)
+                assert (lengths, b) == want[:2], (pi, ri, policy)
+                assert (tau, theta) == pytest.approx(want[2:], rel=1e-12), (pi, ri, policy)
+                assert lengths[0] == verify_length(js["c"], Policy(**policy)), (pi, ri, policy)
+                seen.add((policy.get("requests"), lengths[0]))
+    by_load = {r: {l for rr, l in seen if rr == r} for r in LOADS}
+    assert by_load[1] != by_load[256] and len(set().union(*by_load.values())) == 6  # ℓ = 0..5 all occur: the
+    # stored rounds exercise the whole walk, from "verify everything" to "verify nothing"
+
+
+@needs_node
+@pytest.mark.parametrize("interpolation", ["linear", "step"])
+def test_page_sps_table_is_python_s(tmp_path, interpolation):
+    """The page's SPS(B) equals SPSTable.steps_per_s bit for bit at every B the scheduler can ask for (R·(k + 1) ≤
+    1536) and beyond the last measured size (extrapolated), for both interpolation rules; and a one-point table."""
+    shipped = shipped_sps()
+    table = SPSTable(shipped.batch_tokens, shipped.forced_steps_per_s, interpolation)
+    b_max = table.max_batch_tokens + 200
+    want = table.steps_per_s(torch.arange(1, b_max + 1)).tolist()
+    stored = {"batch_tokens": list(table.batch_tokens), "steps_per_s": list(table.forced_steps_per_s)}
+    assert run_node(tmp_path, "sps", stored | {"interpolation": interpolation}, b_max) == want
+    one = SPSTable([6], [50.0], interpolation)
+    got = run_node(tmp_path, "sps", {"batch_tokens": [6], "steps_per_s": [50.0], "interpolation": interpolation}, 9)
+    assert got == one.steps_per_s(torch.arange(1, 10)).tolist()
+
+
+def test_page_stores_the_shipped_sps_table(data):
+    table = shipped_sps()
+    assert data["sps"]["batch_tokens"] == list(table.batch_tokens)
+    assert data["sps"]["steps_per_s"] == list(table.forced_steps_per_s)
+    assert data["sps"]["interpolation"] == table.interpolation
+    assert data["loads"] == [1, 2, 4, 8, 16, 32, 64, 128, 256] and data["load_default"] in data["loads"]
 
 
 # ---- the page's verifier against Python's ------------------------------------------------------------------------
 @needs_node
-def test_page_verifier_matches_python_verify_block(data, tmp_path):
-    """20,000 seeded rounds of the page's JavaScript and 10,000 of `simulate_round` (which calls `verify_block`) on
-    the same stored round: the distribution of (ℓ, n_accepted, first committed token) must be the same. A two-sample
-    (homogeneity) χ² at α = 0.001 from the lab's one-sample helper: each sample against the pooled frequencies, the
-    two statistics summed, df = bins − 1 (the same bins merged on both sides)."""
-    prompt, rnd, T, k, threshold = 6, 2, 1.0, 4, 0.2  # the walk prompt's 3rd round: x_1 kept ≈ 43 %, rich residual
+@pytest.mark.parametrize(
+    "policy", [{"name": "threshold", "threshold": 0.2}, {"name": "dspark", "requests": 32}], ids=lambda p: p["name"]
+)
+def test_page_verifier_matches_python_verify_block(data, tmp_path, policy):
+    """20,000 seeded rounds of the page's JavaScript and 10,000 of `simulate_round` (which calls `verify_block`, and
+    the scheduler on each re-sampled draft's confidences) on the same stored round: the distribution of (ℓ,
+    n_accepted, first committed token) must be the same. A two-sample (homogeneity) χ² at α = 0.001 from the lab's
+    one-sample helper: each sample against the pooled frequencies, the two statistics summed, df = bins − 1 (the
+    same bins merged on both sides)."""
+    prompt, rnd, T = 6, 2, 1.0  # the walk prompt's 3rd round: x_1 kept ≈ 43 %, rich residual
     n_js, n_py = 20_000, 10_000
-    js = [tuple(x) for x in run_node(tmp_path, "sample", prompt, rnd, T, k, threshold, 1, n_js)]
+    js = [tuple(x) for x in run_node(tmp_path, "sample", prompt, rnd, T, policy, 1, n_js)]
     sr = StoredRound.from_data(data, prompt, rnd)
     gen = torch.Generator().manual_seed(1)
     py = []
     for _ in range(n_py):
-        s = simulate_round(sr, T, k, threshold, gen)
+        s = simulate_round(sr, T, Policy(**policy), gen)
         first = s.draft[0] if s.verdict.n_accepted > 0 else s.verdict.next_token
         py.append((s.verify_len, s.verdict.n_accepted, first))
     bins = sorted(set(js) | set(py))

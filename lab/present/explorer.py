@@ -2,8 +2,9 @@
 
 `python -m lab.explorer --out docs/explorer.html` runs the trained lab model on a handful of prompts (two held-out
 prompts per domain and the walk's default prompt), stores what one speculative round needs, and writes a page whose
-own JavaScript redoes the draft sampling and the verifier on those numbers for any temperature T, verify length k,
-confidence threshold and seed. `--check` says whether a file is what the generator writes now.
+own JavaScript redoes the draft sampling, the verify-length policy and the verifier on those numbers for any
+temperature T, policy (fixed k, confidence threshold, or the `dspark` scheduler at R requests in flight) and seed.
+`--check` says whether a file is what the generator writes now.
 
 What is stored, per prompt, along the greedy path (the text greedy decoding produces — plain and speculative agree):
   target  l_j [V]: the target's logits at every position j from the first anchor on. Row i of a round whose anchor
@@ -17,9 +18,13 @@ What is stored, per prompt, along the greedy path (the text greedy decoding prod
           part itself: p_d^i = softmax((U_i + W2·W1[x_{i−1}]) / T), c_i = σ((a_i + q[x_{i−1}]) / T_sts,i), x_0 the
           anchor. The draft side is therefore exact: c_i depends on the context (through h_i) and on the previous
           *sampled* draft token, never on T or on the target.
+  sps     the shipped SPS(B) cost table (lab/serving/data/sps_lab_cpu.json, forced monotone as SPSTable reads it):
+          the page's port of dspark_mini/scheduler.py's Algorithm 1 picks ℓ from the round's confidences with it, for
+          this request and R − 1 copies of it (the convention of lab/present/rounds.py and the 6B screens).
 Everything is stored as T-independent logits over the full vocabulary (510 tokens, nothing dropped), rounded (logits
 to 0.01, W1/W2 to 0.001, a and q to 0.0001). The page and the Python twin below (`StoredRound`, `simulate_round`,
-which calls `dspark_mini.speculative.verify_block`) sample from exactly those stored numbers; the tests run both.
+which calls `dspark_mini.speculative.verify_block` and plans ℓ with `dspark_mini.scheduler`) sample from exactly those
+stored numbers; the tests run both.
 """
 
 from __future__ import annotations
@@ -38,11 +43,14 @@ import torch
 
 from dspark_mini import Trace, Transformer
 from dspark_mini.dspark import sample, token_distribution
+from dspark_mini.scheduler import DEFAULT_THRESHOLD, plan_round
 from dspark_mini.speculative import Verdict, prefill, speculative_round, verify_block
 from dspark_mini.tokenizer import default_tokenizer
 
 from ..evaluation import eval_prompts
 from ..steps import LANGS, UI
+from ..walkthrough import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
+from .presenter import DEFAULT_REQUESTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = "docs/explorer.html"
@@ -53,25 +61,29 @@ PROMPTS_PER_DOMAIN = 2
 NEW_TOKENS = 24  # greedy tokens per prompt the rounds cover
 SEED_ROUNDS = 200  # re-samples behind the page's acceptance chart
 DECIMALS = {"logits": 2, "markov": 3, "confidence": 4}
+POLICIES = ("fixed", "threshold", "dspark")  # the page's verify-length control: dspark_mini/scheduler.py's policies
+LOADS = tuple(2**i for i in range(MAX_LOAD.bit_length()))  # the R slider: 1, 2, 4, …, 256 requests in flight
 
 # lab/steps.py UI strings the page reuses as they are; the page's own strings follow
 SHARED = (
     "prompt", "seed", "language", "temperature", "token", "position", "probability", "draft_token",
     "draft_probability", "confidence", "target_token", "accepted", "rejected", "not_verified", "resampled", "bonus",
-    "not_sent", "accepted_length", "acceptance_rate", "note_draft_probability",
+    "not_sent", "accepted_length", "acceptance_rate", "note_draft_probability", "requests_in_flight",
 )  # fmt: skip
 TEXT: dict[str, dict[str, str]] = {
     "title": {"vi": "DSpark Explorer · bước 6B trong trình duyệt", "en": "DSpark Explorer · step 6B in your browser"},
     "intro": {
         "vi": (
             "Phân phối của forward thật và của bộ vẽ DSpark (mô hình lab đã huấn luyện) cho vài lời nhắc được tính "
-            "sẵn; việc vẽ token nháp và verify (lấy mẫu loại bỏ) chạy ngay trong trang này bằng JavaScript, với "
-            "nhiệt độ, độ dài verify, ngưỡng tin cậy và seed bạn chọn. Không cần cài đặt, không cần mạng."
+            "sẵn; việc vẽ token nháp, chọn độ dài verify và verify (lấy mẫu loại bỏ) chạy ngay trong trang này bằng "
+            "JavaScript, với nhiệt độ, chính sách độ dài verify (k cố định, ngưỡng tin cậy, hoặc bộ lập lịch dspark "
+            "với R yêu cầu đang chạy) và seed bạn chọn. Không cần cài đặt, không cần mạng."
         ),
         "en": (
             "The target's and the DSpark draft's distributions (the trained lab model) for a few prompts are "
-            "precomputed; drafting and verify (rejection sampling) run right here, in this page's JavaScript, with "
-            "the temperature, verify length, confidence threshold and seed you pick. No install, no network."
+            "precomputed; drafting, the verify length and verify (rejection sampling) run right here, in this page's "
+            "JavaScript, with the temperature, verify-length policy (a fixed k, a confidence threshold, or the dspark "
+            "scheduler at R requests in flight) and seed you pick. No install, no network."
         ),
     },
     "round": {"vi": "Vòng", "en": "Round"},
@@ -83,6 +95,39 @@ TEXT: dict[str, dict[str, str]] = {
     "verify_length_help": {
         "vi": "bộ vẽ luôn vẽ đủ khối 5 token; chỉ k token đầu được gửi đi verify",
         "en": "the draft always drafts its whole block of 5; only the first k are sent to verify",
+    },
+    "policy": {"vi": "Chính sách độ dài verify", "en": "Verify-length policy"},
+    "policy_fixed": {"vi": "k cố định", "en": "fixed k"},
+    "policy_threshold": {"vi": "ngưỡng tin cậy", "en": "confidence threshold"},
+    "policy_dspark": {
+        "vi": "bộ lập lịch dspark với R yêu cầu đang chạy",
+        "en": "dspark scheduler at R requests in flight",
+    },
+    "policy_help": {
+        "vi": "chính sách nào của dspark_mini/scheduler.py quyết định ℓ, số token nháp được gửi đi verify",
+        "en": "which of dspark_mini/scheduler.py's policies decides ℓ, how many drafts go to verify",
+    },
+    "requests_help": {
+        "vi": "chỉ dùng cho dspark: yêu cầu này cùng R − 1 bản sao của nó, như trang 6B của chế độ trình chiếu",
+        "en": "dspark only: this request and R − 1 copies of it, as on the presenter's 6B page",
+    },
+    "plan_fixed": {"vi": "k cố định: ℓ = k = {l}", "en": "fixed k: ℓ = k = {l}"},
+    "plan_threshold": {
+        "vi": "ngưỡng: ℓ = {l}, các token nháp đầu tiên có xác suất sống sót Π c ≥ {t}",
+        "en": "threshold: ℓ = {l}, the leading drafts whose survival Π c ≥ {t}",
+    },
+    "plan_dspark": {
+        "vi": "dspark (Thuật toán 1) với R = {r}: ℓ = {l} cho yêu cầu này",
+        "en": "dspark (Algorithm 1) at R = {r}: ℓ = {l} for this request",
+    },
+    "plan_copies_one": {"vi": "; {n} bản sao của nó nhận ℓ = {c}", "en": "; its {n} copies get ℓ = {c}"},
+    "plan_copies_split": {
+        "vi": "; {n} bản sao của nó nhận ℓ từ {lo} tới {hi} (khi hoà, yêu cầu có chỉ số nhỏ hơn được trước)",
+        "en": "; its {n} copies get ℓ from {lo} to {hi} (ties go to the lower request index)",
+    },
+    "plan_cost": {
+        "vi": "R = {r} · B = {b} token trong batch · τ* = {tau} token kỳ vọng · Θ = τ*·SPS(B) = {theta} token/giây",
+        "en": "R = {r} · B = {b} batch tokens · τ* = {tau} expected tokens · Θ = τ*·SPS(B) = {theta} tokens/s",
     },
     "threshold": {"vi": "Ngưỡng tin cậy", "en": "Confidence threshold"},
     "threshold_help": {
@@ -119,24 +164,31 @@ TEXT: dict[str, dict[str, str]] = {
         "vi": "◆ Π c trung bình: đầu tin cậy dự đoán token sống sót tới đây",
         "en": "◆ mean Π c: the confidence head's predicted survival up to here",
     },
-    "chart_summary": {"vi": "τ trung bình {tau} · tỉ lệ giữ {rate}", "en": "mean τ {tau} · acceptance rate {rate}"},
+    "chart_sent": {
+        "vi": "▯ tỉ lệ vòng gửi token nháp ở vị trí này đi verify",
+        "en": "▯ share of rounds that sent this draft to verify",
+    },
+    "chart_summary": {
+        "vi": "τ trung bình {tau} · ℓ trung bình {l} · tỉ lệ giữ {rate}",
+        "en": "mean τ {tau} · mean ℓ {l} · acceptance rate {rate}",
+    },
     "check_ok": {
         "vi": (
-            "✓ kiểm tra: với T = 0, k = 5, ngưỡng 0, trang này cho đúng vòng greedy mà Python đã ghi "
+            "✓ kiểm tra: với T = 0 và k cố định = 5, trang này cho đúng vòng greedy mà Python đã ghi "
             "({n} token giữ, rồi {tok})"
         ),
         "en": (
-            "✓ check: at T = 0, k = 5, threshold 0 this page gives the greedy round Python recorded "
+            "✓ check: at T = 0 with a fixed k = 5 this page gives the greedy round Python recorded "
             "({n} kept, then {tok})"
         ),
     },
     "check_bad": {
         "vi": (
-            "✗ kiểm tra: với T = 0, k = 5, ngưỡng 0, trang này KHÁC vòng greedy mà Python đã ghi "
+            "✗ kiểm tra: với T = 0 và k cố định = 5, trang này KHÁC vòng greedy mà Python đã ghi "
             "({n} token giữ, rồi {tok})"
         ),
         "en": (
-            "✗ check: at T = 0, k = 5, threshold 0 this page DIFFERS from the greedy round Python recorded "
+            "✗ check: at T = 0 with a fixed k = 5 this page DIFFERS from the greedy round Python recorded "
             "({n} kept, then {tok})"
         ),
     },
@@ -165,6 +217,30 @@ TEXT: dict[str, dict[str, str]] = {
             "Markov head runs in the page: p_d^i = softmax((U_i + W2·W1[x_{i−1}]) / T), x_{i−1} the draft just "
             "sampled. The confidence c_i = σ((w_h·h_i + w_e·W1[x_{i−1}]) / T_STS,i) depends on the context (through "
             "h_i) and on the previous draft token, not on T and not on the target."
+        ),
+    },
+    "note_scheduler": {
+        "vi": (
+            "Bộ lập lịch là chính sách `dspark` của dspark_mini/scheduler.py (Thuật toán 1), chuyển sang JavaScript "
+            "của trang này: nó xếp mọi token nháp của R yêu cầu theo xác suất sống sót a_j = Π c, lớn trước, rồi đi "
+            "dọc danh sách đó từ Θ = R·SPS(R) và dừng ở token đầu tiên không làm tăng Θ = τ*·SPS(B). SPS(B) là bảng "
+            "đo sẵn {src} ({on}). R − 1 yêu cầu kia là bản sao của yêu cầu này, như trang 6B của chế độ trình chiếu "
+            "(một batch thật trộn nhiều yêu cầu khác nhau); khi hoà, yêu cầu có chỉ số nhỏ hơn được trước nên yêu "
+            "cầu này (bản 0) có thể nhận nhiều hơn các bản khác một token. Độ tin cậy mà bộ lập lịch đọc là của "
+            "chính các token nháp được vẽ trong vòng này: tại T = 0 là của bản nháp greedy đã lưu; tại T > 0 là của "
+            "bản nháp vừa lấy mẫu lại (c_i tính từ w_h·h_i đã lưu và token x_{i−1} vừa rút), nên ℓ có thể đổi theo "
+            "seed. Một test so ℓ của trang với bộ lập lịch Python trên mọi vòng đã lưu, với R = 1 … 256."
+        ),
+        "en": (
+            "The scheduler is dspark_mini/scheduler.py's `dspark` policy (Algorithm 1), ported to this page's "
+            "JavaScript: it sorts every draft of the R requests by its survival a_j = Π c, largest first, walks that "
+            "list from Θ = R·SPS(R) and stops at the first draft that does not raise Θ = τ*·SPS(B). SPS(B) is the "
+            "shipped table {src} ({on}). The other R − 1 requests are copies of this one, as on the presenter's 6B "
+            "page (a real batch mixes different requests); ties go to the lower request index, so this request "
+            "(copy 0) may get one draft more than the others. The confidences the scheduler reads are those of the "
+            "drafts drawn in this round: at T = 0 the stored greedy draft's; at T > 0 the re-sampled draft's (c_i "
+            "from the stored w_h·h_i and the token x_{i−1} just drawn), so ℓ can change with the seed. A test "
+            "checks the page's ℓ against the Python scheduler on every stored round for R = 1 … 256."
         ),
     },
     "note_target": {
@@ -282,6 +358,20 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
     }
 
 
+def sps_data() -> dict[str, Any]:
+    """The shipped SPS(B) table as the scheduler reads it (`walkthrough.shipped_sps`: forced monotone, with its
+    interpolation rule), and where and how it was measured."""
+    table = shipped_sps()
+    c = table.conditions
+    return {
+        "source": SPS_TABLE,
+        "measured_on": ", ".join(f"{key} {c[key]}" for key in ("device", "dtype", "threads", "cpu") if key in c),
+        "interpolation": table.interpolation,
+        "batch_tokens": list(table.batch_tokens),  # [N] measured sizes B
+        "steps_per_s": list(table.forced_steps_per_s),  # [N] SPS(B) there
+    }
+
+
 @torch.inference_mode()
 def build_data(model: Transformer) -> dict[str, Any]:
     """Everything the page embeds: the model's shared draft parts, the prompts' data, the vocabulary, the strings."""
@@ -304,6 +394,11 @@ def build_data(model: Transformer) -> dict[str, Any]:
         "conf_sts": list(sts),
         "prompts": [prompt_data(model, **p) for p in default_prompts()],
         "seed_rounds": SEED_ROUNDS,
+        "policies": list(POLICIES),
+        "sps": sps_data(),
+        "loads": list(LOADS),
+        "load_default": DEFAULT_REQUESTS,
+        "threshold_default": DEFAULT_THRESHOLD,
         "markers": MARKERS,
         "ui": strings(),
         "command": FIX_COMMAND,
@@ -366,6 +461,30 @@ class StoredRound:
         return 1 / (1 + math.exp(-(self.a[i] + self.q[prev]) / self.sts[i]))
 
 
+@dataclass(frozen=True)
+class Policy:
+    """The page's verify-length control: which of dspark_mini/scheduler.py's policies picks ℓ, with its knob."""
+
+    name: str = "fixed"  # "fixed" | "threshold" | "dspark"
+    k: int = 5  # fixed: ℓ = k for every request (the page's slider: 1..5)
+    threshold: float = DEFAULT_THRESHOLD  # threshold: ℓ = the leading drafts whose survival Π c ≥ threshold
+    requests: int = 1  # dspark: R in flight, this request and R − 1 copies of it (as lab/present/rounds.py)
+
+    def __post_init__(self):
+        if self.name not in POLICIES:
+            raise ValueError(f"policy = {self.name!r} is invalid: allowed {', '.join(map(repr, POLICIES))}")
+        check_load(self.requests)
+
+
+def verify_length(confidence: list[float], policy: Policy) -> int:
+    """ℓ of this request: what `dspark_mini.scheduler` plans for its confidences c [K] (dspark: stacked R times,
+    `walkthrough.load_plan` on the shipped SPS table, as the presenter's 6B page)."""
+    if policy.name == "dspark":
+        return load_plan(confidence, policy.requests).verify_len
+    options = {"length": policy.k} if policy.name == "fixed" else {"threshold": policy.threshold}
+    return int(plan_round(policy.name, [confidence], **options).lengths[0])
+
+
 @dataclass
 class Sampled:
     verify_len: int  # ℓ: drafts sent to verify
@@ -374,21 +493,9 @@ class Sampled:
     verdict: Verdict
 
 
-def verify_length(confidence: list[float], k: int, threshold: float) -> int:
-    """ℓ ≤ k: the longest prefix whose survival Π_{j≤i} c_j stays at or above the threshold."""
-    survival, n = 1.0, 0
-    for c in confidence[:k]:
-        survival *= c
-        if survival < threshold:
-            break
-        n += 1
-    return n
-
-
-def simulate_round(
-    sr: StoredRound, temperature: float, k: int, threshold: float, gen: torch.Generator | None
-) -> Sampled:
-    """What the page does for one round: draft the whole block (x_i ~ p_d^i, left to right), pick ℓ, verify."""
+def simulate_round(sr: StoredRound, temperature: float, policy: Policy, gen: torch.Generator | None) -> Sampled:
+    """What the page does for one round: draft the whole block (x_i ~ p_d^i, left to right), pick ℓ from those
+    drafts' confidences, verify the first ℓ."""
     prev, tokens, rows, conf = sr.anchor, [], [], []
     for i in range(sr.base.size(0)):
         pd = sr.draft(i, prev, temperature)
@@ -397,7 +504,10 @@ def simulate_round(
         tokens.append(x)
         rows.append(pd)
         prev = x
-    n = verify_length(conf, k, threshold)
+    key = ("ℓ", policy, tuple(conf))  # ℓ depends on the confidences only: memoised like the distributions
+    if key not in sr.memo:
+        sr.memo[key] = verify_length(conf, policy)
+    n = sr.memo[key]
     draft = torch.tensor(tokens[:n], dtype=torch.long)
     verdict = verify_block(draft, torch.stack(rows)[:n], sr.target(temperature)[: n + 1], gen)
     return Sampled(n, tokens, conf, verdict)

@@ -1,9 +1,10 @@
-// The Explorer's page: reads the controls, runs the verifier block above, draws the strip and the chart.
+// The Explorer's page: reads the controls, runs the sampler, scheduler and verifier block above, draws the plan,
+// the strip and the chart.
 // Plain DOM, no framework; every string comes from data.ui in the chosen language.
 (function () {
   const data = JSON.parse(document.getElementById("explorer-data").textContent);
   const $ = (id) => document.getElementById(id);
-  const state = { lang: location.hash === "#vi" ? "vi" : "en", prompt: 0, round: 0 };
+  const state = { lang: location.hash === "#vi" ? "vi" : "en", prompt: 0, round: 0, policy: data.policies[0] };
 
   function t(key, vars = {}) {
     return data.ui[key][state.lang].replace(/\{(\w+)\}/g, (_, name) => String(vars[name]));
@@ -17,8 +18,12 @@
   function settings() {
     return {
       T: Number($("temperature").value),
-      k: Number($("k").value),
-      threshold: Number($("threshold").value),
+      policy: {
+        name: state.policy,
+        k: Number($("k").value),
+        threshold: Number($("threshold").value),
+        requests: data.loads[Number($("requests").value)],
+      },
       seed: Math.max(0, Math.floor(Number($("seed").value) || 0)),
     };
   }
@@ -35,6 +40,22 @@
     $("prompt").value = String(state.prompt);
   }
 
+  function fillPolicies() {
+    $("policy").innerHTML = data.policies
+      .map((name) => `<option value="${name}">${esc(t(`policy_${name}`))}</option>`)
+      .join("");
+    $("policy").value = state.policy;
+  }
+
+  // each knob counts for one policy only: the others are greyed out
+  function showKnobs(policy) {
+    const knobs = { k: "fixed", threshold: "threshold", requests: "dspark" };
+    for (const [id, name] of Object.entries(knobs)) {
+      $(id).disabled = policy !== name;
+      $(id).closest("label").classList.toggle("off", policy !== name);
+    }
+  }
+
   function fillRounds() {
     const rounds = data.prompts[state.prompt].rounds;
     $("round").innerHTML = rounds
@@ -43,7 +64,7 @@
     $("round").value = String(state.round);
   }
 
-  // ---- one round: the strip ------------------------------------------------------------------------------
+  // ---- one round: the plan and the strip ------------------------------------------------------------------------
   function topTokens(probs) {
     return probs
       .map((p, v) => [p, v])
@@ -61,6 +82,33 @@
       return `<span class="${cls}">${mark}${esc(tok(id).replace(/^▁/, " "))}</span>`;
     });
     $("context").innerHTML = spans.join("");
+  }
+
+  // the ℓ of the R − 1 copies that share the load with this request (none when R = 1)
+  function copies(lengths) {
+    if (lengths.length === 0) return "";
+    const lo = Math.min(...lengths);
+    const hi = Math.max(...lengths);
+    const n = lengths.length;
+    return lo === hi ? t("plan_copies_one", { n, c: lo }) : t("plan_copies_split", { n, lo, hi });
+  }
+
+  // which policy decided ℓ, and what this round's verify forward costs and yields: B, τ*, Θ = τ*·SPS(B)
+  function drawPlan(plan, policy) {
+    const l = plan.verifyLen;
+    const rule =
+      policy.name === "fixed"
+        ? t("plan_fixed", { l })
+        : policy.name === "threshold"
+          ? t("plan_threshold", { l, t: policy.threshold.toFixed(2) })
+          : t("plan_dspark", { r: plan.requests, l }) + copies(plan.lengths.slice(1));
+    const cost = t("plan_cost", {
+      r: plan.requests,
+      b: plan.batchTokens,
+      tau: plan.expectedTokens.toFixed(2),
+      theta: plan.throughput.toFixed(1),
+    });
+    $("plan").innerHTML = `${esc(rule)}<br>${esc(cost)}`;
   }
 
   function drawStrip(prepared, result) {
@@ -103,7 +151,8 @@
 
   // the page's own check: at T = 0 it must reproduce the greedy round the Python run recorded
   function drawCheck(round) {
-    const greedy = simulateRound(prepareRound(data, state.prompt, state.round, 0), data.k_max, 0, mulberry32(0));
+    const fixed = { name: "fixed", k: data.k_max };
+    const greedy = simulateRound(prepareRound(data, state.prompt, state.round, 0), fixed, mulberry32(0));
     const want = round.greedy;
     const same = greedy.verdict.nAccepted === want.n && greedy.verdict.nextToken === want.next;
     $("check").textContent = t(same ? "check_ok" : "check_bad", { n: want.n, tok: `«${tok(want.next)}»` });
@@ -115,17 +164,19 @@
     const n = data.seed_rounds;
     const rand = mulberry32(s.seed); // the same stream as the strip: its first round is the one shown above
     const kept = new Array(K).fill(0);
+    const sent = new Array(K).fill(0);
     const survival = new Array(K).fill(0);
     let tau = 0;
     let sumKept = 0;
     let sumSent = 0;
     for (let r = 0; r < n; r++) {
-      const res = simulateRound(prepared, s.k, s.threshold, rand);
+      const res = simulateRound(prepared, s.policy, rand);
       let surv = 1;
       for (let i = 0; i < K; i++) {
         surv *= res.confidence[i];
         survival[i] += surv / n;
         if (res.verdict.nAccepted > i) kept[i] += 1 / n;
+        if (res.verifyLen > i) sent[i] += 1 / n;
       }
       tau += (res.verdict.nAccepted + 1) / n;
       sumKept += res.verdict.nAccepted;
@@ -142,7 +193,9 @@
     for (let i = 0; i < K; i++) {
       const x = left + i * band;
       const cx = x + band / 2;
-      const label = i < s.k ? String(i + 1) : `${i + 1} ${data.markers.not_sent}`;
+      const label = sent[i] > 0 ? String(i + 1) : `${i + 1} ${data.markers.not_sent}`; // never sent: ○
+      parts.push(`<rect x="${x + band * 0.1}" y="${y(sent[i])}" width="${band * 0.8}" ` +
+        `height="${y(0) - y(sent[i])}" fill="none" stroke="#234" stroke-dasharray="4 3"/>`);
       parts.push(`<rect x="${x + band * 0.2}" y="${y(kept[i])}" width="${band * 0.6}" height="${y(0) - y(kept[i])}" ` +
         `fill="#6b9bd1" stroke="#234"/>`);
       parts.push(`<text x="${cx}" y="${y(kept[i]) - 4}" font-size="11" text-anchor="middle">${kept[i].toFixed(2)}</text>`);
@@ -154,7 +207,7 @@
     $("chart").innerHTML = parts.join("");
     $("chart-title").textContent = t("chart", { n, s: s.seed });
     const rate = sumSent > 0 ? (sumKept / sumSent).toFixed(2) : "—";
-    $("chart-summary").textContent = t("chart_summary", { tau: tau.toFixed(2), rate });
+    $("chart-summary").textContent = t("chart_summary", { tau: tau.toFixed(2), l: (sumSent / n).toFixed(2), rate });
   }
 
   // ---- everything --------------------------------------------------------------------------------------------
@@ -163,17 +216,23 @@
     for (const el of document.querySelectorAll("[data-t]")) el.textContent = t(el.dataset.t);
     $("lang-vi").setAttribute("aria-pressed", String(state.lang === "vi"));
     $("lang-en").setAttribute("aria-pressed", String(state.lang === "en"));
+    $("note-scheduler").textContent = t("note_scheduler", { src: data.sps.source, on: data.sps.measured_on });
     fillPrompts();
+    fillPolicies();
     fillRounds();
     const s = settings();
+    showKnobs(s.policy.name);
     $("temperature-value").textContent = s.T.toFixed(1);
-    $("k-value").textContent = String(s.k);
-    $("threshold-value").textContent = s.threshold.toFixed(2);
+    $("k-value").textContent = String(s.policy.k);
+    $("threshold-value").textContent = s.policy.threshold.toFixed(2);
+    $("requests-value").textContent = String(s.policy.requests);
     const prompt = data.prompts[state.prompt];
     const round = prompt.rounds[state.round];
     const prepared = prepareRound(data, state.prompt, state.round, s.T);
     drawContext(prompt, round);
-    drawStrip(prepared, simulateRound(prepared, s.k, s.threshold, mulberry32(s.seed)));
+    const result = simulateRound(prepared, s.policy, mulberry32(s.seed));
+    drawPlan(result.plan, s.policy);
+    drawStrip(prepared, result);
     drawCheck(round);
     drawChart(prepared, s);
     $("footer").textContent = t("footer", { cmd: data.command });
@@ -192,12 +251,16 @@
   $("round").addEventListener("change", (e) => setRound(Number(e.target.value)));
   $("prev-round").addEventListener("click", () => setRound(state.round - 1));
   $("next-round").addEventListener("click", () => setRound(state.round + 1));
-  for (const id of ["temperature", "k", "threshold", "seed"]) $(id).addEventListener("input", render);
+  $("policy").addEventListener("change", (e) => ((state.policy = e.target.value), render()));
+  for (const id of ["temperature", "k", "threshold", "requests", "seed"]) $(id).addEventListener("input", render);
   $("resample").addEventListener("click", () => {
     $("seed").value = String(settings().seed + 1);
     render();
   });
   $("lang-vi").addEventListener("click", () => ((state.lang = "vi"), render()));
   $("lang-en").addEventListener("click", () => ((state.lang = "en"), render()));
+  $("threshold").value = String(data.threshold_default);
+  $("requests").max = String(data.loads.length - 1); // R = data.loads[slider]: 1, 2, 4, …, 256
+  $("requests").value = String(data.loads.indexOf(data.load_default));
   render();
 })();
