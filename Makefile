@@ -41,9 +41,7 @@ test: install
 	$(PY) -m pytest
 
 bench: install
-	$(PY) bench/bench_budgets.py
-	$(PY) bench/bench_speculative.py
-	$(PY) bench/bench_speed.py
+	$(PY) bench/bench.py $(BENCH_ARGS)
 
 # the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)
 pictures: install

@@ -1,4 +1,4 @@
-"""A plain decoder-only transformer the size of the lab model: the speed reference of `bench_speed.py`.
+"""A plain decoder-only transformer the size of the lab model: the speed reference of `bench.py` (its decode section).
 
 Same width, depth, vocabulary and dtype as the lab target; pre-norm blocks of multi-head attention with RoPE and
 a KV cache, then a dense SwiGLU MLP whose width makes the *active* parameters per token match the lab target's

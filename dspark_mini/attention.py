@@ -11,6 +11,8 @@ latest index source picked; KV sources compress here (3B) and index sources pick
 Inference runs the same math with fewer, bigger ops (weights prepared once, `quant.Prepared`): every projection
 that reads x (wq_a, wkv, and where the layer has them the indexer's weights_proj and the compressor's wkv/wgate)
 is one matmul on the stacked weights [wq_a; wkv; …], split after; wo_a is one matmul on its block-diagonal form.
+The prepared matrices are kept transposed, [in, out] (x @ Wᵀ with Wᵀ contiguous, as a serving engine lays out its
+GEMM weights): the same products as F.linear(x, W), and several times cheaper for a few rows (a verify block).
 """
 
 from __future__ import annotations
@@ -198,17 +200,17 @@ class Attention(nn.Module):
         ]
 
     def prepare_weights(self) -> tuple:
-        """(stacked input projection [Rq + Dh + …, D], its split sizes, q_norm weight [Rq], wq_b [H·Dh, Rq],
-        kv_norm weight [Dh], attn_sink [H], block-diagonal wo_a [G·R, H·Dh])."""
+        """(stacked input projection, transposed [D, Rq + Dh + …], its split sizes, q_norm weight [Rq], wq_bᵀ
+        [Rq, H·Dh], kv_norm weight [Dh], attn_sink [H], block-diagonal wo_a transposed [H·Dh, G·R])."""
         w_in, sizes = self.stack_inputs()
         return (
-            w_in,
+            w_in.mT.contiguous(),
             sizes,
             self.q_norm.weight,
-            self.wq_b.weight,
+            self.wq_b.weight.mT.contiguous(),
             self.kv_norm.weight,
             self.attn_sink,
-            self.block_diagonal_wo_a(),
+            self.block_diagonal_wo_a().mT.contiguous(),
         )
 
     def block_diagonal_wo_a(self) -> torch.Tensor:
@@ -226,13 +228,13 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x [B, S, D] (normed attention input), positions [S] absolute → [B, S, D]."""
         B, S, _ = x.shape
-        w_in, sizes, q_norm_w, wq_b, kv_norm_w, sink, wo_a_blocks = self.prepared.get()
+        w_in_t, sizes, q_norm_w, wq_b_t, kv_norm_w, sink, wo_a_blocks_t = self.prepared.get()  # [in, out] layouts
         # one RoPE table per forward for all layers of this kind (ratio 0: θ = 10000; ratio > 0: compress θ + YaRN)
         rope = shared.once(("rope", self.ratio > 0), lambda: rope_table(rope_angles(positions, self.inv_freq)))
         # wq_a(x), wkv(x) (and weights_proj(x), the compressor's wkv(x) / wgate(x)): one matmul, split
-        proj = F.linear(x, w_in).split_with_sizes(sizes, -1)  # [B, S, Rq], [B, S, Dh], …
+        proj = torch.matmul(x, w_in_t).split_with_sizes(sizes, -1)  # [B, S, Rq], [B, S, Dh], …
         qr = rms_norm(proj[0], q_norm_w, self.eps)  # [B, S, Rq] q_norm(wq_a(x))
-        q = apply_rope(F.linear(qr, wq_b).view(B, S, self.n_heads, self.head_dim), rope)  # [B, S, H, Dh]
+        q = apply_rope(torch.matmul(qr, wq_b_t).view(B, S, self.n_heads, self.head_dim), rope)  # [B, S, H, Dh]
         kv_raw = apply_rope(rms_norm(proj[1], kv_norm_w, self.eps), rope)  # [B, S, Dh] RoPE(kv_norm(wkv(x)))
         kv = fake_quant(kv_raw, fp8_qdq, 32) if self.kv_quant else kv_raw  # FP8 as stored
         if pending is not None and not self.is_draft:  # a draft block's own rows are never stored
@@ -266,7 +268,7 @@ class Attention(nn.Module):
         o = apply_rope(o, rope, inverse=True)
         # block-diagonal wo_a: group g maps its H·Dh/G channels to its own R ranks — one matmul on the prepared
         # block-diagonal matrix (naive: mid[g] = wo_a[g] @ o[g·H·Dh/G : (g+1)·H·Dh/G] for each group g)
-        mid = F.linear(o.view(B, S, -1), wo_a_blocks)  # [B, S, G·R]
+        mid = torch.matmul(o.view(B, S, -1), wo_a_blocks_t)  # [B, S, G·R]
         y = self.wo_b(mid)  # [B, S, D]
         if rec is not None:
             rec("4A", "probs", probs)
@@ -322,8 +324,11 @@ class Attention(nn.Module):
         if n_new:
             if r == 1 and rope is not None and n_new == x.size(1):
                 gang = rope  # groups of one token: the rows' own positions
-            else:
-                gang = rope_table(rope_angles(group_positions(), self.inv_freq))
+            else:  # the same groups at every source of this ratio (all ratio > 0 layers share inv_freq): made once
+                gang = shared.once(
+                    ("group_rope", r, start // r, n_new),
+                    lambda: rope_table(rope_angles(group_positions(), self.inv_freq)),
+                )
             new_ik = self.indexer.index_keys(latent, gang)  # [B, n, Di]
             rot = apply_rope(latent, gang)
             new_kv = fake_quant(rot, fp4_qdq, 16, "e4m3") if cfg.kv_quant else rot

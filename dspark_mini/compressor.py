@@ -51,7 +51,7 @@ class Compressor(nn.Module):
         hp = self.wkv.weight.dtype
         if kv is None:
             kv, score = F.linear(cast(x, hp), self.wkv.weight), F.linear(cast(x, hp), self.wgate.weight)  # [B, S, Dh]
-        if carry is not None:
+        if carry is not None and carry[0].size(1):  # an open group waits (an empty carry adds nothing)
             kv_all, sc_all = torch.cat([carry[0], kv], dim=1), torch.cat([carry[1], score], dim=1)
         else:
             kv_all, sc_all = kv, score

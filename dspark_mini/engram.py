@@ -207,9 +207,10 @@ class Engram(nn.Module):
         self.q_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
         self.k_weight = nn.Parameter(torch.ones(hc, D, dtype=dt))  # [hc, D]
         self.prepared = Prepared(self._qdq_table, self._table_params)  # the FP8-QDQ'd table: a cache
-        # (wkv [(hc+1)·D, cols·head_dim], q_weight ⊙ k_weight [hc, D]): what the forward reads, in one lookup
+        # (wkvᵀ [cols·head_dim, (hc+1)·D], q_weight ⊙ k_weight [hc, D]): what the forward reads, in one lookup
+        # (wkv transposed, [in, out]: the layout a matmul of a few rows reads fastest)
         self.proj = Prepared(
-            lambda: (self.wkv.weight, self.q_weight * self.k_weight),
+            lambda: (self.wkv.weight.mT.contiguous(), self.q_weight * self.k_weight),
             lambda: [self.wkv.weight, self.q_weight, self.k_weight],
         )
         self.register_load_state_dict_post_hook(forget_prepared)
@@ -220,7 +221,7 @@ class Engram(nn.Module):
         QDQ'ing the whole table equals QDQ'ing each looked-up row); training QDQs the looked-up rows at each use
         (straight-through)."""
         if not self.cfg.engram_table_quant:
-            return F.embedding(row_ids, self.embed.weight)  # [rows, head_dim] looked up
+            return self.embed(row_ids)  # [rows, head_dim] looked up (a packed table dequantizes only these rows)
         if self.prepared.active():
             return torch.embedding(self.prepared.get(), row_ids)
         return fake_quant(F.embedding(row_ids, self.embed.weight), fp8_qdq, 32)
@@ -246,10 +247,10 @@ class Engram(nn.Module):
         """x [B, S, hc, D], row_ids [B, S, n_hash_cols] → (x + g·value [B, S, hc, D], diagnostics)."""
         B, S, hc, D = x.shape
         eps = self.cfg.norm_eps
-        wkv, w = self.proj.get()  # [(hc + 1)·D, n_hash_cols·head_dim], [hc, D] q_weight ⊙ k_weight
+        wkv_t, w = self.proj.get()  # [n_hash_cols·head_dim, (hc + 1)·D], [hc, D] q_weight ⊙ k_weight
         rows = self.lookup(row_ids)  # [B, S, n_hash_cols, head_dim]
         e = cast(rows, x.dtype).flatten(2)  # [B, S, n_hash_cols · head_dim]
-        kv = F.linear(e, cast(wkv, x.dtype))  # [B, S, (hc + 1) · D]
+        kv = torch.matmul(e, cast(wkv_t, x.dtype))  # [B, S, (hc + 1) · D]
         key, value = kv.split_with_sizes([hc * D, D], -1)  # [B, S, hc·D], [B, S, D]
         w = cast(w, x.dtype)
         # x̂ = x / √(mean_D(x²) + eps), k̂ likewise: `torch.rms_norm` without a weight is exactly that, one op

@@ -12,7 +12,6 @@ by the same sublayer. V4 applied `pre` in the same sublayer; V4.1 has no learned
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .linear import cast
@@ -121,9 +120,10 @@ class HyperConnection(nn.Module):
         return self.fn * self.scale.index_select(0, self.scale_of_mix)[:, None]
 
     def prepare_weights(self) -> tuple[torch.Tensor, ...]:
-        """(fn ⊙ s [24, hc·D], base [24], gate_add [2·hc], gate_mul [2·hc]): everything the forward reads, in one
-        lookup (a module attribute costs more than a small op)."""
-        return self.scale_fn(), self.base, self.gate_add, self.gate_mul
+        """((fn ⊙ s)ᵀ [hc·D, 24], base [24], gate_add [2·hc], gate_mul [2·hc]): everything the forward reads, in one
+        lookup (a module attribute costs more than a small op); the projection transposed, [in, out], the layout a
+        matmul of a few rows reads fastest."""
+        return self.scale_fn().mT.contiguous(), self.base, self.gate_add, self.gate_mul
 
     def prepare(self) -> None:
         """Rebuild the scaled projection now (after an in-place edit through `.data`; see `quant.Prepared`)."""
@@ -139,12 +139,12 @@ class HyperConnection(nn.Module):
         z = (fn ⊙ s)·(x·r) + base (the same value; it may round differently in the last bit)."""
         hc = self.hc_mult
         B, S, _, D = x.shape
-        fn_s, base, gate_add, gate_mul = self.prepared.get()
-        flat = x.reshape(B, S, hc * D)  # [B, S, hc·D]
-        if flat.dtype != fn_s.dtype:
-            flat = flat.to(fn_s.dtype)
-        normed = torch.rms_norm(flat, (hc * D,), None, self.norm_eps)  # [B, S, hc·D] x · r
-        z = F.linear(normed, fn_s, base)  # [B, S, 24] = (fn ⊙ s)·(x·r) + base
+        fn_s_t, base, gate_add, gate_mul = self.prepared.get()  # (fn ⊙ s)ᵀ [hc·D, 24]
+        flat = x.reshape(B * S, hc * D)  # [B·S, hc·D]
+        if flat.dtype != fn_s_t.dtype:
+            flat = flat.to(fn_s_t.dtype)
+        normed = torch.rms_norm(flat, (hc * D,), None, self.norm_eps)  # [B·S, hc·D] x · r
+        z = torch.addmm(base, normed, fn_s_t).view(B, S, -1)  # [B, S, 24] = (fn ⊙ s)·(x·r) + base
         gates, comb_logits = z.split_with_sizes([2 * hc, hc * hc], -1)  # [B, S, 2·hc], [B, S, hc²]
         pre, post = torch.addcmul(gate_add, torch.sigmoid(gates), gate_mul).split_with_sizes([hc, hc], -1)
         comb = sinkhorn_comb(comb_logits.view(B, S, hc, hc), self.iters, self.hc_eps, history)

@@ -25,10 +25,11 @@ from .config import ModelConfig
 from .dspark import DraftOutput, DSparkDraft
 from .engram import Engram, engram_multipliers, engram_primes, hash_ngram_ids, new_history
 from .kv_cache import KVCache, PendingWrites
-from .linear import Linear, cast
+from .linear import Embedding, Linear, cast
 from .mhc import HyperConnection, hc_post, hc_pre, identity_pre_mix
 from .moe import MoE
 from .norm import RMSNorm
+from .quant import prepare_all
 from .ragged import RaggedBatch
 
 
@@ -151,7 +152,7 @@ class Transformer(nn.Module):
         cfg.validate()
         self.cfg = cfg
         dt, hp = cfg.torch_dtype, hp_dtype(cfg)
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim, dtype=dt)  # [V, D]
+        self.embed = Embedding(cfg.vocab_size, cfg.dim, dtype=dt)  # [V, D] (no random fill on `meta`)
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
         self.head = Linear(cfg.dim, cfg.vocab_size, bias=False, dtype=hp)  # [V, D], fp32 logits
@@ -183,13 +184,12 @@ class Transformer(nn.Module):
         return KVCache(self.cfg, batch, device=self.device, engram_history=hist)
 
     def prepare(self) -> Transformer:
-        """Build the prepared forms of the static weights now: the routed experts stacked and MXFP4-QDQ'd, the
-        Engram tables FP8-QDQ'd (`quant.Prepared`). Optional — the first inference forward builds them, and
-        they rebuild themselves after an optimizer step, `load_state_dict` or an in-place edit under no_grad;
-        needed only after an in-place edit through `.data` (`w.data.zero_()`)."""
-        for m in self.modules():
-            if isinstance(m, (MoE, Engram)):
-                m.prepare()
+        """Build the prepared forms of the static weights now (`quant.Prepared`, every one the model holds): the
+        routed experts stacked and MXFP4-QDQ'd, the Engram tables FP8-QDQ'd, the stacked attention projections,
+        the scaled mHC projections. Optional — the first inference forward builds them, and they rebuild themselves
+        after an optimizer step, `load_state_dict` or an in-place edit under no_grad; needed only after an in-place
+        edit through `.data` (`w.data.zero_()`)."""
+        prepare_all(self)
         return self
 
     @torch.no_grad()

@@ -170,9 +170,10 @@ class MoE(nn.Module):
         entry E when there is one — in the layouts the forward reads:
           w13t [E(+1), D, 2I] = [w1ᵀ ‖ w3ᵀ] per expert (gate and up side by side), w2t [E(+1), I, D]: batched
             matmuls over chosen experts (`swiglu`);
-          when `dense`: w_in [E + (E+1)·2I, D] = [gate; w1_0; w3_0; w1_1; …] (the router's projection and every
-            expert's gate and up, one matmul) — or w13 [(E+1)·2I, D] alone when the router runs in another
-            dtype — and w2 [(E+1)·I, D] = every expert's w2ᵀ stacked;
+          when `dense`: w_in_t [D, E + (E+1)·2I] = [gate; w1_0; w3_0; w1_1; …]ᵀ (the router's projection and every
+            expert's gate and up, one matmul; transposed, [in, out], the layout a matmul of a few rows reads
+            fastest) — or w13_t [D, (E+1)·2I] alone when the router runs in another dtype — and w2 [(E+1)·I, D] =
+            every expert's w2ᵀ stacked;
         and the router's bias [E] and the dense routing template (1 on the shared expert) [1, E(+1)]."""
 
         def stack(name: str) -> torch.Tensor:
@@ -189,9 +190,9 @@ class MoE(nn.Module):
             gw = self.gate.weight
             w13 = w13.flatten(0, 1)  # [(E+1)·2I, D]
             if gw.dtype == self.gate.bias.dtype == w13.dtype:
-                out["w_in"] = torch.cat([gw, w13])  # [E + (E+1)·2I, D]
+                out["w_in_t"] = torch.cat([gw, w13]).mT.contiguous()  # [D, E + (E+1)·2I]
             else:
-                out["w13"] = w13
+                out["w13_t"] = w13.mT.contiguous()  # [D, (E+1)·2I]
             out["w2"] = w2t.flatten(0, 1)  # [(E+1)·I, D]
             I, L = w2t.size(1), self.limit
             out["lo"] = w13.new_tensor([-math.inf] * I + [-L] * I)  # [2I] clamp bounds: gate ≤ L, |up| ≤ L
@@ -251,7 +252,7 @@ class MoE(nn.Module):
         w13t, w2t = w["w13t"], w["w2t"]  # [E(+1), D, 2I], [E(+1), I, D]
         shared = self.shared_in_stack
         if self.dense:
-            gu = F.linear(x, w["w_in"][E:] if "w_in" in w else w["w13"])  # [N, (E+1)·2I]
+            gu = torch.matmul(x, w["w_in_t"][:, E:] if "w_in_t" in w else w["w13_t"])  # [N, (E+1)·2I]
             y = self.dense_ffn(gu, weights, indices, w)
         elif N * k <= 2 * E:  # gather each pair's weights: at most two copies of the stack
             if shared:  # one more pair per token: expert E with weight 1 (1 · h = h exactly)
@@ -286,9 +287,9 @@ class MoE(nn.Module):
         shape = x.shape
         flat = x.reshape(-1, shape[-1])  # [N, D]
         w = self.stacked.get()
-        if "w_in" in w:  # dense, one dtype: the router's projection and every expert's gate and up in one matmul
-            E = self.n_experts
-            logits, gu = F.linear(flat, w["w_in"]).split_with_sizes([E, w["w_in"].size(0) - E], -1)  # [N, E], …
+        if "w_in_t" in w:  # dense, one dtype: the router's projection and every expert's gate and up in one matmul
+            E, w_in_t = self.n_experts, w["w_in_t"]  # [D, E + (E+1)·2I]
+            logits, gu = torch.mm(flat, w_in_t).split_with_sizes([E, w_in_t.size(1) - E], -1)  # [N, E], [N, (E+1)·2I]
             weights, indices, scores = route(logits, w["bias"], self.topk, self.route_scale, self.gate_temp)
             y = self.dense_ffn(gu, weights, indices, w)
         else:

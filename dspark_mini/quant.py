@@ -59,8 +59,30 @@ def _round_to_grid(x: torch.Tensor, max_value: float, fmt: tuple[int, int]) -> t
     the grid value whose interval holds x — one binary search (`bucketize`) and one gather, saturating for free.
     Zero comes out as +0.0 (the formula gives −0.0 for small negative x; the values are equal).
     """
+    if fmt == _E4M3 and x.numel() >= _ARITH_MIN_NUMEL:  # a big tensor (a table, a weight stack): the formula
+        return _round_by_formula(x, max_value, fmt)
     grid, bounds = _grid_table(max_value, fmt, x.dtype, x.device)  # [G], [G − 1]
     return grid.take(torch.bucketize(x, bounds))  # bucketize: how many boundaries lie strictly below x
+
+
+# From this many values on, E4M3 rounding runs the formula: eight elementwise ops cost less than a binary search
+# among 252 boundaries per value (≈ 2.3× faster on an Engram table); below, the lookup's two ops win. E2M1 (14
+# boundaries) always looks up. The two give the same bits (tested on every grid value, midpoint and neighbour).
+_ARITH_MIN_NUMEL = 4096
+_FLOAT_BITS = {torch.float64: (torch.int64, 52, 1023), torch.float32: (torch.int32, 23, 127)}  # int view, mant, bias
+
+
+def _round_by_formula(x: torch.Tensor, max_value: float, fmt: tuple[int, int]) -> torch.Tensor:
+    """`_round_to_grid` as the formula: y = sign(x) · round_half_even(min(|x|, max) / q) · q, q = 2^(max(e, e_min) −
+    mant_bits) with e = floor(log2 |x|). The quantum q is built exactly from its exponent bits (no exp2), +0.0 for
+    zero as the lookup gives it. x in a work dtype (float64 or float32)."""
+    min_exp, mant_bits = fmt
+    int_dtype, float_mant, bias = _FLOAT_BITS[x.dtype]
+    a = x.abs().clamp_(max=max_value)  # saturate first: min(|x|, max)
+    e = torch.frexp(a).exponent.to(int_dtype)  # a = m · 2^e with m in [0.5, 1): floor(log2 a) = e − 1
+    q = e.clamp_(min=min_exp + 1).add_(bias - 1 - mant_bits).bitwise_left_shift_(float_mant).view(x.dtype)  # 2^(…)
+    y = torch.round(a / q).mul_(q)  # a / q is exact (q a power of two); torch.round rounds half to even
+    return torch.copysign(y, x).add_(0.0)  # −0.0 + 0.0 = +0.0
 
 
 _GRID_TABLES: dict = {}

@@ -59,6 +59,11 @@ TEXT: dict[str, dict[str, str]] = {
     "verify_p50": {"vi": "verify p50", "en": "verify p50"},
     "decodes_p50": {"vi": "k lượt decode p50", "en": "k decodes p50"},
     "ratio": {"vi": "verify / k lượt decode", "en": "verify / k decodes"},
+    "verify_steps": {
+        "vi": "verify(k) ÷ một lượt decode, p50 ÷ p50 (trong ngoặc: p50 của tỉ số từng lần đo)",
+        "en": "verify(k) ÷ one decode step, p50 ÷ p50 (in brackets: the p50 of each rep's own ratio)",
+    },
+    "cache_length": {"vi": "độ dài cache", "en": "cache length"},
     "group": {"vi": "nhóm", "en": "group"},
     "mode": {"vi": "chế độ", "en": "mode"},
     "extra": {"vi": "thêm", "en": "extra"},
@@ -325,4 +330,12 @@ def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
         )
     cols = ["k", rt("verify_p50", lang), "p95", "p99", rt("decodes_p50", lang), "p95", "p99", rt("ratio", lang)]
     console.print(simple_table(f"{ui('verify_cost', lang)} ({rt('seconds', lang)})", cols, rows))
+    vs = report.get("verify_steps")
+    if vs:
+        lengths = [L for L in vs if L.isdigit()]
+        ks = list(vs[lengths[0]]) if lengths else []
+        pw = vs.get("pairwise", {})
+        cell = lambda L, k: f"{vs[L][k]:.3f} ({pw[L][k]:.3f})" if L in pw else f"{vs[L][k]:.3f}"
+        rows = [[L, *(cell(L, k) for k in ks)] for L in lengths]
+        console.print(simple_table(rt("verify_steps", lang), [rt("cache_length", lang), *(f"k={k}" for k in ks)], rows))
     console.print(ui("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in report["conditions"].items()))

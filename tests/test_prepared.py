@@ -73,7 +73,7 @@ def test_prepared_path_is_bit_identical_to_per_use_qdq(weights, trained, lab_cfg
     sh = moe.shared_experts  # unquantized
     assert torch.equal(w13t[-1], torch.cat([sh.w1.weight, sh.w3.weight]).T) and torch.equal(w2t[-1], sh.w2.weight.T)
     # the lab's MoE is dense: the router and every expert's gate/up in one matrix, every w2 in another
-    w_in, w2 = moe.stacked.value["w_in"], moe.stacked.value["w2"]
+    w_in, w2 = moe.stacked.value["w_in_t"].mT, moe.stacked.value["w2"]  # w_in kept transposed: [D, E + (E+1)·2I]
     assert moe.dense and torch.equal(w_in[: moe.n_experts], moe.gate.weight)
     assert torch.equal(w_in[moe.n_experts :].view(moe.n_experts + 1, 2 * I, -1), w13t.mT)
     assert torch.equal(w2.view(moe.n_experts + 1, I, -1), w2t)

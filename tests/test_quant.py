@@ -111,6 +111,25 @@ def test_e4m3_round_matches_naive(dtype: torch.dtype) -> None:
     np.testing.assert_array_equal(got.double().numpy(), ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_e4m3_formula_path_equals_lookup_path_bit_for_bit(dtype: torch.dtype) -> None:
+    """Big tensors round by the formula (`_round_by_formula`), small ones by the table lookup: the same bits
+    (signed zeros included) on every tie, its neighbours, random magnitudes, saturation and ±inf."""
+    from dspark_mini.quant import _ARITH_MIN_NUMEL
+
+    rng = np.random.default_rng(7)
+    v = _probe_values(E4M3_GRID, rng, 20000, -30, 20)
+    v = np.concatenate([v, E4M3_GRID, [0.0, -0.0, 2.0**-10, -(2.0**-10), 464.0, -464.0, 1e300, np.inf, -np.inf]])
+    x = torch.tensor(v, dtype=dtype)
+    assert x.numel() >= 2 * _ARITH_MIN_NUMEL
+    big = e4m3_round(x)  # one tensor: the formula
+    small = torch.cat([e4m3_round(c) for c in x.split(_ARITH_MIN_NUMEL // 2)])  # chunks: the lookup
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    assert torch.equal(big.view(bits), small.view(bits))
+    rows = x[: 64 * 256].view(256, 64)  # fp8_qdq of the whole (formula) and of each row (lookup)
+    assert torch.equal(fp8_qdq(rows, 32), torch.cat([fp8_qdq(r[None], 32) for r in rows]))
+
+
 def test_e4m3_round_hand_ties() -> None:
     # (input, expected): ties between codes go to the even mantissa
     cases = [
