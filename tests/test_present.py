@@ -17,7 +17,7 @@ import torch
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, generate_plain
 from dspark_mini.tokenizer import default_tokenizer
 from lab.present import presenter
-from lab.present.explorer import asset
+from lab.present.page import asset
 from lab.present.rounds import scheduled_rounds
 from lab.steps import LANGS, STEP_IDS
 from lab.walkthrough import DEFAULT_PROMPT, naive_lengths

@@ -30,12 +30,10 @@ stored numbers; the tests run both.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +48,7 @@ from dspark_mini.tokenizer import default_tokenizer
 from ..evaluation import eval_prompts
 from ..steps import LANGS, UI
 from ..walkthrough import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
+from .page import asset, render
 from .presenter import DEFAULT_REQUESTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -514,26 +513,10 @@ def simulate_round(sr: StoredRound, temperature: float, policy: Policy, gen: tor
 
 
 # ---- the page ----------------------------------------------------------------------------------------------
-def asset(name: str) -> str:
-    """A file of this package (the page's template, style and scripts)."""
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-
-
 def render_page(data: dict[str, Any]) -> str:
     """The page: the template with the style, the data (JSON) and the two scripts inlined."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")  # no `</script>`
-    parts = {
-        "/*@STYLE@*/": asset("explorer.css"),
-        "/*@DATA@*/": payload,
-        "/*@VERIFY@*/": asset("explorer_verify.js"),
-        "/*@APP@*/": asset("explorer_app.js"),
-    }
-    page = asset("explorer_template.html")
-    for marker, text in parts.items():
-        if "</script" in text.lower() or page.count(marker) != 1:
-            raise ValueError(f"cannot inline {marker}: it must appear once and hold no `</script`")
-        page = page.replace(marker, text.rstrip("\n"))
-    return page
+    parts = {"/*@STYLE@*/": asset("explorer.css"), "/*@VERIFY@*/": asset("explorer_verify.js")}
+    return render("explorer_template.html", data, {**parts, "/*@APP@*/": asset("explorer_app.js")})
 
 
 def page_html(model: Transformer | None = None) -> str:

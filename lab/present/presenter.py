@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..steps import LANGS, STEP_IDS, UI, check_lang
+from .page import asset, render
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -190,20 +191,8 @@ def build_data(
 
 def render_page(data: dict[str, Any]) -> str:
     """The page: the template with the style, the data (JSON) and the app inlined; plotly.js loads from beside it."""
-    from .explorer import asset  # the explorer module imports torch: not at `dspark-lab --help` time
-
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")  # no `</script>`
-    parts = {
-        "/*@STYLE@*/": asset("presenter.css"),
-        "/*@DATA@*/": payload,
-        "/*@APP@*/": asset("presenter_app.js"),
-    }
-    page = asset("presenter_template.html")
-    for marker, text in parts.items():
-        if "</script" in text.lower() or page.count(marker) != 1:
-            raise ValueError(f"cannot inline {marker}: it must appear once and hold no `</script`")
-        page = page.replace(marker, text.rstrip("\n"))
-    return page
+    parts = {"/*@STYLE@*/": asset("presenter.css"), "/*@APP@*/": asset("presenter_app.js")}
+    return render("presenter_template.html", data, parts)
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,34 @@
+"""One self-contained HTML page from the package's template, style and scripts (no torch: `--help` stays fast).
+
+asset(name)                    a file of this package (template, style, script)
+inline(template, parts)        the template with every `/*@MARKER@*/` replaced by its text, each exactly once
+render(template, data, parts)  inline() with the page's data as JSON under `/*@DATA@*/`
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+
+def asset(name: str) -> str:
+    """A file of this package (the pages' templates, styles and scripts)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def inline(template: str, parts: dict[str, str]) -> str:
+    """`template` with each marker of `parts` replaced by its text. A marker must appear exactly once and a text
+    must not hold `</script` (it would end the inline script early)."""
+    page = asset(template)
+    for marker, text in parts.items():
+        if "</script" in text.lower() or page.count(marker) != 1:
+            raise ValueError(f"cannot inline {marker}: it must appear once and hold no `</script`")
+        page = page.replace(marker, text.rstrip("\n"))
+    return page
+
+
+def render(template: str, data: dict[str, Any], parts: dict[str, str]) -> str:
+    """The page: `template` with the data as JSON (`<` escaped: no `</script>` can appear) and `parts` inlined."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    return inline(template, {"/*@DATA@*/": payload, **parts})
