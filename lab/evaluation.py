@@ -31,6 +31,8 @@ THRESHOLDS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 N_PROMPTS = 12  # held-out prompts per domain (README, train_all.Recipe.eval_prompts)
 MAX_NEW_TOKENS = 40  # new tokens per prompt (README, train_all.Recipe.max_new_tokens)
 PROMPT_TOKENS = 16  # tokens of one held-out prompt
+# short prompts outside every corpus template (bench/bench.py measures speculative ÷ plain on the same ones)
+FREE_FORM = ("hello", "the cat", "x =", "why", "Xin chào", "def f(", "1 + 1 =", "once upon a time")
 
 
 def eval_prompts(domain: str, n: int, prompt_tokens: int = PROMPT_TOKENS, seed: int = 0) -> torch.Tensor:
@@ -164,6 +166,20 @@ def quality(
                 if keep_rounds:
                     row["rounds_t1"] = rounds  # for a pooled held-out calibration (not JSON: pop it)
         out[domain] = row
+    return out
+
+
+def free_form_quality(
+    model, drafter: Drafter, max_new_tokens: int = MAX_NEW_TOKENS, seed: int = 0, texts: Sequence[str] = FREE_FORM
+) -> dict[str, Any]:
+    """τ and acceptance at temperature 1 ("t1") and greedy on short free-form prompts (batch 1, each prompt as
+    many ids as it encodes to): what a learner types, where the corpus prompts are the training's own style."""
+    tok = default_tokenizer()
+    prompts = [torch.tensor([tok.encode(t)]) for t in texts]  # [1, n] each
+    out: dict[str, Any] = {}
+    for label, T in (("t1", 1.0), ("greedy", 0.0)):
+        rounds = [r for p in prompts for r in collect_rounds(model, drafter, p, max_new_tokens, T, seed)]
+        out[label] = summarize(rounds)
     return out
 
 

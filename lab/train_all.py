@@ -1,10 +1,11 @@
 """`dspark-lab train all`: rebuild every shipped weight file from scratch, calibrate, evaluate, write the report.
 
   1. corpus (seeded, in the repo) → 2. the target → 3. five drafters against the frozen target, two at a time
-  (dspark, dspark-rnn, dflash, eagle3, mtp1; each process one thread) → 4. STS temperatures for the DSpark
-  confidence heads from held-out rounds → 5. quality (τ, acceptance, threshold sweep) per drafter →
-  6. wall-clock tokens/s of plain vs speculative decoding, alone on the machine, one drafter after the other
-  → `report.json` beside the weights → `manifest.json` (every file's sha256; lab/weights.py).
+  (dspark, dspark-rnn, dflash, eagle3, mtp1; each process one thread; the two DSpark heads also on the target's
+  own continuations of seeded free-form and corpus prompts: self-distillation) → 4. STS temperatures for the DSpark
+  confidence heads from held-out rounds → 5. quality (τ, acceptance, threshold sweep; τ on free-form prompts)
+  per drafter → 6. wall-clock tokens/s of plain vs speculative decoding, alone on the machine, one drafter after
+  the other → `report.json` beside the weights → `manifest.json` (every file's sha256; lab/weights.py).
 All of it is written into a fresh sibling folder and swapped in at the very end, so an interrupted run (Ctrl-C,
 a kill, a full disk) leaves the previous set exactly as it was.
 Everything is seeded and single-threaded, so a rerun writes the same weights and the same τ; only the seconds
@@ -33,9 +34,18 @@ from dspark_mini.drafters import DSparkDrafter
 
 from .calibration import calibration_report, fit_sts
 from .corpus import build_corpus, mix, split, token_stream
-from .evaluation import calibration_rounds, conditions, decay, heldout_calibration, macro_tau, quality, speed
+from .evaluation import (
+    calibration_rounds,
+    conditions,
+    decay,
+    free_form_quality,
+    heldout_calibration,
+    macro_tau,
+    quality,
+    speed,
+)
 from .evaluation import eval_prompts as held_out_prompts
-from .training import evaluate, model_for_draft, train_draft, train_target
+from .training import distill_prompts, evaluate, model_for_draft, self_distill, train_draft, train_target
 from .weights import (
     DRAFTERS,
     MANIFEST,
@@ -75,7 +85,12 @@ class Recipe:
     draft_batch: int = 8
     draft_context: int = 32
     draft_anchors: int = 8  # blocks cut from each window per step
-    draft_lr: float = 3e-3
+    draft_lr: float = 6e-3
+    distill_prompts: int = 2048  # self-distillation: sequences the target writes itself (`lab.training.self_distill`)
+    distill_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
+    distill_sampled: float = 0.25  # … their share continued at temperature 1 (the rest greedy)
+    distill_rows: int = 6  # of the draft_batch windows per step, drawn from them (DSpark and DSpark-RNN)
+    distill_dflash: bool = False  # True: DFlash trains on them too (the like-for-like check; README)
     baseline_steps: int = 400  # eagle3 and mtp1 (their own small modules)
     baseline_batch: int = 16
     baseline_context: int = 32
@@ -95,6 +110,8 @@ QUICK = Recipe(
     draft_batch=2,
     draft_context=12,
     draft_anchors=2,
+    distill_prompts=8,
+    distill_rows=1,
     baseline_steps=3,
     baseline_batch=2,
     baseline_context=12,
@@ -127,6 +144,12 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
     meta: dict[str, Any] = {"trained": "draft", "kind": kind, "seed": r.seed}
     if kind in MODEL_DRAFTERS:
         model = model_for_draft(out / "target.safetensors", kind, r.seed)
+        distilled, rows = None, 0
+        if r.distill_prompts and r.distill_rows and (kind != "dflash" or r.distill_dflash):
+            t0 = time.perf_counter()
+            distilled, rows = distilled_windows(model, train_ids, r), r.distill_rows
+            meta.update(distilled=distilled.size(0), distilled_rows=rows)
+            meta["distill_seconds"] = round(time.perf_counter() - t0, 1)
         log = train_draft(
             model,
             train_ids,
@@ -138,6 +161,8 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
             kind=kind,
             anchors=r.draft_anchors,
             on_step=tick,
+            distilled=distilled,
+            distilled_rows=rows,
         )
         meta.update(steps=r.draft_steps, batch=r.draft_batch, anchors=r.draft_anchors, context=r.draft_context)
         meta["train_seconds"] = round(log.seconds, 1)
@@ -164,6 +189,19 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
     return meta
 
 
+def distilled_windows(model, train_ids: torch.Tensor, r: Recipe) -> torch.Tensor:
+    """The target's own continuations, each one draft-training window long (draft_context + k + 1 ids), from
+    `distill_prompts` seeded prompts (the first `distill_free` share free-form, the rest training-line prefixes of
+    ≤ 16 ids); the first `distill_sampled` share continued at temperature 1 (free-form prompts while it is
+    ≤ distill_free), the rest greedy.  → [distill_prompts, context + k + 1]"""
+    length = r.draft_context + model.cfg.dspark_block_size + 1
+    top = min(16, length // 2)  # prompt ids at most (the eval prompts have 16)
+    prompts = distill_prompts(train_ids, r.distill_prompts, r.seed, model.cfg.vocab_size, r.distill_free, top)
+    n_sampled = round(r.distill_prompts * r.distill_sampled)
+    greedy = self_distill(model, prompts[n_sampled:], length, 0.0, r.seed)
+    return torch.cat([greedy, self_distill(model, prompts[:n_sampled], length, 1.0, r.seed)])
+
+
 def eval_job(kind: str, out_dir: str, recipe: dict[str, Any]) -> dict[str, Any]:
     """The quality of one saved drafter, loaded back the way the lab loads it (batch 1, held-out prompts)."""
     torch.set_num_threads(1)
@@ -173,7 +211,7 @@ def eval_job(kind: str, out_dir: str, recipe: dict[str, Any]) -> dict[str, Any]:
     result = quality(
         model, drafter, n_prompts=r.eval_prompts, max_new_tokens=r.max_new_tokens, seed=r.seed, keep_rounds=True
     )
-    out: dict[str, Any] = {"quality": result}
+    out: dict[str, Any] = {"quality": result, "free_form": free_form_quality(model, drafter, r.max_new_tokens, r.seed)}
     if drafter.has_confidence:  # the STS temperatures judged on the evaluation's rounds, all domains pooled
         rounds = [x for row in result.values() for x in row.pop("rounds_t1")]
         out["heldout_calibration"] = heldout_calibration(rounds, model.mtp.confidence_temperatures)
@@ -309,6 +347,7 @@ def train_drafters(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> N
                     kind = evaluating.pop(f)
                     result = f.result()
                     report["drafters"][kind]["quality"] = result["quality"]
+                    report["drafters"][kind]["free_form"] = result["free_form"]
                     if "heldout_calibration" in result:
                         report["drafters"][kind]["heldout_calibration"] = result["heldout_calibration"]
                     report["drafters"][kind]["train"]["eval_seconds"] = result["seconds"]
@@ -336,6 +375,11 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     view = {"drafters": {k: v["quality"] for k, v in report["drafters"].items()}}
     mean = {k: {t: macro_tau(view, k, t) for t in ("t1", "greedy")} for k in view["drafters"]}
     out: dict[str, Any] = {"mean_tau": mean}
+    out["free_form_tau"] = {
+        k: {t: v["free_form"][t]["tau"] for t in ("t1", "greedy")}
+        for k, v in report["drafters"].items()
+        if "free_form" in v
+    }
     if "dspark" in mean and "dflash" in mean:
         out["dspark_over_dflash"] = {t: mean["dspark"][t] / mean["dflash"][t] for t in ("t1", "greedy")}
     out["decay"] = {

@@ -225,6 +225,59 @@ def anchor_blocks(
     return taps, prev[:, 0], prev, labels, p_t
 
 
+def distill_prompts(
+    train_ids: torch.Tensor, n: int, seed: int, vocab_size: int, free_share: float = 0.5, max_len: int = 16
+) -> list[list[int]]:
+    """Prompts for `self_distill`, seeded: the first `free_share` of them free-form, outside every corpus template
+    (alternately 1–6 ids drawn uniformly from the non-special vocabulary, and 1–3 random lower-case words of 1–6
+    letters: "hello"-like text), the rest the first 1–`max_len` ids of a training line. → a list of n id lists"""
+    from dspark_mini.tokenizer import SPECIALS, default_tokenizer
+
+    tok = default_tokenizer()
+    gen = torch.Generator().manual_seed(seed)
+
+    def draw(lo: int, hi: int) -> int:  # uniform in lo..hi
+        return int(torch.randint(lo, hi + 1, (1,), generator=gen))
+
+    newline = tok.encode("\n")[-1]
+    starts = (torch.nonzero(train_ids[: -max_len - 1] == newline).flatten() + 1).tolist()  # line starts
+    n_free = round(n * free_share)
+    out = []
+    for i in range(n):
+        if i < n_free and i % 2 == 0:
+            out.append(torch.randint(len(SPECIALS), vocab_size, (draw(1, min(6, max_len)),), generator=gen).tolist())
+        elif i < n_free:
+            words = ["".join(chr(ord("a") + draw(0, 25)) for _ in range(draw(1, 6))) for _ in range(draw(1, 3))]
+            out.append(tok.encode(" ".join(words))[:max_len])
+        else:
+            s = starts[int(torch.randint(0, len(starts), (1,), generator=gen))]
+            out.append(train_ids[s : s + draw(1, max_len)].tolist())
+    return out
+
+
+def self_distill(
+    target: Transformer, prompts: list[list[int]], length: int, temperature: float = 0.0, seed: int = 0
+) -> torch.Tensor:
+    """The target's own continuations of `prompts`, each to `length` ids (prompt included): draft-training data
+    that follows what the target writes, where the corpus only shows what the grammar writes. Prompts of one
+    length decode together (`generate_plain`, batch ≤ 256, in the order given). → [len(prompts), length]"""
+    from dspark_mini.speculative import generate_plain
+
+    out = torch.empty(len(prompts), length, dtype=torch.long)
+    by_len: dict[int, list[int]] = {}
+    for i, p in enumerate(prompts):
+        if not 1 <= len(p) < length:
+            raise ValueError(f"prompt {i} has {len(p)} ids: allowed 1..{length - 1} (length − 1)")
+        by_len.setdefault(len(p), []).append(i)
+    for n, idx in sorted(by_len.items()):
+        for j in range(0, len(idx), 256):
+            rows = idx[j : j + 256]
+            p = torch.tensor([prompts[i] for i in rows])  # [b, n]
+            new = generate_plain(target, p, length - n, temperature, seed + n + j).tokens  # [b, length − n]
+            out[rows] = torch.cat([p, torch.tensor(new)], 1)
+    return out
+
+
 def train_draft(
     target: Transformer,
     train_ids: torch.Tensor,
@@ -238,6 +291,8 @@ def train_draft(
     kind: str = "dspark",
     anchors: int = 8,
     on_step: Callable[[int, float], None] | None = None,
+    distilled: torch.Tensor | None = None,
+    distilled_rows: int = 0,
 ) -> TrainLog:
     """Train the DSpark draft (`mtp.*`) in place against the frozen target; the shared embed and head stay frozen.
 
@@ -249,6 +304,9 @@ def train_draft(
     are DeepSpec's released DSpark configuration (`ce 0.1`, `l1 0.9`, `confidence_head_alpha 1.0`,
     `loss_decay_gamma 4.0`), not numbers from the paper. The confidence head c = σ(w·[h; W1[x_prev]]) has no bias,
     as in V4.1's checkpoint (`confidence_head.proj`), where the paper's and DeepSpec's head add one.
+    `distilled` [N, context + k + 1] (`self_distill`): the target's own continuations; `distilled_rows` of each
+    step's `batch` windows are drawn from them (whole sequences, so the target sees them from position 0, as it
+    did when it wrote them), the rest from `train_ids`.
     kind="dspark-rnn": the same with the RNN head (the target's config must say dspark_markov_kind = "rnn").
     kind="dflash": the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
     (its bias is then 0 at inference too), no confidence head, and plain CE (α = 1 / 0 / 0), as DeepSpec's
@@ -275,6 +333,11 @@ def train_draft(
             raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
     if not W <= context <= cfg.max_seq_len - k - 1:
         raise ValueError(f"context = {context} is invalid: allowed {W}..{cfg.max_seq_len - k - 1}")
+    if isinstance(distilled_rows, bool) or not isinstance(distilled_rows, int) or not 0 <= distilled_rows <= batch:
+        raise ValueError(f"distilled_rows = {distilled_rows!r} is invalid: allowed 0..batch ({batch})")
+    if distilled_rows and (distilled is None or distilled.dim() != 2 or distilled.size(1) != context + k + 1):
+        shape = None if distilled is None else tuple(distilled.shape)
+        raise ValueError(f"distilled has shape {shape}: allowed [N, context + k + 1 = {context + k + 1}]")
     torch.manual_seed(seed)
     frozen = ("mtp.markov_head.", "mtp.confidence_head.") if kind == "dflash" else ()
     if kind == "dflash":
@@ -291,7 +354,10 @@ def train_draft(
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr * min(1.0, (step + 1) / max(1, steps // 20)) * (0.1 + 0.9 * (1 - step / steps))
-        x = windows(train_ids, batch, context + k, gen)  # [B, context + k + 1]
+        parts = [windows(train_ids, batch - distilled_rows, context + k, gen)] if batch > distilled_rows else []
+        if distilled_rows:
+            parts.append(distilled[torch.randint(0, distilled.size(0), (distilled_rows,), generator=gen)])
+        x = torch.cat(parts)  # [B, context + k + 1]: corpus windows, then the target's own continuations
         target.eval()
         taps, anchor, prev, labels, p_t = anchor_blocks(target, x, anchors, gen)
         target.train()

@@ -55,15 +55,19 @@ assert tuple(q) == DRAFTERS  # probe: the report covers every shipped drafter
 # ## 1 · What was trained, and how long / Đã huấn luyện gì, mất bao lâu
 # **EN** — `dspark-lab train all --out lab/weights` rebuilds every shipped file: the target on the three toy domains
 # (math, code, chat), alone on the machine; then the five drafters against the frozen target (two processes of one
-# thread each); STS temperatures for the two DSpark confidence heads; τ per domain, decoding one prompt at a time; and
-# tokens/s. Everything is seeded, and given the weights the evaluation is deterministic (§7 re-measures one τ to the
-# last digit); only the seconds and tokens/s depend on the machine.
+# thread each; the two DSpark heads train also on the target's own continuations of seeded free-form and corpus
+# prompts — self-distillation —, DFlash, Eagle3 and MTP-1 on the corpus only); STS temperatures for the two DSpark
+# confidence heads; τ per domain, decoding one prompt at a time, and on short free-form prompts; and tokens/s.
+# Everything is seeded, and given the weights the evaluation is deterministic (§7 re-measures one τ to the last
+# digit); only the seconds and tokens/s depend on the machine.
 #
 # **VI** — `dspark-lab train all --out lab/weights` dựng lại mọi tệp đi kèm: mô hình mục tiêu trên ba miền đồ chơi
 # (toán, mã, trò chuyện), chạy một mình trên máy; rồi năm bộ vẽ nháp trên mô hình mục tiêu đã đóng băng (hai tiến trình,
-# mỗi tiến trình một luồng); nhiệt độ STS cho hai đầu tin cậy của DSpark; τ theo miền, giải mã từng prompt một; và
-# token/s. Mọi thứ đều có seed, và với trọng số đã cho thì phần đánh giá là tất định (§7 đo lại một giá trị τ đúng tới
-# chữ số cuối); chỉ số giây và token/s phụ thuộc vào máy.
+# mỗi tiến trình một luồng; hai đầu DSpark còn học trên chính các đoạn mô hình mục tiêu viết tiếp từ các prompt tự do
+# và prompt của kho ngữ liệu có seed — tự chưng cất —, DFlash, Eagle3 và MTP-1 chỉ học trên kho ngữ liệu); nhiệt độ STS
+# cho hai đầu tin cậy của DSpark; τ theo miền, giải mã từng prompt một, và trên các prompt tự do ngắn; và token/s.
+# Mọi thứ đều có seed, và với trọng số đã cho thì phần đánh giá là tất định (§7 đo lại một giá trị τ đúng tới chữ số
+# cuối); chỉ số giây và token/s phụ thuộc vào máy.
 
 # %%
 r = rep["recipe"]
@@ -74,6 +78,10 @@ print(
 print(
     f"drafters: {r['draft_steps']} steps (DSpark kinds, {r['draft_anchors']} blocks per window, Markov rank "
     f"{get_config('lab').dspark_markov_rank}) / {r['baseline_steps']} steps (Eagle3, MTP-1), {r['jobs']} at a time"
+)
+print(
+    f"self-distillation (DSpark heads): {r['distill_prompts']} windows the target wrote itself, {r['distill_rows']} of "
+    f"the {r['draft_batch']} windows of every step"
 )
 print(
     f"evaluation: {r['eval_prompts']} held-out prompts × {r['max_new_tokens']} new tokens per domain, one prompt at "
@@ -120,19 +128,25 @@ ratio = {T: tau["dspark"][T] / tau["dflash"][T] for T in TEMPS}
 print(f"DSpark ÷ DFlash: {ratio['t1']:.3f} (T = 1), {ratio['greedy']:.3f} (greedy)")
 assert all(abs(rep["summary"]["mean_tau"][n][T] - tau[n][T]) < 1e-12 for n in q for T in TEMPS)  # probe
 assert all(abs(rep["summary"]["dspark_over_dflash"][T] - ratio[T]) < 1e-12 for T in TEMPS)  # probe
+free = rep["summary"]["free_form_tau"]  # short prompts outside the corpus ("hello", "x =", …), greedy
+print("free-form prompts, greedy τ:", {n: round(free[n]["greedy"], 2) for n in free})
+assert free["dspark"]["greedy"] > max(free["dflash"]["greedy"], free["eagle3"]["greedy"])  # probe: DSpark leads there
 assert min(ratio.values()) >= 1.15  # probe: the headline of the paper, in the toy, at both temperatures
 assert all(q["dspark"][d][T]["tau"] > q["dflash"][d][T]["tau"] for d in DOMAINS for T in TEMPS)  # probe: everywhere
 best = {(d, T): max(q, key=lambda n, d=d, T=T: q[n][d][T]["tau"]) for d in DOMAINS for T in TEMPS}
-assert set(best.values()) == {"eagle3"}  # probe: yet Eagle3 has the highest τ in every domain, at both temperatures
+assert all(best[d, "t1"] == "eagle3" for d in DOMAINS)  # probe: at T = 1 Eagle3 has the highest τ in every domain
+assert best["math", "greedy"] == "eagle3"  # probe: greedy, Eagle3 leads in math …
+assert {best[d, "greedy"] for d in ("code", "chat")} <= {"dspark", "dspark-rnn"}  # probe: … a DSpark head elsewhere
 plots.tau_bars(rep, LANG)
 
 # %% [markdown]
-# **EN** — DSpark's τ is above DFlash's in every domain at both temperatures; Eagle3's is above every other drafter's
-# in every domain (§8 reads why). The paper's own macro means (its Table 1, blocks of 7 drafts, so τ ≤ 8) for
-# comparison:
+# **EN** — DSpark's τ is above DFlash's in every domain at both temperatures. At T = 1 Eagle3's is above every other
+# drafter's in every domain; greedy, a DSpark head leads in code and chat, Eagle3 in math (§8 reads why). The paper's
+# own macro means (its Table 1, blocks of 7 drafts, so τ ≤ 8) for comparison:
 #
-# **VI** — τ của DSpark cao hơn DFlash ở mọi miền, ở cả hai nhiệt độ; τ của Eagle3 cao hơn mọi bộ vẽ khác ở mọi miền
-# (§8 giải thích vì sao). Để so sánh, trung bình của chính bài báo (Bảng 1, khối 7 token nháp nên τ ≤ 8):
+# **VI** — τ của DSpark cao hơn DFlash ở mọi miền, ở cả hai nhiệt độ. Ở T = 1, τ của Eagle3 cao hơn mọi bộ vẽ khác ở
+# mọi miền; khi greedy, một đầu DSpark dẫn ở mã và trò chuyện, Eagle3 dẫn ở toán (§8 giải thích vì sao). Để so sánh,
+# trung bình của chính bài báo (Bảng 1, khối 7 token nháp nên τ ≤ 8):
 
 # %%
 PAPER_TAU = {  # macro mean τ over 9 benchmarks (Eagle3, DFlash, DSpark), paper Table 1, temperature 1
@@ -175,21 +189,21 @@ print("DSpark decays less than DFlash in:", {T: [d for d in DOMAINS if less[T][d
 assert all(less["t1"].values())  # probe: at T = 1, DSpark decays less than DFlash in every domain
 assert abs(dec["dspark"]["t1"]) < 0.05 and dec["dflash"]["t1"] > 0.1  # probe: DSpark hardly at all, DFlash clearly
 assert dec["dspark"]["greedy"] < dec["dflash"]["greedy"]  # probe: greedy, DSpark decays less on average …
-assert not all(less["greedy"].values())  # probe: … but not in every domain
-assert max(dec["dspark"]["greedy"], dec["dflash"]["greedy"]) < 0  # probe: greedy, acceptance rises along the block
-assert all(decay(q["eagle3"][d]["t1"]["cond_accept"]) <= 0 for d in DOMAINS)  # probe: the Eagle3 chain: no decay
+assert all(less["greedy"].values())  # probe: … in every domain too
+assert abs(dec["dspark"]["greedy"]) < 0.05 < dec["dflash"]["greedy"]  # probe: greedy, DSpark's hardly falls either
+assert dec["eagle3"]["t1"] <= 0  # probe: the Eagle3 chain: no decay on the mean
 plots.cond_accept_lines(rep, LANG, "t1")
 
 # %% [markdown]
 # **EN** — At T = 1 (the plot) DFlash's acceptance falls after position 1; DSpark's hardly falls on average, less than
-# DFlash's in every domain; the Eagle3 chain's does not fall at all. Greedy (`plots.cond_accept_lines(rep, LANG,
-# "greedy")`) the picture is flatter: both parallel drafters' acceptance rises along the block on average, DSpark's
-# still decays less on average, but not in every domain. MTP-1 has one position.
+# DFlash's in every domain; the Eagle3 chain's does not fall on average. Greedy (`plots.cond_accept_lines(rep, LANG,
+# "greedy")`) the same: DSpark's hardly falls, DFlash's does, and DSpark decays less in every domain. MTP-1 has one
+# position.
 #
 # **VI** — Ở T = 1 (hình trên) tỉ lệ giữ của DFlash giảm sau vị trí 1; của DSpark hầu như không giảm tính trung bình, và
-# giảm ít hơn DFlash ở mọi miền; của chuỗi Eagle3 hoàn toàn không giảm. Khi greedy (`plots.cond_accept_lines(rep, LANG,
-# "greedy")`) bức tranh phẳng hơn: tỉ lệ giữ của cả hai bộ vẽ song song tăng dọc theo khối tính trung bình, của DSpark
-# vẫn giảm ít hơn tính trung bình, nhưng không phải ở mọi miền. MTP-1 chỉ có một vị trí.
+# giảm ít hơn DFlash ở mọi miền; của chuỗi Eagle3 không giảm tính trung bình. Khi greedy (`plots.cond_accept_lines(rep,
+# LANG, "greedy")`) cũng vậy: của DSpark hầu như không giảm, của DFlash thì giảm, và DSpark giảm ít hơn ở mọi miền.
+# MTP-1 chỉ có một vị trí.
 #
 # ## 4 · Figure 5 in miniature: a static confidence threshold / Hình 5 thu nhỏ: ngưỡng tin cậy tĩnh
 # **EN** — Verify only the drafts up to the first one whose confidence c is below a threshold. A higher threshold
@@ -215,15 +229,15 @@ for d in DOMAINS:
     lost_slots = 1 - sweep[d][0.3]["verified_per_round"] / sweep[d][0.0]["verified_per_round"]
     lost_tau = 1 - sweep[d][0.3]["tau"] / sweep[d][0.0]["tau"]
     assert lost_slots > 3 * lost_tau  # probe: at 0.3, far more verified slots go than τ does
-    assert 1 - sweep[d][0.5]["tau"] / sweep[d][0.0]["tau"] > 0.1  # probe: at 0.5, τ itself falls
+    assert 1 - sweep[d][0.5]["tau"] / sweep[d][0.0]["tau"] > 0.05  # probe: at 0.5, τ itself falls
 plots.threshold_sweep_chart(rep, "dspark", LANG)
 
 # %% [markdown]
 # **EN** — Up to about 0.3 the threshold removes mostly slots that would have been rejected anyway; by 0.5 it cuts
-# into drafts that would have been kept, and τ falls by more than a tenth.
+# into drafts that would have been kept, and τ falls by 8 to 14 %.
 #
 # **VI** — Tới khoảng 0.3, ngưỡng chủ yếu bỏ các ô đằng nào cũng bị từ chối; tới 0.5 nó cắt vào cả các token nháp lẽ ra
-# được giữ, và τ giảm hơn một phần mười.
+# được giữ, và τ giảm 8 tới 14 %.
 #
 # ## 5 · STS: calibrating the confidence / STS: hiệu chuẩn độ tin cậy
 # **EN** — The scheduler reads the prefix survival a_i = c₁·…·c_i. Sequential temperature scaling fits one
@@ -256,32 +270,27 @@ for n in HEADS:
 helps = {n: [h["ece_sts"] < h["ece_raw"] for h in held[n]] for n in HEADS}
 print("held out, STS lowers the ECE at positions:", {n: [i + 1 for i, b in enumerate(helps[n]) if b] for n in HEADS})
 assert all(s["ece_after"] < s["ece_before"] for n in HEADS for s in fit[n])  # probe: on its fit rounds, everywhere
-assert helps["dspark"] == [False] * (K - 1) + [True]  # probe: held out, DSpark: worse at 1..4, better only at 5
-assert all(helps["dspark-rnn"][: K - 1])  # probe: held out, DSpark-RNN: better at 1..4
+assert [sum(helps[n]) for n in HEADS] == [3, 2]  # probe: held out, mixed: better at some positions, worse at others
 total = {n: (sum(h["ece_raw"] for h in held[n]), sum(h["ece_sts"] for h in held[n])) for n in HEADS}
-assert total["dspark"][1] > total["dspark"][0] and total["dspark-rnn"][1] < total["dspark-rnn"][0]  # probe: in total
-assert all(h["ece_raw"] < 0.08 for n in HEADS for h in held[n])  # probe: the raw heads are already within 8 %
+assert all(total[n][1] < total[n][0] < 1.1 * total[n][1] for n in HEADS)  # probe: in total a little better, both
+assert all(h["ece_raw"] < 0.085 for n in HEADS for h in held[n])  # probe: the raw heads are already within ≈ 8 %
 assert all(s["n"] < 500 and h["n"] < 500 for n in HEADS for s, h in zip(fit[n], held[n], strict=True))  # probe
 spread = {n: max(abs(math.log(x)) for x in temps[n]) for n in HEADS}  # how far the T_i stray from 1
-assert spread["dspark"] > 1 > 0.5 > spread["dspark-rnn"] and min(temps["dspark"]) == DEFAULT_GRID[0]  # probe
+assert max(spread.values()) < 0.6 and DEFAULT_GRID[0] not in temps["dspark"]  # probe: mild temperatures
 plots.sts_ece_bars(rep, "dspark", LANG)
 
 # %% [markdown]
 # **EN** — On the rounds they were fitted on, the temperatures lower the ECE at every position, for both heads. On
-# the held-out rounds they do not for DSpark: its ECE rises at positions 1–4 and falls only at 5, so in total the
-# calibrated head is worse than the raw one. DSpark's temperatures stray far from 1 (one sits at the grid's lower
-# edge), and a few hundred rounds binned 20 ways cannot pin such temperatures down: they overfit the fit rounds.
-# DSpark-RNN's temperatures are mild, and they do carry over (lower ECE at 1–4). Either way the raw heads are already
-# within a few %. The paper fits STS on large held-out sets; with a few hundred rounds, believe a fit-set ECE only as
-# far as held-out rounds confirm it.
+# the held-out rounds the gain is mixed: DSpark's ECE falls at positions 1–3 and rises at 4–5, DSpark-RNN's falls at
+# 1 and 4 only; in total both calibrated heads are a little better than the raw ones. The temperatures are mild
+# (0.7 to 1.7), and the raw heads are already within about 8 %. The paper fits STS on large held-out sets; with a few
+# hundred rounds binned 20 ways, believe a fit-set ECE only as far as held-out rounds confirm it.
 #
 # **VI** — Trên chính các vòng đã dùng để chọn, các nhiệt độ làm ECE giảm ở mọi vị trí, với cả hai đầu. Trên các vòng
-# kiểm định riêng thì không, với DSpark: ECE tăng ở vị trí 1–4 và chỉ giảm ở vị trí 5, nên tính tổng thì đầu đã hiệu
-# chuẩn còn kém đầu thô. Nhiệt độ của DSpark lệch xa 1 (một giá trị nằm ở mép dưới của lưới), và vài trăm vòng chia 20
-# ngăn không đủ để chốt được những nhiệt độ như thế: chúng quá khớp với các vòng dùng để chọn. Nhiệt độ của DSpark-RNN
-# thì vừa phải, và chúng giữ được tác dụng (ECE thấp hơn ở vị trí 1–4). Dù sao thì các đầu thô cũng đã sai lệch chỉ
-# vài phần trăm. Bài báo chọn STS trên các tập kiểm định lớn; với vài trăm vòng, chỉ tin ECE trên tập dùng để chọn tới
-# mức các vòng kiểm định riêng xác nhận.
+# kiểm định riêng thì lợi ích lẫn lộn: ECE của DSpark giảm ở vị trí 1–3 và tăng ở 4–5, của DSpark-RNN chỉ giảm ở 1 và
+# 4; tính tổng thì cả hai đầu đã hiệu chuẩn nhỉnh hơn đầu thô một chút. Các nhiệt độ đều vừa phải (0.7 tới 1.7), và các
+# đầu thô đã sai lệch chỉ khoảng 8 %. Bài báo chọn STS trên các tập kiểm định lớn; với vài trăm vòng chia 20 ngăn, chỉ
+# tin ECE trên tập dùng để chọn tới mức các vòng kiểm định riêng xác nhận.
 #
 # ## 6 · Wall-clock tokens/s / Token/s thật
 # **EN** — Greedy, batch 1, plain and speculative decoding interleaved prompt by prompt, on the CPU below.
@@ -299,21 +308,22 @@ print("speculative ÷ plain tokens/s:", {n: round(v, 2) for n, v in speedup.item
 per_domain = {d: q["dspark"][d]["speed"]["ratio"] / q["dflash"][d]["speed"]["ratio"] for d in DOMAINS}
 print("DSpark ÷ DFlash tokens/s per domain:", {d: round(v, 2) for d, v in per_domain.items()})
 assert all(q[n][d]["speed"]["ratio"] > 1 for n in q for d in DOMAINS)  # probe: every drafter pays off on a CPU
-assert max(speedup, key=speedup.get) == "eagle3" and min(speedup, key=speedup.get) == "mtp1"  # probe: most, least
+assert min(speedup, key=speedup.get) == "mtp1"  # probe: MTP-1 least
+assert max(speedup.values()) - min(speedup[n] for n in ("dspark", "dspark-rnn", "eagle3")) < 0.1  # probe: level
 assert min(speedup["dspark"], speedup["dspark-rnn"]) > speedup["dflash"]  # probe: both DSpark heads beat DFlash
-assert speedup["dspark"] / speedup["dflash"] - 1 < (ratio["greedy"] - 1) / 2  # probe: by far less than in τ
-assert min(per_domain.values()) < 1  # probe: not in every domain
+assert speedup["dspark"] / speedup["dflash"] < ratio["greedy"]  # probe: by less than in τ
+assert min(per_domain.values()) < 1.05  # probe: in one domain only about level
 assert c["speed_prompts"] < c["n_prompts"]  # probe: tokens/s rests on fewer prompts than τ
 plots.speed_bars(rep, LANG)
 
 # %% [markdown]
-# **EN** — Every drafter pays off, even on a CPU: Eagle3 most, MTP-1 least. Both DSpark heads give more tokens/s than
-# DFlash on the mean — but by far less than their τ lead, and not in every domain. Each domain's bar rests on only
-# the speed run's few prompts, against the 12 of τ in §2.
+# **EN** — Every drafter pays off, even on a CPU: the two DSpark heads and Eagle3 about level (≈ 2.3×), MTP-1 least.
+# Both DSpark heads give more tokens/s than DFlash on the mean — but by less than their τ lead, and in math only about
+# as many. Each domain's bar rests on only the speed run's few prompts, against the 12 of τ in §2.
 #
-# **VI** — Bộ vẽ nào cũng có lợi, kể cả trên CPU: Eagle3 nhiều nhất, MTP-1 ít nhất. Cả hai đầu DSpark cho nhiều token/s
-# hơn DFlash tính trung bình — nhưng ít hơn hẳn mức chúng hơn về τ, và không phải ở mọi miền. Mỗi cột của một miền chỉ
-# dựa trên vài prompt của lần đo tốc độ, so với 12 prompt của τ ở §2.
+# **VI** — Bộ vẽ nào cũng có lợi, kể cả trên CPU: hai đầu DSpark và Eagle3 ngang nhau (≈ 2.3×), MTP-1 ít nhất. Cả hai
+# đầu DSpark cho nhiều token/s hơn DFlash tính trung bình — nhưng ít hơn mức chúng hơn về τ, và ở toán thì chỉ xấp xỉ
+# ngang. Mỗi cột của một miền chỉ dựa trên vài prompt của lần đo tốc độ, so với 12 prompt của τ ở §2.
 
 # %% [markdown]
 # ## 7 · Why one prompt at a time / Vì sao giải mã từng prompt một
@@ -363,7 +373,7 @@ for n in ("dspark", "dflash"):
     )
 for v in live.values():
     assert abs(v[1][0] - v[1][1]) < 1e-9  # probe: one at a time, τ is what a round commits
-    assert v[FEW][0] > 1.05 * v[1][0]  # probe: lockstep inflates τ, for both drafters
+    assert v[FEW][0] > v[1][0]  # probe: lockstep inflates τ, for both drafters
     assert v[FEW][1] < 0.6 * v[FEW][0]  # probe: … while each prompt commits far less per round than that τ
 
 # %% [markdown]
@@ -383,24 +393,27 @@ for v in live.values():
 # ## 8 · An honest reading / Đọc một cách trung thực
 # **EN — where the toy agrees with the paper**
 # - DSpark has a higher τ than DFlash, at both temperatures and in every domain — the paper's headline — and, on the
-#   mean, more tokens/s too (§6), though by far less than its τ lead.
+#   mean, more tokens/s too (§6), though by less than its τ lead.
 # - At T = 1 DSpark's acceptance decays along the block less than DFlash's, in every domain; the paper's Figure 2
-#   shows the same, and there, as here, the Eagle3 chain's acceptance does not decay at all.
+#   shows the same, and there, as here (on the mean), the Eagle3 chain's acceptance does not decay.
 # - The Markov and RNN heads help mostly at later positions: at position 1, where there is no drafted prefix yet
-#   for the head to read (only the anchor, which the parallel draft already sees), DSpark and DFlash are close; at
-#   T = 1 the gap at positions 2 to k is more than three times as large, greedy it is smaller but still larger.
-# - The RNN head is about as good as the plain Markov head here (a little ahead at T = 1, a little behind greedy).
+#   for the head to read (only the anchor, which the parallel draft already sees), DSpark and DFlash are close at
+#   T = 1, and the gap at positions 2 to k is more than three times as large. Greedy, DSpark leads already at
+#   position 1 — it also trained on the target's own greedy continuations, DFlash on the corpus only — and more at
+#   positions 2 to k.
+# - The RNN head is about as good as the plain Markov head here (a little ahead at both temperatures).
 #   The paper finds it only marginally better, mostly at long blocks (up to 16); this toy's block is short.
 #
 # **VI — chỗ mô hình đồ chơi khớp với bài báo**
 # - DSpark có τ cao hơn DFlash, ở cả hai nhiệt độ và mọi miền — điểm chính của bài báo — và tính trung bình cũng cho
-#   nhiều token/s hơn (§6), dù ít hơn hẳn mức hơn về τ.
+#   nhiều token/s hơn (§6), dù ít hơn mức hơn về τ.
 # - Ở T = 1 tỉ lệ giữ của DSpark giảm dọc theo khối ít hơn DFlash, ở mọi miền; Hình 2 của bài báo cũng vậy, và ở đó,
-#   như ở đây, tỉ lệ giữ của chuỗi Eagle3 hoàn toàn không giảm.
+#   như ở đây (tính trung bình), tỉ lệ giữ của chuỗi Eagle3 không giảm.
 # - Đầu Markov và đầu RNN giúp chủ yếu ở các vị trí sau: ở vị trí 1, khi chưa có tiền tố nháp nào cho đầu này đọc (chỉ
-#   có anchor, thứ mà bản nháp song song cũng đã thấy), DSpark và DFlash gần nhau; ở T = 1 khoảng cách ở các vị trí 2
-#   tới k lớn hơn gấp ba lần, khi greedy thì nhỏ hơn nhưng vẫn lớn hơn ở vị trí 1.
-# - Đầu RNN ở đây tốt ngang đầu Markov thường (nhỉnh hơn một chút ở T = 1, kém một chút khi greedy). Bài báo thấy nó chỉ
+#   có anchor, thứ mà bản nháp song song cũng đã thấy), ở T = 1 DSpark và DFlash gần nhau, và khoảng cách ở các vị trí
+#   2 tới k lớn hơn gấp ba lần. Khi greedy, DSpark dẫn ngay từ vị trí 1 — nó còn được huấn luyện trên chính các đoạn
+#   greedy mà mô hình mục tiêu viết tiếp, DFlash thì chỉ trên kho ngữ liệu — và dẫn nhiều hơn ở các vị trí 2 tới k.
+# - Đầu RNN ở đây tốt ngang đầu Markov thường (nhỉnh hơn một chút ở cả hai nhiệt độ). Bài báo thấy nó chỉ
 #   nhỉnh hơn một chút, chủ yếu với khối dài (tới 16); khối của mô hình đồ chơi này ngắn.
 
 # %%
@@ -438,14 +451,15 @@ for n in HEADS:
 print("RNN ÷ Markov τ:", {T: round(tau["dspark-rnn"][T] / tau["dspark"][T], 3) for T in TEMPS})
 for T in TEMPS:
     assert all(q["dspark"][d][T]["tau"] > q["dflash"][d][T]["tau"] for d in DOMAINS)  # probe: DSpark > DFlash
-    assert all(0 < lo < min(0.1, hi) for lo, hi in (later[n, T] for n in HEADS))  # probe: close at 1, more later
+    assert all(0 < lo < hi for lo, hi in (later[n, T] for n in HEADS))  # probe: more later than at position 1
     assert abs(tau["dspark-rnn"][T] / tau["dspark"][T] - 1) < 0.05  # probe: RNN ≈ Markov …
-assert tau["dspark-rnn"]["t1"] > tau["dspark"]["t1"] and tau["dspark-rnn"]["greedy"] < tau["dspark"]["greedy"]  # …
+assert tau["dspark-rnn"]["t1"] > tau["dspark"]["t1"] and tau["dspark-rnn"]["greedy"] > tau["dspark"]["greedy"]  # …
+assert all(later[n, "t1"][0] < 0.05 < 0.1 < later[n, "greedy"][0] for n in HEADS)  # probe: close at 1 only at T = 1
 assert all(later[n, "t1"][1] > 3 * later[n, "t1"][0] for n in HEADS)  # probe: at T = 1, > 3× as large later
 assert speedup["dspark"] > speedup["dflash"]  # probe: more tokens/s on the mean (§6)
 for d in DOMAINS:
     assert decay(q["dspark"][d]["t1"]["cond_accept"]) < decay(q["dflash"][d]["t1"]["cond_accept"])  # probe
-    assert decay(q["eagle3"][d]["t1"]["cond_accept"]) <= 0  # probe: the Eagle3 chain does not decay
+assert dec["eagle3"]["t1"] <= 0  # probe: the Eagle3 chain does not decay on the mean
 for d, paper in PAPER_FIG2.items():  # the paper's own Figure 2 and Figure 4 say the same
     assert decay(paper["dspark"]) < decay(paper["dflash"]) and decay(paper["eagle3"]) <= 0
     df16, markov16, rnn16 = PAPER_FIG4_LEN16[d]
@@ -455,32 +469,36 @@ for d, paper in PAPER_FIG2.items():  # the paper's own Figure 2 and Figure 4 say
 # **EN — where it does not**
 # - DSpark's τ lead over DFlash is larger than the paper's (+16 to +18 % on blocks of 7; the toy's, on blocks of 5,
 #   is printed below): the toy's DFlash loses much more along the block than the paper's does.
-# - In the toy the Eagle3-style autoregressive drafter wins, in every domain at both temperatures, and in tokens/s.
-#   The toy favours it: an easy grammar, and a fresh small float block trained on every position of every window,
-#   against DSpark draft layers that are full V4 blocks with FP4-simulated experts, trained on fewer blocks. The paper
-#   finds the parallel drafters ahead of Eagle3 on Qwen3, and Eagle3 ahead of DFlash (not of DSpark) only on Gemma4.
+# - At T = 1 the Eagle3-style autoregressive drafter wins, in every domain. The toy favours it: an easy grammar, and a
+#   fresh small float block trained on every position of every window, against DSpark draft layers that are full V4
+#   blocks with FP4-simulated experts, trained on fewer blocks. Greedy, DSpark leads on the mean (in code and chat,
+#   Eagle3 in math) — but DSpark also trained on the target's own continuations (self-distillation), Eagle3 on the
+#   corpus only; in tokens/s they are level. The paper finds the parallel drafters ahead of Eagle3 on Qwen3, and
+#   Eagle3 ahead of DFlash (not of DSpark) only on Gemma4.
 # - Absolute acceptances are lower than the paper's: at T = 1 DFlash's at every position in every domain, DSpark's at
-#   every position in math and code and at all but one in chat. The verify rate at threshold 0 is lower in math and
+#   every position in math and code and at some in chat. The verify rate at threshold 0 is lower in math and
 #   code, about level in chat (and a block of 5 wastes fewer slots than the paper's 7). Minutes of CPU training on a
 #   toy grammar are not the paper's drafters for a 4B+ model.
-# - DSpark's STS temperatures do not carry over to unseen rounds here (§5): they were fitted on a few hundred rounds,
-#   the paper's on large held-out sets.
+# - DSpark's STS temperatures carry over to unseen rounds only in part here (§5): they were fitted on a few hundred
+#   rounds, the paper's on large held-out sets.
 # - A note on MTP-1: τ ≤ 2 by construction (one draft + the target's token), and each round holds a target forward,
 #   so its speed-up stays below 2; it is the smallest here, though one of its rounds costs well under two plain steps.
 #
 # **VI — chỗ không khớp**
 # - Mức DSpark hơn DFlash về τ lớn hơn của bài báo (bài báo: +16 đến +18 % với khối 7; của mô hình đồ chơi, với khối 5,
 #   in ở dưới): DFlash của mô hình đồ chơi giảm dọc theo khối nhiều hơn hẳn DFlash của bài báo.
-# - Trong mô hình đồ chơi, bộ vẽ tự hồi quy kiểu Eagle3 thắng, ở mọi miền với cả hai nhiệt độ, và cả về token/s. Mô
-#   hình đồ chơi có lợi cho nó: văn phạm dễ, và một khối float nhỏ mới được huấn luyện trên mọi vị trí của mọi cửa sổ,
-#   trong khi các lớp nháp của DSpark là khối V4 đầy đủ với expert mô phỏng FP4, được huấn luyện trên ít khối hơn. Bài
-#   báo thấy các bộ vẽ song song vượt Eagle3 trên Qwen3, và Eagle3 vượt DFlash (không vượt DSpark) chỉ trên Gemma4.
+# - Ở T = 1 bộ vẽ tự hồi quy kiểu Eagle3 thắng, ở mọi miền. Mô hình đồ chơi có lợi cho nó: văn phạm dễ, và một khối
+#   float nhỏ mới được huấn luyện trên mọi vị trí của mọi cửa sổ, trong khi các lớp nháp của DSpark là khối V4 đầy đủ
+#   với expert mô phỏng FP4, được huấn luyện trên ít khối hơn. Khi greedy, DSpark dẫn tính trung bình (ở mã và trò
+#   chuyện, Eagle3 dẫn ở toán) — nhưng DSpark còn được huấn luyện trên chính các đoạn mô hình mục tiêu viết tiếp (tự
+#   chưng cất), Eagle3 thì chỉ trên kho ngữ liệu; về token/s thì ngang nhau. Bài báo thấy các bộ vẽ song song vượt
+#   Eagle3 trên Qwen3, và Eagle3 vượt DFlash (không vượt DSpark) chỉ trên Gemma4.
 # - Tỉ lệ giữ tuyệt đối thấp hơn bài báo: ở T = 1, của DFlash ở mọi vị trí trong mọi miền, của DSpark ở mọi vị trí với
-#   toán và mã, và ở mọi vị trí trừ một với trò chuyện. Tỉ lệ verify hữu ích ở ngưỡng 0 thấp hơn với toán và mã, gần
+#   toán và mã, và ở một số vị trí với trò chuyện. Tỉ lệ verify hữu ích ở ngưỡng 0 thấp hơn với toán và mã, gần
 #   ngang với trò chuyện (và khối 5 phí ít ô hơn khối 7 của bài báo). Vài phút huấn luyện trên CPU với một văn phạm đồ
 #   chơi không phải là các bộ vẽ của bài báo cho mô hình 4B trở lên.
-# - Ở đây nhiệt độ STS của DSpark không giữ được tác dụng trên các vòng chưa thấy (§5): chúng được chọn trên vài trăm
-#   vòng, còn của bài báo thì trên các tập kiểm định lớn.
+# - Ở đây nhiệt độ STS của DSpark chỉ giữ được một phần tác dụng trên các vòng chưa thấy (§5): chúng được chọn trên
+#   vài trăm vòng, còn của bài báo thì trên các tập kiểm định lớn.
 # - Về MTP-1: τ ≤ 2 theo cấu tạo (một token nháp + token của mô hình mục tiêu), và mỗi vòng đều có một forward của mô
 #   hình mục tiêu, nên mức tăng tốc của nó luôn dưới 2; ở đây nó thấp nhất, dù mỗi vòng của nó tốn ít hơn hẳn hai bước
 #   giải mã thường.
@@ -493,9 +511,8 @@ print(
     f"{dec['dflash']['t1']:.3f}, paper {paper_dflash_decay:.3f}"
 )
 assert ratio["t1"] > paper_ratio + 0.05 and dec["dflash"]["t1"] > 2 * paper_dflash_decay  # probe
-for T in TEMPS:
-    assert all(max(q, key=lambda n, d=d: q[n][d][T]["tau"]) == "eagle3" for d in DOMAINS)  # probe: Eagle3 wins …
-assert all(max(q, key=lambda n, d=d: q[n][d]["speed"]["ratio"]) == "eagle3" for d in DOMAINS)  # … and in tokens/s
+assert all(max(q, key=lambda n, d=d: q[n][d]["t1"]["tau"]) == "eagle3" for d in DOMAINS)  # probe: Eagle3 wins at T = 1
+assert tau["dspark"]["greedy"] > tau["eagle3"]["greedy"]  # probe: … greedy, the self-distilled DSpark leads
 assert 1.1 < tau["eagle3"]["t1"] / tau["dspark"]["t1"] < 1.3  # probe: by a clear margin, not by far
 e3, df, ds = zip(*PAPER_TAU.values(), strict=True)
 assert all(s > e for s, e in zip(ds, e3, strict=True))  # the paper: DSpark > Eagle3 on all four targets
@@ -511,12 +528,12 @@ below = {
 }
 print("positions (T = 1) below the paper's:", {f"{n}·{d}": sum(v) for (n, d), v in below.items()}, f"of {K}")
 assert all(all(below["dflash", d]) for d in DOMAINS)  # probe: DFlash lower everywhere
-assert all(below["dspark", "math"]) and all(below["dspark", "code"]) and sum(below["dspark", "chat"]) == K - 1  # probe
+assert all(below["dspark", "math"]) and all(below["dspark", "code"]) and 0 < sum(below["dspark", "chat"]) < K  # probe
 rate0 = {d: sweep[d][0.0]["verify_rate"] for d in DOMAINS}
 print("verify rate at threshold 0, toy vs paper:", {d: (round(rate0[d], 3), PAPER_VERIFY_RATE_T0[d]) for d in DOMAINS})
 assert all(rate0[d] < PAPER_VERIFY_RATE_T0[d] for d in ("math", "code"))  # probe: lower in math and code …
 assert abs(rate0["chat"] - PAPER_VERIFY_RATE_T0["chat"]) < 0.03  # probe: … about level in chat
-assert sum(helps["dspark"]) < K / 2  # probe: DSpark's STS does not carry over (§5)
+assert 0 < sum(helps["dspark"]) < K  # probe: DSpark's STS carries over only in part (§5)
 assert all(q["mtp1"][d][T]["tau"] <= 2 for d in DOMAINS for T in TEMPS)  # probe: τ ≤ 2 by construction
 assert all(q["mtp1"][d]["speed"]["ratio"] < 2 for d in DOMAINS) and speedup["mtp1"] == min(speedup.values())  # probe
 assert 2 / speedup["mtp1"] < 1.5  # probe: an MTP-1 round costs τ ÷ speed-up ≤ 2 ÷ speed-up plain steps
@@ -531,14 +548,15 @@ print(
 #   time (lockstep batches inflate τ, §7). As in the paper, DSpark beats DFlash in τ in every domain (by more than the
 #   paper's margin) and, on the mean, in tokens/s; at T = 1 its acceptance decays less along the block (the Markov
 #   head works at later positions); the RNN head is about as good as the Markov one. Its confidence can prune
-#   verification cheaply, but STS temperatures fitted on a few hundred rounds do not carry over for DSpark. Unlike
-#   the paper, an Eagle3-style chain wins here, and the parallel drafters' acceptances are lower.
+#   verification cheaply, but STS temperatures fitted on a few hundred rounds carry over only in part. Unlike the
+#   paper, an Eagle3-style chain wins here at T = 1 (greedy, the self-distilled DSpark leads on the mean), and the
+#   parallel drafters' acceptances are lower.
 # - **VI** — Một lệnh có seed huấn luyện mô hình mục tiêu và năm bộ vẽ nháp rồi ghi lại mọi con số, đo từng prompt một
 #   (batch đồng bộ làm τ bị thổi phồng, §7). Như trong bài báo, DSpark hơn DFlash về τ ở mọi miền (hơn nhiều hơn mức
 #   của bài báo) và, tính trung bình, cả về token/s; ở T = 1 tỉ lệ giữ của nó giảm dọc theo khối ít hơn (đầu Markov làm
 #   việc ở các vị trí sau); đầu RNN tốt ngang đầu Markov. Độ tin cậy của nó giúp bớt verify với giá rẻ, nhưng nhiệt độ
-#   STS chọn trên vài trăm vòng không giữ được tác dụng với DSpark. Khác bài báo, chuỗi kiểu Eagle3 thắng ở đây, và tỉ
-#   lệ giữ của các bộ vẽ song song thấp hơn.
+#   STS chọn trên vài trăm vòng chỉ giữ được một phần tác dụng. Khác bài báo, chuỗi kiểu Eagle3 thắng ở đây khi T = 1
+#   (khi greedy, DSpark tự chưng cất dẫn tính trung bình), và tỉ lệ giữ của các bộ vẽ song song thấp hơn.
 #
 # ## Exercise / Bài tập
 # **EN** — A drafter's conditional acceptances at positions 1, 2, 3 are 0.8, 0.75 and 0.5. The cumulative acceptance

@@ -15,7 +15,16 @@ from safetensors import safe_open
 
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.cli import main
-from lab.train_all import QUICK, Recipe, check_shipped, eval_job, strict_json, train_job, train_target_file
+from lab.train_all import (
+    QUICK,
+    Recipe,
+    check_shipped,
+    corpus_streams,
+    eval_job,
+    strict_json,
+    train_job,
+    train_target_file,
+)
 from lab.weights import DRAFTERS, drafter_header, file_sha256, load_drafter
 
 
@@ -48,11 +57,17 @@ def test_quick_rebuild_writes_every_file_and_a_report(quick_run):
                 assert 1.0 <= q[domain][label]["tau"] <= 1 + (1 if name == "mtp1" else 5)
             assert q[domain]["speed"]["plain_tok_s"] > 0
     assert "confidence_temperatures" in report["drafters"]["dspark"]["train"]
+    assert report["drafters"]["dspark"]["train"]["distilled"] == QUICK.distill_prompts  # self-distilled windows
+    assert "distilled" not in report["drafters"]["dflash"]["train"]  # DFlash: the corpus only (distill_dflash off)
+    for name in DRAFTERS:
+        assert report["summary"]["free_form_tau"][name] == {
+            t: report["drafters"][name]["free_form"][t]["tau"] for t in ("t1", "greedy")
+        }
     assert len(report["drafters"]["dspark"]["train"]["sts"]) == 5
     assert set(report["summary"]) >= {"mean_tau", "dspark_over_dflash", "decay", "tokens_per_s_ratio"}
 
 
-SECONDS = ("train_seconds", "sts_seconds", "eval_seconds")  # the only fields of a stage that may differ
+SECONDS = ("train_seconds", "distill_seconds", "sts_seconds", "eval_seconds")  # the only fields that may differ
 
 
 def as_json(x) -> str:
@@ -89,6 +104,7 @@ def test_rebuild_is_deterministic(quick_run, tmp_path):
             if "threshold_sweep" in row or "threshold_sweep" in was["quality"][domain]:
                 assert as_json(row["threshold_sweep"]) == as_json(was["quality"][domain]["threshold_sweep"])
         assert as_json(ev.get("heldout_calibration")) == as_json(was.get("heldout_calibration")), name
+        assert as_json(ev["free_form"]) == as_json(was["free_form"]), name
     for name in ("target", *DRAFTERS):
         ta, tb = tensors(quick_run / f"{name}.safetensors"), tensors(tmp_path / f"{name}.safetensors")
         assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta), name
@@ -105,3 +121,36 @@ def test_rebuilt_drafters_load_and_stay_lossless(quick_run, name):
 def test_rebuild_refuses_a_file_path(tmp_path, capsys):
     assert main(["train", "all", "--quick", "--out", str(tmp_path / "w.safetensors")]) == 2
     assert "writes a folder" in capsys.readouterr().err
+
+
+def test_self_distilled_windows_are_the_targets_own_continuations():
+    """Each row starts with its prompt and goes on with exactly what the target writes for it alone; the prompts
+    are seeded and in range. Can still fail: a row taken from another prompt's batch, a wrong split or offset."""
+    from dspark_mini import build_model, get_config
+    from lab.training import distill_prompts, self_distill
+
+    model = build_model(get_config("lab"), seed=1)
+    train_ids, _ = corpus_streams(QUICK)
+    prompts = distill_prompts(train_ids, 6, seed=2, vocab_size=model.cfg.vocab_size, free_share=0.5, max_len=5)
+    assert prompts == distill_prompts(train_ids, 6, seed=2, vocab_size=model.cfg.vocab_size, free_share=0.5, max_len=5)
+    assert all(1 <= len(p) <= 5 and min(p) >= 4 and max(p) < model.cfg.vocab_size for p in prompts)
+    rows = self_distill(model, prompts, 12)  # [6, 12]
+    assert rows.shape == (6, 12)
+    for p, row in zip(prompts, rows.tolist(), strict=True):
+        assert row[: len(p)] == p
+        assert row[len(p) :] == generate_plain(model, torch.tensor([p]), 12 - len(p)).tokens[0]
+    with pytest.raises(ValueError, match="prompt 0 has 12 ids"):
+        self_distill(model, [[5] * 12], 12)
+
+
+def test_draft_training_refuses_bad_distilled_input():
+    from dspark_mini import build_model, get_config
+    from lab.training import train_draft
+
+    model = build_model(get_config("lab"), seed=1)
+    train_ids, _ = corpus_streams(QUICK)
+    rows = torch.zeros(4, 12 + model.cfg.dspark_block_size + 1, dtype=torch.long)
+    with pytest.raises(ValueError, match="distilled_rows = 3 is invalid: allowed 0..batch"):
+        train_draft(model, train_ids, steps=1, batch=2, context=12, distilled=rows, distilled_rows=3)
+    with pytest.raises(ValueError, match=r"distilled has shape \(4, 17\): allowed \[N, context \+ k \+ 1 = 18\]"):
+        train_draft(model, train_ids, steps=1, batch=2, context=12, distilled=rows[:, 1:], distilled_rows=1)
