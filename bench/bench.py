@@ -45,12 +45,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plain_transformer import lab_active_params, plain_like  # noqa: E402
 
+from lab.evaluation import FREE_FORM  # noqa: E402  (the prompts `train all` reports free-form τ on)
 from lab.profiling import cpu_model, percentiles, verify_steps  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "dspark_mini"
 KS = (1, 2, 3, 4, 5)
-FREE_FORM = ("hello", "the cat", "x =", "why", "Xin chào", "def f(", "1 + 1 =", "once upon a time")
 
 
 def weights_stamp() -> dict:

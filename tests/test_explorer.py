@@ -296,6 +296,23 @@ def test_page_stores_the_shipped_sps_table(data):
 
 
 # ---- the page's verifier against Python's ------------------------------------------------------------------------
+def rich_round(data: dict, T: float, policy: Policy) -> tuple[int, int]:
+    """The first stored round (prompt, round) whose re-sampled outcomes vary enough for the χ² test to have power
+    under `policy`: in 400 seeded Python rounds, ℓ takes ≥ 2 values, n_accepted ≥ 3 and the first committed token
+    ≥ 5 (a round the drafter always gets right, or a policy that always sends the same ℓ, would test nothing)."""
+    for pi, prompt in enumerate(data["prompts"]):
+        for ri in range(len(prompt["rounds"])):
+            sr, gen = StoredRound.from_data(data, pi, ri), torch.Generator().manual_seed(7)
+            seen = set()
+            for _ in range(400):
+                s = simulate_round(sr, T, policy, gen)
+                first = s.draft[0] if s.verdict.n_accepted else s.verdict.next_token
+                seen.add((s.verify_len, s.verdict.n_accepted, first))
+            if [len({x[i] for x in seen}) >= m for i, m in enumerate((2, 3, 5))] == [True] * 3:
+                return pi, ri
+    raise AssertionError(f"no stored round varies enough under {policy} at T = {T}: the page's data lost its spread")
+
+
 @needs_node
 @pytest.mark.parametrize(
     "policy", [{"name": "threshold", "threshold": 0.2}, {"name": "dspark", "requests": 32}], ids=lambda p: p["name"]
@@ -306,8 +323,8 @@ def test_page_verifier_matches_python_verify_block(data, tmp_path, policy):
     n_accepted, first committed token) must be the same. A two-sample (homogeneity) χ² at α = 0.001 from the lab's
     one-sample helper: each sample against the pooled frequencies, the two statistics summed, df = bins − 1 (the
     same bins merged on both sides)."""
-    prompt, rnd, T = 6, 2, 1.0  # the walk prompt's 3rd round: x_1 kept ≈ 43 %, rich residual
-    n_js, n_py = 20_000, 10_000
+    T, n_js, n_py = 1.0, 20_000, 10_000
+    prompt, rnd = rich_round(data, T, Policy(**policy))
     js = [tuple(x) for x in run_node(tmp_path, "sample", prompt, rnd, T, policy, 1, n_js)]
     sr = StoredRound.from_data(data, prompt, rnd)
     gen = torch.Generator().manual_seed(1)
