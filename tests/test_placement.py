@@ -37,10 +37,15 @@ from lab.realscale.shards import read_index
 GIB = 2**30
 H200_BYTES = 141e9
 # float32 vs float64 logits of the trained lab model. fp32's unit roundoff is 2^-24 ≈ 6e-8; the logits reach |15|
-# and pass ~10 blocks of a few ops each, so a correct fp32 model is off by ~1e-5 (measured 1.8e-5 over the 144
-# positions below). 1e-4 (≈ 7e-6 of the largest logit) leaves room for another BLAS; a tensor left in bf16 would be
-# off by ≥ 1e-2 (bf16's roundoff is 2^-9 ≈ 2e-3; the bf16 model is off by ~3).
+# and pass ~10 blocks of a few ops each, so at a typical position a correct fp32 model is off by ~1e-5 or less
+# (measured: median over the 144 positions below 2.4e-6). But the model simulates FP8/FP4 quantization, and QDQ is
+# a step function: where an fp32 rounding difference lands a value on the other side of a rounding boundary, it
+# moves by one quantum, and every later position of that prompt reads the moved KV entry (measured with the shipped
+# weights: 11 of 144 positions above 1e-4, max 0.021). So: the median position within 1e-4 (≈ 7e-6 of the largest
+# logit), every position within FP32_FLIP_TOL (a few quanta's worth, far below a bf16 leak), the same greedy token
+# everywhere; a tensor left in bf16 is off by ≥ 1e-2 at the median position (bf16's roundoff is 2^-9 ≈ 2e-3).
 FP32_LOGIT_TOL = 1e-4
+FP32_FLIP_TOL = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -185,10 +190,12 @@ def test_float32_logits_are_float64_within_the_stated_tolerance(trained) -> None
     x = torch.cat([eval_prompts(d, 4, 12) for d in DOMAINS])  # [12, 12] held-out prompts
     m32, m16 = in_dtype(trained, "float32"), in_dtype(trained, "bfloat16")
     with torch.inference_mode():
-        ref = trained(x).logits
-        d32 = (m32(x).logits.double() - ref).abs().max().item()
-        d16 = (m16(x).logits.double() - ref).abs().max().item()
-    assert d32 <= FP32_LOGIT_TOL < 1e-2 <= d16  # fp32 within the bound; the bound would catch a bf16 leak
+        ref, l32, l16 = trained(x).logits, m32(x).logits, m16(x).logits  # [12, 12, V] each
+        d32 = (l32.double() - ref).abs().amax(-1)  # [12, 12] max over the vocabulary, per position
+        d16 = (l16.double() - ref).abs().amax(-1)
+    assert d32.median() <= FP32_LOGIT_TOL < 1e-2 <= d16.median()  # fp32 at rounding level; would catch a bf16 leak
+    assert d32.max() <= FP32_FLIP_TOL  # a QDQ flip moves a value by a quantum, not by a bf16-sized error
+    assert torch.equal(l32.argmax(-1), ref.argmax(-1))  # the same greedy token at every position
 
 
 def test_build_on_meta_allocates_no_weight_and_keeps_the_buffers() -> None:
