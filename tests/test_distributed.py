@@ -192,20 +192,7 @@ def test_torchrun_generate_on_two_ranks(monkeypatch, capsys):
     from lab.realscale.torchrun import main
 
     args = ["generate", "--max-new-tokens", "6", "--json"]
-    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
-    try:
-        proc = subprocess.run(
-            [*cmd, "-m", "lab.realscale.torchrun", *args],
-            cwd=ROOT,
-            env=base_env(),
-            capture_output=True,
-            text=True,
-            timeout=HANG_GUARD_S,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"torchrun with 2 ranks hung (no exit in {HANG_GUARD_S} s)")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    two = json.loads(proc.stdout)
+    two = torchrun_json(2, args)
     for v in DIST_VARS:
         monkeypatch.delenv(v, raising=False)
     assert main(args) == 0
@@ -251,11 +238,17 @@ def test_a_rank_that_cannot_load_its_shard_fails_on_every_rank(checkpoint, tmp_p
 
 def torchrun_check(folder, *extra: str) -> dict:
     """One torchrun launch of 4 CPU ranks: `check --tp 2 --worlds 4,2` on `folder` → rank 0's JSON report."""
-    cmd = [str(TORCHRUN), "--nproc-per-node", "4", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
     args = ["check", "--checkpoint", str(folder), "--tp", "2", "--worlds", "4,2", "--max-new-tokens", str(MAX_NEW)]
+    return torchrun_json(4, [*args, *extra, "--json"])
+
+
+def torchrun_json(ranks: int, args: list[str]) -> dict:
+    """`torchrun --nproc-per-node ranks -m lab.realscale.torchrun args` on CPU: it must exit 0 (a hang guard
+    stops it) → rank 0's JSON report."""
+    cmd = [str(TORCHRUN), "--nproc-per-node", str(ranks), "--master-addr", "127.0.0.1", "--master-port"]
     try:
         proc = subprocess.run(
-            [*cmd, "-m", "lab.realscale.torchrun", *args, *extra, "--json"],
+            [*cmd, str(free_port()), "-m", "lab.realscale.torchrun", *args],
             cwd=ROOT,
             env=base_env(),
             capture_output=True,
@@ -263,7 +256,7 @@ def torchrun_check(folder, *extra: str) -> dict:
             timeout=HANG_GUARD_S,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"torchrun with 4 ranks hung (no exit in {HANG_GUARD_S} s)")
+        pytest.fail(f"torchrun with {ranks} ranks hung (no exit in {HANG_GUARD_S} s)")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
