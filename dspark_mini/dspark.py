@@ -240,28 +240,32 @@ class DSparkDraft(nn.Module):
         if p + block_size > cfg.max_seq_len:
             raise ValueError(f"draft block would reach position {p + block_size - 1}: max_seq_len = {cfg.max_seq_len}")
         positions, h, base = self.block_pass(anchor, embed, head, cache, block_size, trace)
+        temperature = check_temperature(temperature)
         prev, state = anchor, self.markov_head.start(anchor.size(0), h)
-        tokens, logits, probs, conf = [], [], [], []
+        tokens, logits, embeds = [], [], []
         for i in range(block_size):  # the Markov head: the only sequential part
             bias, e, state = self.markov_head.step(prev, h[:, i], state)  # [B, V], [B, r]
-            li = base[:, i] + bias.to(base.dtype)
-            pi = token_distribution(li, temperature)
-            xi = sample(pi, generator)
-            z = self.confidence_head(torch.cat([h[:, i], e], -1).to(self.confidence_head.weight.dtype))  # [B, 1]
-            temps = self.confidence_temperatures
-            c = torch.sigmoid(z if temps is None else z / temps[i])
+            li = base[:, i] + bias.to(base.dtype)  # [B, V]
+            # greedy: the argmax itself (what sampling the one-hot argmax distribution returns, without a draw)
+            xi = li.argmax(-1) if temperature == 0 else sample(token_distribution(li, temperature), generator)  # [B]
             tokens.append(xi)
             logits.append(li)
-            probs.append(pi)
-            conf.append(c.squeeze(-1))
+            embeds.append(e)
             prev = xi
-        tokens_t, probs_t = torch.stack(tokens, 1), torch.stack(probs, 1)  # [B, k], [B, k, V]
-        shown = probs_t if temperature > 0 else torch.softmax(torch.stack(logits, 1), dim=-1)
+        tokens_t, logits_t = torch.stack(tokens, 1), torch.stack(logits, 1)  # [B, k], [B, k, V]
+        probs_t = token_distribution(logits_t, temperature)  # [B, k, V] p_d (row by row as drawn above)
+        # confidence c_i = σ(w·[h_i; W1[x_{i−1}]]): it reads no draw, so all positions go in one product
+        hw = torch.cat([h, torch.stack(embeds, 1).to(h.dtype)], -1)  # [B, k, D + r]
+        z = self.confidence_head(hw.to(self.confidence_head.weight.dtype)).squeeze(-1)  # [B, k] logits
+        temps = self.confidence_temperatures
+        if temps is not None:
+            z = z / z.new_tensor(temps[:block_size])
+        shown = probs_t if temperature > 0 else torch.softmax(logits_t, dim=-1)
         out = DraftOutput(
             tokens=tokens_t,
             draft_probs=shown.gather(-1, tokens_t[..., None]).squeeze(-1),
-            confidence=torch.stack(conf, 1),
-            logits=torch.stack(logits, 1),
+            confidence=torch.sigmoid(z),
+            logits=logits_t,
             probs=probs_t,
             hidden=h,
             positions=positions,

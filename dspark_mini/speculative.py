@@ -70,6 +70,20 @@ def verify_block(
     return Verdict(k, int(sample(target_probs[k], generator)), BONUS, ratios)
 
 
+def verify_greedy(draft_tokens: torch.Tensor, target_argmax: torch.Tensor) -> Verdict:
+    """`verify_block` at temperature 0, without its draws. draft_tokens [k]; target_argmax [k + 1] (the target's
+    argmax at each verified row).
+
+    Both distributions are one-hot there: p_d(x_i) = 1, and p_t(x_i) is 1 where x_i is the target's argmax, else 0.
+    So the ratio is 1 (kept: u < 1 always) up to the first mismatch, 0 there (rejected: u < 0 never); the residual
+    max(0, p_t − p_d) is the one-hot of the target's argmax, and so is the bonus row — the same verdict as
+    `verify_block` on those rows (tested), read off one comparison."""
+    k = draft_tokens.numel()
+    match = (draft_tokens == target_argmax[:k]).tolist()  # [k] bools
+    n = match.index(False) if False in match else k
+    return Verdict(n, int(target_argmax[n]), RESAMPLED if n < k else BONUS, [1.0] * n + ([0.0] if n < k else []))
+
+
 @dataclass
 class Round:
     """One draft → verify → commit round of one sequence."""
@@ -214,14 +228,17 @@ def speculative_round(
     sent = d.tokens[:, :k]  # [B, k] the drafts sent to verify
     rows = torch.cat([anchors[:, None], sent], dim=1)  # [B, k + 1]
     out = model(rows, cache=cache, commit=False)  # the verify forward: nothing stored yet
-    target = token_distribution(out.logits, temperature)  # [B, k + 1, V]
-    verdicts = [verify_block(sent[b], d.probs[b, :k], target[b], gen, residual) for b in range(anchors.size(0))]
+    argmax = out.logits.argmax(-1)  # [B, k + 1] the target's own choice at each row
+    if temperature == 0:  # one-hot rows: the verdict is the first mismatch (the broken verifier agrees there)
+        verdicts = [verify_greedy(sent[b], argmax[b]) for b in range(anchors.size(0))]
+    else:
+        target = token_distribution(out.logits, temperature)  # [B, k + 1, V]
+        verdicts = [verify_block(sent[b], d.probs[b, :k], target[b], gen, residual) for b in range(anchors.size(0))]
     n_min = min(v.n_accepted for v in verdicts)
     cache.commit(out.pending, n_min + 1)  # anchor + kept drafts; the other rows were never written
     drafter.observe(rows, out, n_min + 1)
     shown = target if temperature > 0 else torch.softmax(out.logits, -1)
     tp = shown[:, :k].gather(-1, sent[..., None]).squeeze(-1)  # [B, k]
-    argmax = out.logits.argmax(-1)  # [B, k + 1]
     result = []
     for b, v in enumerate(verdicts):
         status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < k else [])

@@ -35,6 +35,7 @@ from dspark_mini.speculative import (
     generate_speculative,
     speculative_round,
     verify_block,
+    verify_greedy,
 )
 from tests.helpers import assert_same_snapshot
 
@@ -148,6 +149,10 @@ def test_verify_greedy_accepts_the_matching_prefix(match):
         assert v.next_token == int(target_arg[match])
         assert v.kind == (BONUS if match == k else RESAMPLED)
         assert v.ratios == [1.0] * match + ([0.0] if match < k else [])
+        # the broken verifier (resampling from p_t) agrees on one-hot rows
+        assert verify_block(drafts, draft_p, target, torch.Generator().manual_seed(seed), residual=False) == v
+    # the draw-free verdict the greedy loop uses is the same one
+    assert verify_greedy(drafts, target_arg) == v
 
 
 def test_verify_draft_equal_to_target_accepts_everything():
