@@ -23,10 +23,10 @@ from torch import nn
 
 from .attention import SharedAttention, hp_dtype
 from .config import ModelConfig
-from .linear import Embedding, Linear
+from .linear import Embedding, Linear, cast
 from .mhc import hc_pre, identity_pre_mix
 from .norm import RMSNorm
-from .quant import fake_quant, fp8_qdq
+from .quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 from .rope import apply_rope, rope_angles, rope_table
 from .validate import check_temperature
 
@@ -145,6 +145,19 @@ class DSparkDraft(nn.Module):
         self.confidence_head = Linear(cfg.dim + cfg.dspark_markov_rank, 1, bias=False, dtype=hp)  # w [1, D + r]
         # STS calibration (lab/calibration.py): c_i = σ(logit_i / T_i); None = raw head (all T_i = 1)
         self.confidence_temperatures: tuple[float, ...] | None = None
+        # what `ring_rows` reads at every target forward, looked up once (`quant.Prepared`): the draft layers'
+        # wkv weights and their kv_norm weights side by side [n, Dh] in the norm's precision
+        self.ring_weights = Prepared(self.prepare_ring_weights, self.ring_params)
+        self.register_load_state_dict_post_hook(forget_prepared)
+
+    def ring_params(self) -> list[torch.Tensor]:
+        return [w for blk in self.layers for w in (blk.attn.wkv.weight, blk.attn.kv_norm.weight)]
+
+    def prepare_ring_weights(self) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """([wkv of each draft layer] [Dh, D] each, their kv_norm weights [n, Dh] in high precision)."""
+        attns = [blk.attn for blk in self.layers]
+        w = torch.stack([a.kv_norm.weight for a in attns])
+        return [a.wkv.weight for a in attns], w.to(torch.float64 if w.dtype == torch.float64 else torch.float32)
 
     def set_confidence_temperatures(self, temperatures) -> None:
         """Install per-position STS temperatures (one per block position, each > 0), or None for the raw head."""
@@ -172,14 +185,14 @@ class DSparkDraft(nn.Module):
         Each is that layer's `Attention.latent(main_x)`: FP8(RoPE(kv_norm(wkv(main_x)))). The layers' projections
         run one by one; the norm, the rotation and the QDQ run once over the layers side by side [B, S, n, Dh]
         (each works per row and per layer, so the numbers are the same)."""
-        attns = [blk.attn for blk in self.layers]
-        rope = rope_table(rope_angles(positions, attns[0].inv_freq))  # draft layers: all ratio 0, θ 10000
-        kv = torch.stack([F.linear(main_x, a.wkv.weight) for a in attns], dim=2)  # [B, S, n, Dh]
-        hp = torch.float64 if kv.dtype == torch.float64 else torch.float32  # as `norm.rms_norm` computes
-        w = torch.stack([a.kv_norm.weight for a in attns]).to(hp)  # [n, Dh]
-        h = kv.to(hp)
-        normed = w * (h * torch.rsqrt(h.square().mean(-1, keepdim=True) + self.cfg.norm_eps))  # kv_norm, per layer
-        rows = apply_rope(normed.to(kv.dtype), rope)  # [B, S, n, Dh]
+        wkv, w = self.ring_weights.get()  # [Dh, D] per layer, kv_norm weights [n, Dh] (high precision)
+        rope = rope_table(rope_angles(positions, self.layers[0].attn.inv_freq))  # draft layers: ratio 0, θ 10000
+        kv = torch.stack([F.linear(main_x, wl) for wl in wkv], dim=2)  # [B, S, n, Dh]
+        hp = w.dtype  # as `norm.rms_norm` computes: float64 for a float64 model, else float32
+        h = cast(kv, hp)
+        # kv_norm per layer: w · (h / √(mean(h²) + eps)) — torch.rms_norm is those steps bit for bit, w applied after
+        normed = torch.rms_norm(h, (h.size(-1),), None, self.cfg.norm_eps).mul_(w)  # [B, S, n, Dh]
+        rows = apply_rope(cast(normed, kv.dtype), rope)  # [B, S, n, Dh]
         if self.cfg.kv_quant:
             rows = fake_quant(rows, fp8_qdq, 32)  # blocks of 32 inside each layer's row: the same blocks
         return {blk.layer_id: r for blk, r in zip(self.layers, rows.unbind(2), strict=True)}

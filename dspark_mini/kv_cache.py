@@ -35,10 +35,16 @@ class WindowRing:
         when another ring sharing this `pos` tensor already recorded the same positions."""
         W = self.pos.numel()
         rows, positions = rows[:, -W:], positions[-W:]
-        slots = positions % W
-        self.kv[:, slots] = cast(rows, self.kv.dtype)
+        self.put(rows, positions, positions % W, write_pos)
+
+    def put(self, rows: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, write_pos: bool = True) -> None:
+        """`write` with the slots given: rows [B, n, Dh] (n ≤ W, distinct slots) into slots [n] = positions % W."""
+        if torch.is_grad_enabled() and rows.requires_grad:  # training: an out-of-place-differentiable index write
+            self.kv[:, slots] = cast(rows, self.kv.dtype)
+        else:
+            self.kv.index_copy_(1, slots, cast(rows, self.kv.dtype))
         if write_pos:
-            self.pos[slots] = positions
+            self.pos.index_copy_(0, slots, positions)
 
 
 @dataclass
@@ -108,12 +114,15 @@ class KVCache:
         if self.length + n > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {self.length + n} exceeds max_seq_len = {self.cfg.max_seq_len}")
         start, end = pending.start, pending.start + n
-        positions = torch.arange(start, end, device=self.windows[0].pos.device)
         if n:
+            W = self.cfg.window_size  # every ring: only the last W committed rows can survive
+            first = max(start, end - W)
+            positions = torch.arange(first, end, device=self.windows[0].pos.device)  # [≤ W]
+            slots = positions % W  # [≤ W] the same slots in every ring
             written = set()  # ids of the shared `pos` tensors already updated
             for layer, rows in pending.window.items():
                 ring = self.windows[layer]
-                ring.write(rows[:, :n], positions, write_pos=id(ring.pos) not in written)
+                ring.put(rows[:, first - start : n], positions, slots, write_pos=id(ring.pos) not in written)
                 written.add(id(ring.pos))
         for s, store in self.sources.items():
             r = store.ratio

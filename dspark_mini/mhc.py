@@ -152,19 +152,24 @@ class HyperConnection(nn.Module):
 
 
 def hc_pre(x: torch.Tensor, pre: torch.Tensor) -> torch.Tensor:
-    """Collapse the copies: Σ_i pre_i · X_i.  [B, S, hc, D] × [B, S, hc] → [B, S, D]"""
-    y = (pre.unsqueeze(-1) * cast(x, pre.dtype)).sum(dim=2)
-    return cast(y, x.dtype)
+    """Collapse the copies: Σ_i pre_i · X_i.  [B, S, hc, D] × [B, S, hc] → [B, S, D]
+
+    One batched matmul over the rows: pre [1, hc] @ X [hc, D] per row (naive: (pre ⊙ X).sum over the copies)."""
+    B, S, hc, D = x.shape
+    y = torch.bmm(pre.reshape(B * S, 1, hc), cast(x, pre.dtype).reshape(B * S, hc, D))  # [B·S, 1, D]
+    return cast(y.view(B, S, D), x.dtype)
 
 
 def hc_post(y: torch.Tensor, residual: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:
     """Expand: new copy j = post_j · y + Σ_i comb[i, j] · R_i.  → [B, S, hc, D]
 
-    The sum over i is one matmul per row (combᵀ [hc, hc] @ R [hc, D]); post ⊗ y is added to it in place."""
+    Two batched matmuls over the rows: combᵀ [hc, hc] @ R [hc, D], then post [hc, 1] ⊗ y [1, D] added in place."""
     hp = post.dtype
-    out = torch.matmul(comb.mT, cast(residual, hp))  # [B, S, hc, D] Σ_i comb[i, j] · R_i
-    out.addcmul_(post.unsqueeze(-1), cast(y, hp).unsqueeze(-2))  # + post_j · y
-    return cast(out, y.dtype)
+    B, S, hc, D = residual.shape
+    N = B * S
+    out = torch.bmm(comb.reshape(N, hc, hc).mT, cast(residual, hp).reshape(N, hc, D))  # [N, hc, D] Σ_i comb[i, j]·R_i
+    out.baddbmm_(post.reshape(N, hc, 1), cast(y, hp).reshape(N, 1, D))  # + post_j · y
+    return cast(out.view(B, S, hc, D), y.dtype)
 
 
 def identity_pre_mix(batch: int, seqlen: int, hc_mult: int, dtype: torch.dtype, device) -> torch.Tensor:
