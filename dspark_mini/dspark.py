@@ -56,6 +56,14 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
 
 
+def next_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of logits [..., V]: `sample(token_distribution(logits, T))`, and at T = 0 the argmax itself
+    (what sampling the one-hot argmax distribution returns, without a draw: greedy reads no random number)."""
+    if check_temperature(temperature) == 0:
+        return logits.argmax(-1)
+    return sample(token_distribution(logits, temperature), generator)
+
+
 class MarkovHead(nn.Module):
     """Rank-r bigram correction: bias(prev, ·) = head · embed[prev]  (checkpoint `markov_head.embed/.head`).
 
@@ -259,8 +267,7 @@ class DSparkDraft(nn.Module):
         for i in range(block_size):  # the Markov head: the only sequential part
             bias, e, state = self.markov_head.step(prev, h[:, i], state)  # [B, V], [B, r]
             li = base[:, i] + bias.to(base.dtype)  # [B, V]
-            # greedy: the argmax itself (what sampling the one-hot argmax distribution returns, without a draw)
-            xi = li.argmax(-1) if temperature == 0 else sample(token_distribution(li, temperature), generator)  # [B]
+            xi = next_token(li, temperature, generator)  # [B]
             tokens.append(xi)
             logits.append(li)
             embeds.append(e)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .drafters import Drafter, DSparkDrafter
-from .dspark import DraftOutput, sample, token_distribution
+from .dspark import DraftOutput, next_token, sample, token_distribution
 from .kv_cache import KVCache
 from .model import Transformer, forward_ragged
 from .validate import check_seed, check_temperature
@@ -172,7 +172,7 @@ def prefill(
     if drafter is not None:
         drafter.reset(prompt.size(0))
         drafter.observe(prompt, out, prompt.size(1))
-    return cache, sample(token_distribution(out.logits[:, -1], temperature), gen)  # [B]
+    return cache, next_token(out.logits[:, -1], temperature, gen)  # [B]
 
 
 @torch.inference_mode()
@@ -188,7 +188,7 @@ def generate_plain(
     out = [nxt]
     while len(out) < max_new_tokens:
         logits = model(out[-1][:, None], cache=cache).logits[:, -1]
-        out.append(sample(token_distribution(logits, temperature), gen))
+        out.append(next_token(logits, temperature, gen))
     tokens = torch.stack(out, 1).tolist()
     return GenerateResult(tokens, time.perf_counter() - t0, forwards=max_new_tokens - 1)
 
