@@ -26,7 +26,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 EPILOG = """\
 steps: 1A token→embedding→4 lanes · 1B Engram · 2A mHC · 3A CED schedule · 3B CSA2 compressor ·
@@ -760,12 +760,48 @@ class CheckpointProblems(Exception):
     """`inspect --checkpoint` found problems: the report says which; the exit code is 1 (not bad input)."""
 
 
+# ---- the process's own command line (`main()` without argv) ----------------------------------------------------
+# Both helpers below apply only there: a caller's process (a test session running many commands) is left as it was.
+def freeze_startup_objects() -> None:
+    """Import torch, then take every object alive now out of the cyclic garbage collector's reach (`gc.freeze`).
+
+    torch's import leaves ≈ 165,000 tracked objects (modules, functions, classes) that live until the process
+    ends; without this, every full collection the command triggers (during its own imports, while it builds
+    models) and the ones at interpreter exit walk all of them again, for nothing. Collections still run, over
+    the objects the command itself makes."""
+    import gc
+
+    import torch  # noqa: F401 - its import makes the objects to freeze
+
+    gc.freeze()
+
+
+def leave(rc: int) -> NoReturn:
+    """End the process with exit code `rc` now that the outcome is printed, without the interpreter's teardown
+    (freeing every module and object one by one, torch's included: ≈ 0.15 s that a command's user only waits
+    for). Nothing is lost: stdout and stderr are flushed first, every file a command writes is closed by then,
+    the lab registers no exit handlers and uses none of what torch's (logging, multiprocessing, DataLoader
+    workers) would finish. lab/realscale/torchrun.py leaves the same way."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, or a stream already closed: nothing to deliver
+            pass
+    os._exit(rc)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, closed pipe → 141."""
+    """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, closed pipe → 141.
+
+    argv None: the process's own command line (`dspark-lab …`, `python -m lab …`): the objects of torch's import
+    are frozen before the command runs and the process ends here with the exit code (`freeze_startup_objects`,
+    `leave`); with argv (a test, a notebook) it returns the exit code and changes nothing of the process."""
     args = parser().parse_args(argv)
     if args.command is None:
         parser().print_help()
         return 0
+    if argv is None:
+        freeze_startup_objects()
     from rich.console import Console
     from rich.markup import escape
 
@@ -777,6 +813,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = boundary(args, Console(stderr=True), escape)
     finally:
         finish_distributed(barrier=rc == 0)  # leave the process group (if torchrun made one)
+    if argv is None:
+        leave(rc)
     return rc
 
 

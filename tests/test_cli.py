@@ -1,14 +1,22 @@
-"""The lab layer: `dspark-lab walk` / `inspect` (in-process), step views, errors a user would meet."""
+"""The lab layer: `dspark-lab walk` / `inspect` (in-process, and once as its own process), step views, errors a user
+would meet."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from lab.cli import main
 from lab.steps import STEP_IDS
 from lab.walkthrough import DEFAULT_PROMPT, run_walk
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_json(capsys, *argv: str) -> dict:
@@ -47,6 +55,27 @@ def test_walk_one_step_and_prompt(capsys) -> None:
     out = run_json(capsys, "walk", "--json", "--step", "6b", "--step", "2A", "--prompt", "12+7=19")
     assert list(out["steps"]) == ["2A", "6B"]  # flow order, case-insensitive ids
     assert len(out["tokens"]) == 7
+
+
+def test_the_command_line_prints_what_main_prints(capsys) -> None:
+    """`python -m lab …` (main() without argv: torch's objects frozen, the process left with os._exit) prints what
+    main(argv) prints in this process, to the last byte (os._exit flushes nothing: whatever a block-buffered pipe
+    still held would be lost), and exits with main's code; main(argv) leaves the caller's garbage collector alone."""
+    argv = ["walk", "--step", "6B", "--json"]
+    frozen = gc.get_freeze_count()
+    assert main(argv) == 0
+    assert gc.get_freeze_count() == frozen
+    want = capsys.readouterr().out
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the buffering a user's pipe has
+    for args, code in ((argv, 0), (["walk", "--step", "9Z"], 2)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "lab", *args], cwd=ROOT, env=env, capture_output=True, encoding="utf-8", timeout=300
+        )
+        assert proc.returncode == code, proc.stderr
+        if code == 0:
+            assert proc.stdout == want and proc.stderr == ""
+        else:
+            assert proc.stdout == "" and proc.stderr.startswith("error: unknown step id '9Z'")
 
 
 def test_views_hold_the_numbers_of_the_trace(walk_en) -> None:
