@@ -37,8 +37,11 @@ sync: install
 	$(PY) -m lab.nbsync --write
 	$(PY) -m lab.diagrams --write
 
+# the suite in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them (their session fixtures
+# built once per process); TEST_WORKERS=0 runs it in this process, as a plain `pytest` does
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
