@@ -42,7 +42,10 @@ def test_eval_tables_in_vietnamese(capsys) -> None:
         (["eval", "--drafters", " , "], "--drafters is empty"),
         (["eval", "--weights-dir", "/nonexistent/weights"], "target.safetensors is missing"),
         (["eval", "--drafters", "dspark", "--prompts", "0"], "--prompts = 0 is invalid: allowed an integer in 1..1000"),
-        (["eval", "--drafters", "dspark", "--prompts", "2", "--speed-prompts", "3"], "--speed-prompts = 3 is invalid: allowed an integer in 1..2"),
+        (
+            ["eval", "--drafters", "dspark", "--prompts", "2", "--speed-prompts", "3"],
+            "--speed-prompts = 3 is invalid: allowed an integer in 1..2",
+        ),
     ],
 )
 def test_eval_bad_input(capsys, argv, needle) -> None:
