@@ -515,7 +515,7 @@ def simulate_round(sr: StoredRound, temperature: float, policy: Policy, gen: tor
 # ---- the page ----------------------------------------------------------------------------------------------
 def render_page(data: dict[str, Any]) -> str:
     """The page: the template with the style, the data (JSON) and the two scripts inlined."""
-    parts = {"/*@STYLE@*/": asset("explorer.css"), "/*@VERIFY@*/": asset("explorer_verify.js")}
+    parts = {"/*@STYLE@*/": asset("explorer.css") + asset("verdict.css"), "/*@VERIFY@*/": asset("explorer_verify.js")}
     return render("explorer_template.html", data, {**parts, "/*@APP@*/": asset("explorer_app.js")})
 
 

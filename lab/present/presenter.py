@@ -191,7 +191,7 @@ def build_data(
 
 def render_page(data: dict[str, Any]) -> str:
     """The page: the template with the style, the data (JSON) and the app inlined; plotly.js loads from beside it."""
-    parts = {"/*@STYLE@*/": asset("presenter.css"), "/*@APP@*/": asset("presenter_app.js")}
+    parts = {"/*@STYLE@*/": asset("presenter.css") + asset("verdict.css"), "/*@APP@*/": asset("presenter_app.js")}
     return render("presenter_template.html", data, parts)
 
 
