@@ -39,10 +39,7 @@ class WindowRing:
 
     def put(self, rows: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, write_pos: bool = True) -> None:
         """`write` with the slots given: rows [B, n, Dh] (n ≤ W, distinct slots) into slots [n] = positions % W."""
-        if torch.is_grad_enabled() and rows.requires_grad:  # training: an out-of-place-differentiable index write
-            self.kv[:, slots] = cast(rows, self.kv.dtype)
-        else:
-            self.kv.index_copy_(1, slots, cast(rows, self.kv.dtype))
+        self.kv.index_copy_(1, slots, cast(rows, self.kv.dtype))  # with autograd too (training writes the ring)
         if write_pos:
             self.pos.index_copy_(0, slots, positions)
 

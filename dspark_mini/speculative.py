@@ -351,8 +351,11 @@ def verify_ragged(
     result = []
     for cache, row, d, n, out in zip(caches, rows, drafts, lengths, outs, strict=True):
         p = cache.length
-        target = token_distribution(out.logits[0], temperature)  # [ℓ + 1, V]
-        v = verify_block(d.tokens[0, :n], d.probs[0, :n], target, gen)
+        if temperature == 0:  # one-hot rows: the verdict is the first mismatch, as in `speculative_round`
+            v = verify_greedy(d.tokens[0, :n], out.logits[0].argmax(-1))
+        else:
+            target = token_distribution(out.logits[0], temperature)  # [ℓ + 1, V]
+            v = verify_block(d.tokens[0, :n], d.probs[0, :n], target, gen)
         cache.commit(out.pending, v.n_accepted + 1)  # anchor + kept drafts; the other rows were never written
         drafter.observe(row, out, v.n_accepted + 1)
         k = d.tokens.size(1)

@@ -20,7 +20,7 @@ import torch
 
 from dspark_mini import Trace, get_config, get_tokenizer
 from dspark_mini.config import ModelConfig
-from dspark_mini.dspark import sample, token_distribution
+from dspark_mini.dspark import next_token
 from dspark_mini.kv_cache import KVCache, kv_bytes
 from dspark_mini.model import Transformer
 from dspark_mini.quant import fp4_qdq
@@ -557,7 +557,7 @@ def redraft(walk: Walk, block: int | None, temperature: float, views: bool = Tru
     draft_trace = Trace(sinkhorn_history=False)
     with torch.no_grad():
         cache = copy.deepcopy(walk.prompt_cache)
-        anchor = sample(token_distribution(walk.logits[:, -1], temperature), gen)  # [1]
+        anchor = next_token(walk.logits[:, -1], temperature, gen)  # [1]
         rnd = speculative_round(walk.model, cache, anchor, block, temperature, gen, trace=draft_trace)[0]
     new = dataclasses.replace(
         walk, round=rnd, block=block, temperature=temperature, draft_trace=draft_trace, views=dict(walk.views)

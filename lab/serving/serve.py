@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from dspark_mini.dspark import sample, token_distribution
+from dspark_mini.dspark import next_token
 from dspark_mini.scheduler import POLICIES, Scheduler
 from dspark_mini.speculative import Round, draft_requests, verify_ragged
 from dspark_mini.validate import check_int, check_seed, check_temperature
@@ -131,7 +131,7 @@ def serve(
             req = queue.popleft()
             req.cache = model.new_cache(1)
             out = model(torch.tensor([req.prompt], device=model.device), cache=req.cache, last_only=True)
-            req.tokens.append(int(sample(token_distribution(out.logits[:, -1], temperature), gen)[0]))
+            req.tokens.append(int(next_token(out.logits[:, -1], temperature, gen)[0]))
             result.prefill_forwards += 1
             active.append(req)
         still = [r for r in active if not r.done]
