@@ -41,6 +41,8 @@ sync: install
 # built once per process); TEST_WORKERS=0 runs it in this process, as a plain `pytest` does
 TEST_WORKERS ?= 2
 test: install
+	@case "$(TEST_WORKERS)" in ''|*[!0-9]*) \
+	  echo "TEST_WORKERS = '$(TEST_WORKERS)' is invalid: allowed an integer ≥ 0 (0: one process)" >&2; exit 2;; esac
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
