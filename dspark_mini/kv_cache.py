@@ -28,7 +28,7 @@ class WindowRing:
     """One layer's sliding window: `window_size` slots, slot = position mod W."""
 
     kv: torch.Tensor  # [B, W, Dh]
-    pos: torch.Tensor  # [W] absolute position held by each slot, −1 = empty
+    pos: torch.Tensor  # [W] absolute position held by each slot, −1 = empty ([B, W] in draft training: per block)
 
     def write(self, rows: torch.Tensor, positions: torch.Tensor, write_pos: bool = True) -> None:
         """rows [B, n, Dh] at absolute `positions` [n]; only the last W rows can survive. `write_pos=False`

@@ -199,11 +199,15 @@ def anchor_blocks(
 ) -> tuple[torch.Tensor, ...]:
     """Cut `n_anchors` draft blocks out of each window x [B, S + 1] with one frozen target forward.
 
-    Anchor a (a ≥ W = window_size, so its draft ring is full) needs: the drafter's view main_x of positions
-    a − W … a − 1 (the ring), the anchor x_a, the true tokens x_{a+1} … x_{a+k} and the target's next-token
+    Anchor a (1 ≤ a ≤ S − k) needs: the drafter's view main_x of positions a − W … a − 1 (the ring,
+    W = window_size), the anchor x_a, the true tokens x_{a+1} … x_{a+k} and the target's next-token
     distributions at a … a + k − 1. The draft only sees relative positions (RoPE), so every block is placed at
     the same positions: ring at 0 … W − 1, block at W … W + k − 1 — many anchors, one batched draft pass.
-    → taps_ring {layer: [B·A, W, D]}, anchor [B·A], prev [B·A, k], labels [B·A, k], p_t [B·A, k, V]
+    An anchor a < W has only a positions before it, as at inference when the cache holds fewer than W tokens (a
+    short prompt's first rounds): its ring holds them in its last a slots and marks the first W − a empty (−1), so
+    the draft learns to work from a partial ring too (anchors are drawn from all of 1 … S − k).
+    → taps_ring {layer: [B·A, W, D]}, anchor [B·A], prev [B·A, k], labels [B·A, k], p_t [B·A, k, V],
+      ring_pos [B·A, W] (slot j: position j, or −1 = empty)
     """
     cfg = target.cfg
     W, k = cfg.window_size, cfg.dspark_block_size
@@ -212,17 +216,35 @@ def anchor_blocks(
         raise ValueError(f"windows of {S} tokens are too short: allowed ≥ window_size + block = {W + k}")
     with torch.no_grad():
         out = target(x[:, :S])  # taps at every position, the target's distributions
-    hi = S - k  # the last anchor whose block stays inside the window
-    A = min(n_anchors, hi - W + 1)
-    anchors = torch.stack([torch.randperm(hi - W + 1, generator=gen)[:A] + W for _ in range(B)])  # [B, A]
+    hi = S - k  # the last anchor whose block stays inside the window (the first: 1, the draft needs a context)
+    A = min(n_anchors, hi)
+    anchors = torch.stack([torch.randperm(hi, generator=gen)[:A] + 1 for _ in range(B)])  # [B, A]
     rows = torch.arange(B)[:, None]
-    ring_idx = anchors[..., None] + torch.arange(-W, 0)  # [B, A, W]
+    ring_idx = anchors[..., None] + torch.arange(-W, 0)  # [B, A, W] < 0: before the window's first token
+    ring_pos = torch.where(ring_idx >= 0, torch.arange(W), -1).flatten(0, 1)  # [B·A, W] −1 = an empty slot
     blk_idx = anchors[..., None] + torch.arange(k)  # [B, A, k]: positions a … a + k − 1
-    taps = {l: t[rows[..., None], ring_idx].flatten(0, 1) for l, t in out.taps.items()}  # [B·A, W, D]
+    taps = {l: t[rows[..., None], ring_idx.clamp(min=0)].flatten(0, 1) for l, t in out.taps.items()}  # [B·A, W, D]
     prev = x[rows[..., None], blk_idx].flatten(0, 1)  # [B·A, k]: anchor, x_{a+1} … x_{a+k−1}
     labels = x[rows[..., None], blk_idx + 1].flatten(0, 1)  # [B·A, k]
     p_t = torch.softmax(out.logits[rows[..., None], blk_idx].float(), -1).flatten(0, 1)  # [B·A, k, V]
-    return taps, prev[:, 0], prev, labels, p_t
+    return taps, prev[:, 0], prev, labels, p_t, ring_pos
+
+
+def block_rings(target: Transformer, taps: dict[int, torch.Tensor], ring_pos: torch.Tensor, dtype: torch.dtype):
+    """The draft rings of a batch of training blocks (`anchor_blocks`): each draft layer's ring rows made from the
+    taps at slots 0 … W − 1, each block's own fill `ring_pos` [N, W] (−1 = empty), cache length W (the blocks sit
+    at W … W + k − 1). Gradients flow into main_norm / main_proj and the ring projections. → a KVCache of N rows"""
+    from dspark_mini.kv_cache import KVCache
+
+    W = target.cfg.window_size
+    cache = KVCache(target.cfg, ring_pos.size(0), dtype=dtype)
+    slots = torch.arange(W)
+    for layer, rows in target.mtp.ring_rows(target.mtp.main_x(taps), slots).items():  # {layer: [N, W, Dh]}
+        ring = cache.windows[layer]
+        ring.write(rows, slots)
+        ring.pos = ring_pos  # [N, W] each block's own fill (−1: slots before its window's first token)
+    cache.length = W
+    return cache
 
 
 def distill_prompts(
@@ -317,7 +339,6 @@ def train_draft(
     check_float(lr, "lr", 0.0, lo_open=True)
     if weights is None:
         weights = (1.0, 0.0, 0.0) if kind == "dflash" else (0.1, 0.9, 1.0)  # DeepSpec's DFlash / DSpark configs
-    from dspark_mini.kv_cache import KVCache
 
     cfg = target.cfg
     k, W = cfg.dspark_block_size, cfg.window_size
@@ -349,7 +370,6 @@ def train_draft(
     log = TrainLog()
     t0 = time.perf_counter()
     dtype = next(target.mtp.parameters()).dtype
-    ring_pos = torch.arange(W)
     target.train()
     for step in range(steps):
         for g in opt.param_groups:
@@ -359,12 +379,9 @@ def train_draft(
             parts.append(distilled[torch.randint(0, distilled.size(0), (distilled_rows,), generator=gen)])
         x = torch.cat(parts)  # [B, context + k + 1]: corpus windows, then the target's own continuations
         target.eval()
-        taps, anchor, prev, labels, p_t = anchor_blocks(target, x, anchors, gen)
+        taps, anchor, prev, labels, p_t, block_ring_pos = anchor_blocks(target, x, anchors, gen)
         target.train()
-        cache = KVCache(cfg, anchor.numel(), dtype=dtype)
-        for layer, rows in target.mtp.ring_rows(target.mtp.main_x(taps), ring_pos).items():
-            cache.windows[layer].write(rows, ring_pos)  # with gradients: the ring projections learn
-        cache.length = W
+        cache = block_rings(target, taps, block_ring_pos, dtype)  # with gradients: the ring projections learn
         logits, conf = target.mtp.teacher_forced(anchor, prev, target.embed, target.head, cache)
         losses = draft_losses(logits, conf, labels, p_t, gamma)
         loss = weights[0] * losses["ce"] + weights[1] * losses["l1"] + weights[2] * losses["conf"]

@@ -224,3 +224,38 @@ def test_model_for_draft_refuses_a_draft_file_and_a_bad_kind(tmp_path) -> None:
         model_for_draft(tmp_path / "draft.safetensors", "dspark")
     with pytest.raises(ValueError, match="kind = 'eagle3' is invalid"):
         model_for_draft(tmp_path / "target.safetensors", "eagle3")
+
+
+def test_training_blocks_draft_what_inference_drafts() -> None:
+    """A training block (`anchor_blocks` + `block_rings`: ring at slots 0 … W − 1, block at W … W + k − 1) gives the
+    draft's base logits that the inference draft gives at the anchor's true position after a prefill of the tokens
+    before it — with a full ring (a ≥ W) and with a partial one (a < W: a short prompt's first rounds). The draft
+    sees relative positions only, so the two agree to rounding (FP8 cache simulation off: its rounding depends on
+    the absolute rotation)."""
+    import dataclasses
+
+    from lab.training import anchor_blocks, block_rings
+
+    cfg = dataclasses.replace(get_config("lab"), kv_quant=False)
+    model = build_model(cfg, seed=2).eval()
+    W, k = cfg.window_size, cfg.dspark_block_size
+    x = torch.randint(4, cfg.vocab_size, (1, W + k + 8), generator=torch.Generator().manual_seed(2))  # [1, S + 1]
+    hi = x.size(1) - 1 - k  # every anchor 1 … hi, each once
+    with torch.no_grad():
+        taps, anchor, prev, labels, p_t, ring_pos = anchor_blocks(model, x, hi, torch.Generator().manual_seed(0))
+        assert anchor.shape == (hi,) and prev.shape == labels.shape == (hi, k) and ring_pos.shape == (hi, W)
+        assert p_t.shape == (hi, k, cfg.vocab_size) and all(t.shape == (hi, W, cfg.dim) for t in taps.values())
+        cache = block_rings(model, taps, ring_pos, torch.float64)
+        _, _, train_base = model.mtp.block_pass(anchor, model.embed, model.head, cache, k)  # [A, k, V]
+        # each block's anchor position: where its k true tokens sit in x (random ids: one place)
+        where = [
+            next(a for a in range(1, hi + 1) if torch.equal(labels[i], x[0, a + 1 : a + 1 + k])) for i in range(hi)
+        ]
+        assert sorted(where) == list(range(1, hi + 1))
+        for i, a in enumerate(where):
+            filled = ring_pos[i][ring_pos[i] >= 0]
+            assert torch.equal(filled, torch.arange(W - min(a, W), W))  # the last min(a, W) slots, in order
+            inf_cache = model.new_cache(1)
+            model(x[:, :a], cache=inf_cache)  # the prompt x_0 … x_{a−1}; the anchor x_a comes next
+            _, _, base = model.mtp.block_pass(x[:, a], model.embed, model.head, inf_cache, k)  # [1, k, V]
+            assert torch.allclose(base[0], train_base[i], rtol=0, atol=1e-9), a
