@@ -84,7 +84,7 @@ class Recipe:
     draft_steps: int = 600
     draft_batch: int = 8
     draft_context: int = 32
-    draft_anchors: int = 8  # blocks cut from each window per step
+    draft_anchors: int = 16  # blocks cut from each window per step (of the 32 anchors a 37-token window has)
     draft_lr: float = 6e-3
     distill_prompts: int = 2048  # self-distillation: sequences the target writes itself (`lab.training.self_distill`)
     distill_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
@@ -220,19 +220,26 @@ def eval_job(kind: str, out_dir: str, recipe: dict[str, Any]) -> dict[str, Any]:
 
 
 def train_all(
-    out_dir: str | Path, recipe: Recipe = Recipe(), console=None, quiet: bool = False, force: bool = False
+    out_dir: str | Path,
+    recipe: Recipe = Recipe(),
+    console=None,
+    quiet: bool = False,
+    force: bool = False,
+    keep_target: bool = False,
 ) -> dict[str, Any]:
     """The whole rebuild; returns (and writes) the report.
 
     The set is built in a fresh sibling folder `<out>.partial-<pid>` and swapped in only once it is complete and
     recorded (`stamp_set`): an interrupted or failed run removes that folder and leaves `<out>` as it was.
-    `force` is needed to replace the shipped lab/weights."""
+    `force` is needed to replace the shipped lab/weights. `keep_target` (`--keep-target`): the target already in
+    `<out>` is kept byte for byte, with its record, and only the drafters are rebuilt against it (`kept_target`)."""
     out = check_out(out_dir, folder=True, force=force)  # before anything runs
+    kept = kept_target(out) if keep_target else None
     work = out.parent / f"{out.name}.partial-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)  # a leftover of a killed run that had the same process id
     work.mkdir(parents=True)
     try:
-        report = build_set(work, recipe, console, quiet)
+        report = build_set(work, recipe, console, quiet, kept)
         stamp_set(work)  # the target's sha256 in every drafter header (already there) + manifest.json
         swap_in(work, out)
     except BaseException:  # Ctrl-C included: the partial set goes, the old one stays
@@ -258,8 +265,35 @@ def swap_in(work: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def build_set(work: Path, recipe: Recipe, console=None, quiet: bool = False) -> dict[str, Any]:
-    """Every file of a set into the folder `work`: target, drafters, report.json."""
+def kept_target(out: Path) -> Path:
+    """`--keep-target`: the trained target of the set in `out`, checked before anything runs. → its path"""
+    path = out / "target.safetensors"
+    shown = f"--keep-target: {path}"
+    if not path.is_file():
+        raise ValueError(f"{shown} is missing: allowed with an --out folder that holds a set (a previous `train all`)")
+    try:
+        header = read_header(path)
+    except Exception as e:  # noqa: BLE001 — any unreadable header is the same refusal, with its reason
+        raise ValueError(f"{shown} is not a lab checkpoint ({e}): allowed a target written by `train all`") from e
+    meta = header.get("meta") or {}
+    if header.get("part") != "target" or meta.get("trained") != "target" or "val_accuracy" not in meta:
+        raise ValueError(f"{shown} is not a trained target with its record: allowed a target written by `train all`")
+    return path
+
+
+def keep_target_file(work: Path, src: Path, report: dict[str, Any]) -> None:
+    """1–2 kept: the previous set's target, byte for byte, and the record its header carries (its training is
+    not repeated: `seconds.target` is 0 and `target.kept` says so)."""
+    shutil.copyfile(src, work / "target.safetensors")
+    report["target"] = read_header(src)["meta"] | {"kept": True}
+    report["seconds"]["target"] = 0.0
+
+
+def build_set(
+    work: Path, recipe: Recipe, console=None, quiet: bool = False, kept: Path | None = None
+) -> dict[str, Any]:
+    """Every file of a set into the folder `work`: target (trained, or `kept` from the previous set), drafters,
+    report.json."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     torch.set_num_threads(1)
@@ -274,7 +308,10 @@ def build_set(work: Path, recipe: Recipe, console=None, quiet: bool = False) -> 
         disable=quiet,
     )
     with bar:
-        train_target_file(work, recipe, bar, report)
+        if kept is None:
+            train_target_file(work, recipe, bar, report)
+        else:
+            keep_target_file(work, kept, report)
         train_drafters(work, recipe, bar, report)
         measure_speed(work, recipe, bar, report)
     report["conditions"] = conditions(recipe.eval_prompts, recipe.max_new_tokens, recipe.speed_prompts, recipe.seed) | {

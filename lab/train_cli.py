@@ -111,7 +111,7 @@ def main_train_all(args: argparse.Namespace, console: Console) -> dict[str, Any]
     out = Path(args.out or "runs/weights")
     if out.suffix:
         raise ValueError(f"--out = {args.out!r}: `train all` writes a folder, allowed a path without a suffix")
-    report = train_all(out, recipe, console, quiet=args.json, force=args.force)
+    report = train_all(out, recipe, console, quiet=args.json, force=args.force, keep_target=args.keep_target)
     if not args.json:
         s = report["summary"]
         t = Table(title=f"{out} · {report['seconds']['total']:.0f} s", title_justify="left")

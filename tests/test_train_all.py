@@ -154,3 +154,45 @@ def test_draft_training_refuses_bad_distilled_input():
         train_draft(model, train_ids, steps=1, batch=2, context=12, distilled=rows, distilled_rows=3)
     with pytest.raises(ValueError, match=r"distilled has shape \(4, 17\): allowed \[N, context \+ k \+ 1 = 18\]"):
         train_draft(model, train_ids, steps=1, batch=2, context=12, distilled=rows[:, 1:], distilled_rows=1)
+
+
+def test_keep_target_rebuilds_the_same_drafters_around_the_same_target(quick_run, tmp_path):
+    """`train all --keep-target`: the target file stays byte for byte (its record carried over, marked kept), and the
+    drafters rebuilt against it are the run's own, tensor for tensor (the drafter stages are deterministic).
+    Can still fail: a retrained or re-saved target, a drafter that depends on how the target got there."""
+    import shutil
+
+    out = tmp_path / "weights"
+    shutil.copytree(quick_run, out)
+    before = file_sha256(out / "target.safetensors")
+    assert main(["train", "all", "--quick", "--keep-target", "--out", str(out), "--json"]) == 0
+    assert file_sha256(out / "target.safetensors") == before and check_shipped(out) == []
+    was, now = (json.loads((d / "report.json").read_text()) for d in (quick_run, out))
+    assert now["target"] == was["target"] | {"kept": True} and now["seconds"]["target"] == 0.0
+    for name in DRAFTERS:
+        ta, tb = tensors(quick_run / f"{name}.safetensors"), tensors(out / f"{name}.safetensors")
+        assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta), name
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["train", "all", "--quick", "--keep-target"], "target.safetensors is missing"),
+        (["train", "target", "--keep-target"], "--keep-target applies to `train all`"),
+    ],
+)
+def test_keep_target_bad_input(tmp_path, capsys, argv, needle):
+    out = tmp_path / ("empty" if "all" in argv else "t.safetensors")
+    assert main([*argv, "--out", str(out)]) == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+def test_keep_target_refuses_a_drafter_in_the_targets_place(quick_run, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "weights"
+    shutil.copytree(quick_run, out)
+    shutil.copyfile(out / "dspark.safetensors", out / "target.safetensors")
+    assert main(["train", "all", "--quick", "--keep-target", "--out", str(out)]) == 2
+    assert "is not a trained target with its record" in capsys.readouterr().err
