@@ -330,6 +330,7 @@ def cli_section(args, model=None) -> dict:
                 times[name].append(wall)
                 if name == "inspect_flash":
                     rss = max(rss, peak)
+
     def minus(ref: str) -> dict[str, list[float]]:
         return {n: [t - b for t, b in zip(times[n], times[ref], strict=True)] for n in ("walk", "inspect_flash")}
 

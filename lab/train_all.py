@@ -84,7 +84,7 @@ class Recipe:
     draft_steps: int = 600
     draft_batch: int = 8
     draft_context: int = 32
-    draft_anchors: int = 16  # blocks cut from each window per step (of the 32 anchors a 37-token window has)
+    draft_anchors: int = 24  # blocks cut from each window per step (of the 32 anchors a 37-token window has)
     draft_lr: float = 6e-3
     distill_prompts: int = 2048  # self-distillation: sequences the target writes itself (`lab.training.self_distill`)
     distill_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)

