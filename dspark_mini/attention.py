@@ -282,14 +282,14 @@ class Attention(nn.Module):
         return y
 
     def _window(self, ring, positions: torch.Tensor, B: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Positions of the window keys [Tw] (ring slots, then this chunk) and the mask [B, S, Tw]; a draft ring
-        whose `pos` is [B, W] (draft training: one fill per block) gives key positions [B, Tw]."""
-        if self.is_draft and ring is not None and ring.pos.dim() == 2:  # draft training: each block its own fill
-            key_pos = torch.cat([ring.pos, positions.expand(B, -1)], 1)  # [B, Tw]
-            return key_pos, (key_pos >= 0)[:, None].expand(-1, positions.numel(), -1)  # [B, S, Tw]
-        key_pos = torch.cat([ring.pos, positions]) if ring is not None else positions
+        """Positions of the window keys [Tw] (ring slots, then this chunk) and the mask [B, S, Tw]. A ring whose
+        `pos` is [B, W] (draft training: each block its own ring fill) gives key positions [B, Tw]."""
+        if ring is None:
+            key_pos = positions
+        else:  # [W] ‖ [S], or [B, W] ‖ [B, S]
+            key_pos = torch.cat([ring.pos, positions if ring.pos.dim() == 1 else positions.expand(B, -1)], -1)
         if self.is_draft:  # every filled ring slot and every row of the block: bidirectional inside it
-            return key_pos, (key_pos >= 0).expand(B, positions.numel(), -1)
+            return key_pos, (key_pos >= 0).unsqueeze(-2).expand(B, positions.numel(), -1)
         return key_pos, window_mask(positions, key_pos, self.window).expand(B, -1, -1)
 
     @staticmethod

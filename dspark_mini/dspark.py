@@ -165,7 +165,7 @@ class DSparkDraft(nn.Module):
         """([wkv of each draft layer] [Dh, D] each, their kv_norm weights [n, Dh] in high precision)."""
         attns = [blk.attn for blk in self.layers]
         w = torch.stack([a.kv_norm.weight for a in attns])
-        return [a.wkv.weight for a in attns], w.to(torch.float64 if w.dtype == torch.float64 else torch.float32)
+        return [a.wkv.weight for a in attns], w.to(hp_dtype(self.cfg))
 
     def set_confidence_temperatures(self, temperatures) -> None:
         """Install per-position STS temperatures (one per block position, each > 0), or None for the raw head."""

@@ -46,7 +46,7 @@ examples:
   dspark-lab data --out runs/corpus                 write and describe the toy corpus (3 domains)
   dspark-lab train target --steps 400 --out runs/target.safetensors
   dspark-lab train draft --kind eagle3 --target runs/target.safetensors --out runs/eagle3.safetensors
-  dspark-lab train all --out lab/weights --force    rebuild every shipped weight file (≈ 12 min on 2 cores)
+  dspark-lab train all --out lab/weights --force    rebuild every shipped weight file (≈ 15 min on 2 quiet cores)
   dspark-lab train all --keep-target --out lab/weights --force   the drafters only, against the shipped target
   dspark-lab eval --json                            τ, acceptance per position, tokens/s per drafter and domain
 

@@ -29,7 +29,7 @@ import torch
 
 from dspark_mini import get_config
 from dspark_mini.baselines import save_baseline
-from dspark_mini.checkpoint import load_model, read_header, save
+from dspark_mini.checkpoint import CheckpointError, load_model, read_header, save
 from dspark_mini.drafters import DSparkDrafter
 
 from .calibration import calibration_report, fit_sts
@@ -273,7 +273,7 @@ def kept_target(out: Path) -> Path:
         raise ValueError(f"{shown} is missing: allowed with an --out folder that holds a set (a previous `train all`)")
     try:
         header = read_header(path)
-    except Exception as e:  # noqa: BLE001 — any unreadable header is the same refusal, with its reason
+    except CheckpointError as e:
         raise ValueError(f"{shown} is not a lab checkpoint ({e}): allowed a target written by `train all`") from e
     meta = header.get("meta") or {}
     if header.get("part") != "target" or meta.get("trained") != "target" or "val_accuracy" not in meta:

@@ -241,7 +241,7 @@ def block_rings(target: Transformer, taps: dict[int, torch.Tensor], ring_pos: to
     slots = torch.arange(W)
     for layer, rows in target.mtp.ring_rows(target.mtp.main_x(taps), slots).items():  # {layer: [N, W, Dh]}
         ring = cache.windows[layer]
-        ring.write(rows, slots)
+        ring.put(rows, slots, slots, write_pos=False)
         ring.pos = ring_pos  # [N, W] each block's own fill (−1: slots before its window's first token)
     cache.length = W
     return cache
