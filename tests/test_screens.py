@@ -253,7 +253,8 @@ def test_profile_tap_check_compares_two_forwards(walk):
 
 
 def block_inputs(model, tokens) -> dict[int, torch.Tensor]:
-    """Every block's input stream averaged over the lanes, caught by hooks."""
+    """Every block's input stream averaged over the lanes, caught by hooks. The forward is the kind `hooked_forward`
+    runs (a fresh cache, commit=False): the cache-less path rounds differently in the last bits on some CPUs."""
     seen = {}
     handles = [
         blk.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(i, a[0].mean(dim=2)))
@@ -261,7 +262,7 @@ def block_inputs(model, tokens) -> dict[int, torch.Tensor]:
     ]
     try:
         with torch.no_grad():
-            model(tokens)
+            model(tokens, cache=model.new_cache(tokens.size(0)), commit=False)
     finally:
         for h in handles:
             h.remove()
