@@ -15,7 +15,9 @@ here precomputed data, Voilà is one more dependency, and neither makes the proj
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
+import socket
 import sys
 import threading
 from functools import lru_cache
@@ -32,6 +34,18 @@ DEFAULT_ROUNDS = 12
 DEFAULT_REQUESTS = 8  # a small server's load: the scheduler sends some drafts and holds others back
 ROUNDS_SLIDE = "6B-rounds"  # the slide after 6B: the rounds of the scheduled run
 PLOTLY = "plotly.min.js"  # served beside the page from the installed plotly package (no network)
+CONNECTION_TIMEOUT_S = 5.0  # a connection that sends nothing (or takes no WRITE_CHUNK) this long is closed
+MAX_CONNECTIONS = 64  # handler threads at once; the next connection waits in the listen queue until one ends
+WRITE_CHUNK = 64 * 1024  # bytes per send: the timeout bounds a stalled client, not a slow client's whole download
+GONE = (ConnectionError, TimeoutError)  # a client that closed, reset or stalled (BrokenPipe, ConnectionReset...)
+HOSTS_ALLOWED = (
+    "allowed a loopback address (127.0.0.1 or any 127.x.y.z, ::1, localhost) or, with --public, an IP address "
+    "of this machine (0.0.0.0: every interface); host names other than localhost are not looked up"
+)
+PUBLIC_WARNING = {
+    "vi": "cảnh báo: --public: trang trình chiếu nghe trên {host} cổng {port}: các máy khác trong mạng mở được nó",
+    "en": "warning: --public: the presenter listens on {host} port {port}: other machines on the network can open it",
+}
 
 # lab/steps.py UI strings the page reuses as they are; the page's own strings follow
 SHARED = (
@@ -204,11 +218,46 @@ def plotly_js() -> bytes:
 
 
 # ---- the server ------------------------------------------------------------------------------------------------
+class PresenterServer(ThreadingHTTPServer):
+    """http.server's threading server with at most MAX_CONNECTIONS handler threads (beyond that the accept loop
+    waits for one to end, and the kernel's listen queue holds the new connections), the address family of its
+    host (IPv6 for ::1), and nothing printed for a client that went away (a browser that navigates off the page
+    while plotly.js loads): only a real server bug still prints its traceback."""
+
+    request_queue_size = 128  # the listen queue: socketserver's 5 makes a classroom's browsers wait on SYN retries
+
+    def __init__(self, host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__((host, port), handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.slots.acquire()  # released by the handler thread when it ends
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()  # no thread started: its slot is free again
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], GONE):
+            super().handle_error(request, client_address)
+
+
 def make_server(page: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> ThreadingHTTPServer:
-    """An HTTP server for the page (`/`) and plotly.js (`/plotly.min.js`); port 0 picks a free port."""
+    """An HTTP server for the page (`/`) and plotly.js (`/plotly.min.js`); port 0 picks a free port. A connection
+    idle for CONNECTION_TIMEOUT_S (nothing sent, half a request line, a client that stopped reading) is closed."""
     body = page.encode("utf-8")
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = CONNECTION_TIMEOUT_S  # socketserver sets it on every connection's socket
+
         def do_GET(self) -> None:  # http.server's name for the GET handler
             path = self.path.split("?", 1)[0].split("#", 1)[0]
             if path in ("/", "/index.html"):
@@ -221,23 +270,30 @@ def make_server(page: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -
                 self.reply(b"not found", "text/plain; charset=utf-8", status=404)
 
         def reply(self, data: bytes, kind: str, status: int = 200) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            if status != 204:
-                self.wfile.write(data)
+            """The response; a client that goes away meanwhile ends it quietly (log_message prints nothing)."""
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                if status != 204:
+                    view = memoryview(data)
+                    for start in range(0, len(data), WRITE_CHUNK):
+                        self.wfile.write(view[start : start + WRITE_CHUNK])
+            except GONE as e:
+                self.close_connection = True
+                self.log_error("client went away during %s: %r", self.path, e)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: the terminal shows the URL, not every request
 
-    return ThreadingHTTPServer((host, port), Handler)
+    return PresenterServer(host, port, Handler)
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
     host, port = server.server_address[:2]
-    return f"http://{host}:{port}/"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def serve_in_thread(page: str, host: str = DEFAULT_HOST, port: int = 0) -> ThreadingHTTPServer:
@@ -268,7 +324,16 @@ def add_present_arguments(p: argparse.ArgumentParser) -> None:
         "--requests", type=int, default=DEFAULT_REQUESTS, help="requests in flight R the scheduler plans for (1..256)"
     )
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="speculative rounds on the 6B page (1..40)")
-    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to serve on (default {DEFAULT_HOST}: this machine)")
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to serve on (default {DEFAULT_HOST}: this machine only); a loopback address unless --public",
+    )
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help="allow a --host other machines can reach (e.g. 0.0.0.0: every interface); prints a warning",
+    )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free port)")
     p.add_argument("--out", type=Path, default=None, help="write index.html + plotly.min.js to this folder, no server")
 
@@ -285,6 +350,38 @@ def add_present_parser(sub: Any) -> None:
     add_present_arguments(p)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address; "localhost" is looked up (every address it names must be one), no
+    other name is: ValueError for a name or an empty string, whose server would listen on every interface."""
+    if host == "localhost":
+        try:
+            found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as e:
+            raise ValueError(f"--host = 'localhost' does not resolve ({e}): {HOSTS_ALLOWED}") from None
+        return all(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]).is_loopback for info in found)
+    if not host:
+        raise ValueError(f"--host is empty (it would listen on every interface): {HOSTS_ALLOWED}")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise ValueError(f"--host = {host!r} is not an IP address: {HOSTS_ALLOWED}") from None
+
+
+def check_host(host: str, public: bool) -> bool:
+    """--host against --public; returns whether other machines can reach the page (then main_present warns)."""
+    if is_loopback(host):
+        return False
+    if not public:
+        raise ValueError(f"--host = {host!r} is not a loopback address: {HOSTS_ALLOWED}")
+    return True
+
+
+def public_warning(server: ThreadingHTTPServer, lang: str) -> str:
+    """The one line --public prints (in --lang): which address and port other machines can open."""
+    host, port = server.server_address[:2]
+    return PUBLIC_WARNING[lang].format(host=host, port=port)
+
+
 def check_present_args(args: argparse.Namespace) -> None:
     """The options' ranges, before the model runs."""
     from dspark_mini.validate import check_int, check_seed, check_temperature
@@ -299,6 +396,7 @@ def check_present_args(args: argparse.Namespace) -> None:
     check_int(args.requests, "--requests", 1, MAX_LOAD, "the loads the 6B screens simulate")
     check_int(args.rounds, "--rounds", 1, MAX_ROUNDS)
     check_int(args.port, "--port", 0, 65535)
+    check_host(args.host, args.public)
     if args.prompt is not None and not args.prompt.strip():
         raise ValueError("--prompt is empty: give some text to run through the model")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
@@ -310,7 +408,8 @@ def say(line: str) -> None:
 
 
 def main_present(args: argparse.Namespace, out: Any = say) -> int:
-    """Build the page, then write it (--out) or serve it until Ctrl-C, saying where."""
+    """Build the page, then write it (--out) or serve it until Ctrl-C, saying where. Ctrl-C (KeyboardInterrupt)
+    goes on to the caller's boundary (`interrupted`, exit 130), the socket closed."""
     check_present_args(args)
     data = build_data(args.prompt, args.requests, args.temperature, args.seed, args.rounds, args.lang)
     page = render_page(data)
@@ -319,23 +418,27 @@ def main_present(args: argparse.Namespace, out: Any = say) -> int:
         out(f"wrote {files[0]} and {files[1].name}; open {files[0]} in a browser (no server needed)")
         return 0
     server = make_server(page, args.host, args.port)
-    out(f"Serving the DSpark presenter at {url_of(server)} — open it in a browser (F: full screen; Ctrl-C stops)")
     try:
+        if check_host(args.host, args.public):
+            print(public_warning(server, args.lang), file=sys.stderr, flush=True)
+        out(f"Serving the DSpark presenter at {url_of(server)} — open it in a browser (F: full screen; Ctrl-C stops)")
         server.serve_forever()
-    except KeyboardInterrupt:
-        out("stopped")
     finally:
         server.server_close()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m lab.present`: the same as `dspark-lab present`; bad input → one line naming the option, exit 2."""
+    """`python -m lab.present`: the same as `dspark-lab present`; bad input → one line naming the option, exit 2;
+    Ctrl-C → `interrupted`, exit 130 (as lab/cli.py's boundary)."""
     p = argparse.ArgumentParser(prog="python -m lab.present", description=add_present_parser.__doc__)
     add_present_arguments(p)
     args = p.parse_args(argv)
     try:
         return main_present(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except (OSError, ValueError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
