@@ -47,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plain_transformer import lab_active_params, plain_like  # noqa: E402
 
+from dspark_mini.files import write_atomic  # noqa: E402
 from lab.evaluation import FREE_FORM  # noqa: E402  (the prompts `train all` reports free-form τ on)
 from lab.profiling import cpu_model, percentiles, verify_steps  # noqa: E402
 
@@ -439,7 +440,7 @@ def main() -> None:
     results["conditions"]["loadavg_1m_5m_end"] = [round(v, 2) for v in os.getloadavg()[:2]]
     results["conditions"]["bench_seconds"] = round(time.perf_counter() - t0, 1)
     if a.out:
-        Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
+        write_atomic(a.out, json.dumps(results, indent=1) + "\n")  # the previous file survives a full disk
     if a.json:
         print(json.dumps(results, indent=1))
         return

@@ -28,6 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dspark_mini import build_model, get_config  # noqa: E402
+from dspark_mini.files import write_atomic  # noqa: E402
 from dspark_mini.model import count_params  # noqa: E402
 from dspark_mini.speculative import generate_plain, generate_speculative  # noqa: E402
 
@@ -169,9 +170,7 @@ def main(argv=None) -> int:
             )
             return 2
         report = gpu_run(args.device, args.prompt_len, args.new_tokens, args.block)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_atomic(args.out, json.dumps(report, indent=1) + "\n")  # the previous report survives a full disk
     print(json.dumps(report, indent=1))
     return 0 if not report.get("problems") else 1
 

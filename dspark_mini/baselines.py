@@ -46,7 +46,7 @@ from .checkpoint import (
     config_from_dict,
     config_to_dict,
     json_metadata,
-    write_atomic,
+    write_tensors,
 )
 from .config import ModelConfig
 from .dspark import DraftOutput, sample, token_distribution
@@ -519,7 +519,7 @@ def save_baseline(
     if target_sha256 is not None:
         header[TARGET_KEY] = check_sha256(target_sha256)
     tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in module.state_dict().items()}
-    return write_atomic(tensors, path, header)
+    return write_tensors(tensors, path, header)
 
 
 def _baseline_header(path: Path, handle: Any) -> dict[str, Any]:

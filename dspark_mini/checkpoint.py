@@ -7,7 +7,8 @@ holds only the draft layers and needs a target with the same config. Never pickl
 tensors and a JSON header, nothing runs on load. `load` checks everything first (format, config, the exact
 set of names, every shape and dtype, every value finite) and only then copies into the model, so a bad file
 leaves the model untouched; `load_model` refuses a header whose config would allocate an absurd model before it
-builds anything. `save` writes a temporary file beside the target and renames it, so nothing is half-written.
+builds anything. `save` writes a temporary file beside the target and renames it (dspark_mini.files), so nothing
+is half-written: interrupted or out of disk, the previous file is byte for byte what it was.
 A draft file may also record `target_sha256`: the sha256 of the target file it was trained against (the lab
 checks it when it loads a set, lab/weights.py; `stamp_target` adds it to a file without touching a tensor).
 """
@@ -17,16 +18,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
 from .config import ConfigError, ModelConfig
+from .files import atomic_path
 from .model import Transformer
 from .presets import build_model
 
@@ -168,15 +169,6 @@ def part_tensors(model: nn.Module, part: str) -> dict[str, torch.Tensor]:
     return {n: t for n, t in model.state_dict(keep_vars=True).items() if _in_part(n, part)}
 
 
-def _file_mode(path: Path) -> int:
-    """The mode of the file being replaced, else what a new file gets under the umask."""
-    if path.exists():
-        return path.stat().st_mode & 0o777
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 # ---- save -------------------------------------------------------------------------------------------
 def save(
     model: Transformer,
@@ -219,7 +211,7 @@ def save(
     # own copies on CPU, contiguous, sharing no storage (safetensors refuses shared tensors)
     tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in own.items()}
 
-    return write_atomic(tensors, path, header)
+    return write_tensors(tensors, path, header)
 
 
 def check_sha256(value: Any) -> str:
@@ -245,24 +237,18 @@ def stamp_target(path: str | os.PathLike, target_sha256: str) -> Path:
             "allowed a 'draft' checkpoint or a baseline drafter"
         )
     md[TARGET_KEY] = check_sha256(target_sha256)
-    return write_atomic(tensors, p, md)
+    return write_tensors(tensors, p, md)
 
 
-def write_atomic(tensors: dict[str, torch.Tensor], path: Path, header: dict[str, str]) -> Path:
-    """safetensors to a fresh name beside `path`, fsync, then rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a fresh name beside the target: same filesystem, so os.replace is atomic
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
-    try:
-        save_file(tensors, str(tmp), metadata=header)
-        os.chmod(tmp, _file_mode(path))  # safetensors writes owner-only files; shipped weights are readable
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+def write_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike, header: dict[str, str]) -> Path:
+    """safetensors written atomically (`files.atomic_path`): a reader never sees half a file; interrupted or out of
+    disk, the previous file is unchanged and the error is one WriteError naming `path`."""
+    with atomic_path(path) as tmp:
+        try:
+            save_file(tensors, str(tmp), metadata=header)
+        except SafetensorError as e:  # an I/O error inside safetensors (a full disk) is not an OSError
+            raise OSError(str(e).removeprefix("Error while serializing: ").removeprefix("I/O error: ")) from e
+    return Path(path)
 
 
 # ---- read -------------------------------------------------------------------------------------------

@@ -91,7 +91,11 @@ def add_checkpoint_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("what", choices=["export", "headers"], help="export: the lab model; headers: real shapes, no data")
-    c.add_argument("--out", required=True, help="a new or empty folder to write into")
+    c.add_argument(
+        "--out",
+        required=True,
+        help="a new or empty folder (a link is followed); built beside it and swapped in whole",
+    )
     c.add_argument("--shards", type=int, default=None, help=f"number of shards: 1..{MAX_SHARDS} (export 2, headers 48)")
     c.add_argument(
         "--style",
@@ -102,7 +106,12 @@ def add_checkpoint_parser(sub: Any) -> None:
     )
     c.add_argument("--weights", default="trained", choices=["trained", "untrained"], help="which lab model to export")
     c.add_argument("--seed", type=int, default=0, help="init seed with --weights untrained; 0 ≤ seed < 2**63")
-    c.add_argument("--force", action="store_true", help="write into a folder that already holds files")
+    c.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier export or headers folder the lab wrote (its .dspark-lab-files.json lists every file); "
+        "any other folder is refused, nothing in it deleted",
+    )
     c.add_argument("--lang", default="en", help="vi or en")
     c.add_argument("--json", action="store_true", help="print the inspect report of what was written as JSON")
 
@@ -729,9 +738,11 @@ def error_line(args: argparse.Namespace, e: Exception) -> str:
         return message
     draft = getattr(args, "what", None) == "draft"
     dests = {
+        "checkpoint": ["out"],
         "data": ["out"],
         "eval": ["weights_dir"],
         "train": ["out", "target"] if draft else ["out"],
+        "present": ["out"],
         "profile": ["out"],
         "schedule": ["streams", "sps_table"],
         "serve": ["prompts_file", "sps_table"],
@@ -739,7 +750,7 @@ def error_line(args: argparse.Namespace, e: Exception) -> str:
     for dest in dests.get(args.command, []):
         value = getattr(args, dest, None)
         if value and (str(Path(value)) in f"{e} {filename or ''}" or (filename and str(filename) in str(value))):
-            return f"--{dest.replace('_', '-')} = {value!r}: {message}"
+            return f"--{dest.replace('_', '-')} = {str(value)!r}: {message}"
     return message
 
 

@@ -598,12 +598,12 @@ def generated_files() -> dict[str, str]:
 
 
 def write_all(root: str | Path = REPO_ROOT) -> list[str]:
-    """Write every generated file under `root`; returns their relative paths."""
+    """Write every generated file under `root` (each atomically, missing folders made); returns their relative paths."""
+    from dspark_mini.files import write_atomic
+
     root = Path(root)
     for rel, content in generated_files().items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8", newline="\n")
+        write_atomic(root / rel, content)
     return sorted(generated_files())
 
 

@@ -38,12 +38,15 @@ def render(source: Path) -> str:
 
 
 def write_all(folder: Path = NOTEBOOKS) -> list[Path]:
+    """Regenerate every .ipynb whose text differs from its source's (each written atomically)."""
+    from dspark_mini.files import write_atomic
+
     written = []
     for src in sources(folder):
         target = src.with_suffix(".ipynb")
         text = render(src)
         if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
+            write_atomic(target, text)
             written.append(target)
     return written
 

@@ -940,6 +940,11 @@ UI: dict[str, dict[str, str]] = {
     "verify_cost": {"vi": "Chi phí verify", "en": "Verify cost"},
     "throughput": {"vi": "Thông lượng", "en": "Throughput"},
     "latency": {"vi": "Độ trễ", "en": "Latency"},
+    # files
+    "out_symlink": {
+        "vi": "{option} {link!r} là liên kết tượng trưng tới {target!r}: ghi vào {target!r}, liên kết được giữ nguyên",
+        "en": "{option} {link!r} is a symbolic link to {target!r}: writing into {target!r}, the link is kept",
+    },
 }
 
 
@@ -948,6 +953,17 @@ def ui(key: str, lang: str) -> str:
     if key not in UI:
         raise ValueError(f"unknown UI key {key!r}: allowed {', '.join(sorted(UI))}")
     return UI[key][check_lang(lang)]
+
+
+def say_symlink(path, option: str, lang: str) -> None:
+    """When `path` (an --out) is a symbolic link, say on stderr that the lab writes where it points and keeps the
+    link (dspark_mini.files follows it on purpose); nothing otherwise."""
+    import os
+    import sys
+
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        print(ui("out_symlink", lang).format(option=option, link=str(path), target=target), file=sys.stderr)
 
 
 def verify_label(status: str, lang: str) -> str:

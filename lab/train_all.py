@@ -18,7 +18,6 @@ import dataclasses
 import json
 import math
 import multiprocessing as mp
-import os
 import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -31,6 +30,7 @@ from dspark_mini import get_config
 from dspark_mini.baselines import save_baseline
 from dspark_mini.checkpoint import CheckpointError, load_model, read_header, save
 from dspark_mini.drafters import DSparkDrafter
+from dspark_mini.files import atomic_path, folder_swap, write_atomic
 
 from .calibration import calibration_report, fit_sts
 from .corpus import build_corpus, mix, split, token_stream
@@ -230,39 +230,17 @@ def train_all(
     """The whole rebuild; returns (and writes) the report.
 
     The set is built in a fresh sibling folder `<out>.partial-<pid>` and swapped in only once it is complete and
-    recorded (`stamp_set`): an interrupted or failed run removes that folder and leaves `<out>` as it was.
+    recorded (`stamp_set`; dspark_mini.files.folder_swap): an interrupted or failed run (a full disk: one WriteError
+    naming `<out>`) removes that folder and leaves `<out>` as it was. An `<out>` that is a symbolic link stays one:
+    the folder it points to is replaced.
     `force` is needed to replace the shipped lab/weights. `keep_target` (`--keep-target`): the target already in
     `<out>` is kept byte for byte, with its record, and only the drafters are rebuilt against it (`kept_target`)."""
     out = check_out(out_dir, folder=True, force=force)  # before anything runs
     kept = kept_target(out) if keep_target else None
-    work = out.parent / f"{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)  # a leftover of a killed run that had the same process id
-    work.mkdir(parents=True)
-    try:
+    with folder_swap(out, None) as work:  # a weights set is recorded by its own manifest.json (check_out)
         report = build_set(work, recipe, console, quiet, kept)
         stamp_set(work)  # the target's sha256 in every drafter header (already there) + manifest.json
-        swap_in(work, out)
-    except BaseException:  # Ctrl-C included: the partial set goes, the old one stays
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return report
-
-
-def swap_in(work: Path, out: Path) -> None:
-    """Put the finished folder `work` at `out`: the old set is renamed away, the new one renamed in, then the
-    old one deleted. Each rename is atomic; if the second fails the old set is put back."""
-    if not out.exists():
-        os.rename(work, out)
-        return
-    old = out.parent / f"{out.name}.old-{os.getpid()}"
-    shutil.rmtree(old, ignore_errors=True)
-    os.rename(out, old)
-    try:
-        os.rename(work, out)
-    except BaseException:
-        os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def kept_target(out: Path) -> Path:
@@ -284,7 +262,8 @@ def kept_target(out: Path) -> Path:
 def keep_target_file(work: Path, src: Path, report: dict[str, Any]) -> None:
     """1–2 kept: the previous set's target, byte for byte, and the record its header carries (its training is
     not repeated: `seconds.target` is 0 and `target.kept` says so)."""
-    shutil.copyfile(src, work / "target.safetensors")
+    with atomic_path(work / "target.safetensors") as tmp:
+        shutil.copyfile(src, tmp)
     report["target"] = read_header(src)["meta"] | {"kept": True}
     report["seconds"]["target"] = 0.0
 
@@ -319,9 +298,8 @@ def build_set(
     }
     report["summary"] = summary(report)
     report["seconds"]["total"] = round(time.perf_counter() - t_start, 1)
-    (work / "report.json").write_text(
-        json.dumps(strict_json(report), indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
-    )
+    text = json.dumps(strict_json(report), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    write_atomic(work / "report.json", text)
     return report
 
 

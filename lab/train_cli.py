@@ -14,7 +14,7 @@ from dspark_mini import get_config
 from dspark_mini.checkpoint import save
 
 from .corpus import build_corpus, mix, split, token_stream
-from .steps import check_lang
+from .steps import check_lang, say_symlink
 from .training import evaluate, model_for_draft, train_draft, train_target
 from .weights import check_out, file_sha256, record_file
 
@@ -111,6 +111,7 @@ def main_train_all(args: argparse.Namespace, console: Console) -> dict[str, Any]
     out = Path(args.out or "runs/weights")
     if out.suffix:
         raise ValueError(f"--out = {args.out!r}: `train all` writes a folder, allowed a path without a suffix")
+    say_symlink(out, "--out", args.lang)  # before the long run: the set goes where the link points
     report = train_all(out, recipe, console, quiet=args.json, force=args.force, keep_target=args.keep_target)
     if not args.json:
         s = report["summary"]

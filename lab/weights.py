@@ -27,6 +27,7 @@ from dspark_mini import Transformer, build_model, get_config
 from dspark_mini.baselines import Eagle3Drafter, MTP1Drafter, load_baseline, read_baseline_header
 from dspark_mini.checkpoint import TARGET_KEY, load_model, read_header, stamp_target
 from dspark_mini.drafters import Drafter, DSparkDrafter
+from dspark_mini.files import write_atomic
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 WEIGHTS = ("trained", "untrained")
@@ -184,19 +185,9 @@ def _entry(path: Path) -> dict[str, Any]:
 
 
 def write_manifest(folder: Path, files: dict[str, dict[str, Any]]) -> Path:
-    """`folder/manifest.json`, written beside itself and renamed: never half a manifest."""
-    manifest = folder / MANIFEST
-    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-    try:
-        tmp.write_text(
-            json.dumps({"format": "dspark-lab-weights", "version": "1", "files": files}, indent=1) + "\n",
-            encoding="utf-8",
-        )
-        os.replace(tmp, manifest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return manifest
+    """`folder/manifest.json`, written atomically (dspark_mini.files): never half a manifest."""
+    text = json.dumps({"format": "dspark-lab-weights", "version": "1", "files": files}, indent=1) + "\n"
+    return write_atomic(folder / MANIFEST, text)
 
 
 def record_file(path: str | Path) -> None:
@@ -212,7 +203,10 @@ def record_file(path: str | Path) -> None:
 # ---- where a training run may write ----------------------------------------------------------------------
 def check_out(out: str | Path, folder: bool, force: bool = False) -> Path:
     """Check `--out` before a long run: the right kind of path, a writable place, never the shipped weights
-    without `force`. `folder`: `train all` writes a folder, `train target/draft` one .safetensors file."""
+    without `force`. `folder`: `train all` writes a folder, `train target/draft` one .safetensors file.
+    `train all` replaces a folder only when it is new or empty or holds nothing but a set's files (its manifest.json
+    is the set's record of what the lab wrote, so the shipped lab/weights is replaceable with `force`); any other
+    file in it is refused by name, never deleted. A link is followed: the folder it points to is replaced."""
     out = Path(out)
     shown = f"--out = {str(out)!r}"
     if out.exists() and out.is_dir() != folder:

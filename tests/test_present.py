@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dspark_mini.files import OWNER
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, generate_plain
 from dspark_mini.tokenizer import default_tokenizer
 from lab.present import presenter
@@ -200,7 +201,7 @@ def test_cli_writes_the_site(tmp_path, monkeypatch, data, capsys):
     monkeypatch.setattr(presenter, "build_data", lambda *a, **k: data)  # the model run is the fixture's
     out = tmp_path / "site"
     assert presenter.main(["--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["index.html", presenter.PLOTLY]
+    assert sorted(p.name for p in out.iterdir()) == [OWNER, "index.html", presenter.PLOTLY]  # OWNER: what it wrote
     html = (out / "index.html").read_text(encoding="utf-8")
     embedded = re.search(r'id="presenter-data">(.*?)</script>', html, re.S).group(1)
     assert json.loads(embedded)["debugger"] == data["debugger"]

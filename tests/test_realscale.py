@@ -20,6 +20,7 @@ from safetensors.torch import save_file
 
 from dspark_mini import build_model, get_config
 from dspark_mini.config import flash_config
+from dspark_mini.files import OWNER
 from dspark_mini.packed import PackedEmbedding, PackedLinear, state_bytes
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.realscale import (
@@ -162,7 +163,7 @@ def test_packed_load_holds_the_checkpoint_bytes(trained, exported) -> None:
 def test_index_and_shards_are_valid(trained, exported) -> None:
     files = sorted(p.name for p in exported.iterdir())
     shards = [f"model-0000{k}-of-00003.safetensors" for k in (1, 2, 3)]
-    assert files == sorted(["config.json", INDEX, *shards])
+    assert files == sorted([OWNER, "config.json", INDEX, *shards])  # OWNER: the lab's list of the files it wrote
     index = json.loads((exported / INDEX).read_text())
     entries = layout(trained.cfg, "lab")
     assert list(index["weight_map"]) == [s.name for s in entries]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ import torch
 
 from dspark_mini import Trace, Transformer
 from dspark_mini.dspark import sample, token_distribution
+from dspark_mini.files import write_atomic
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, plan_round
 from dspark_mini.speculative import Verdict, prefill, speculative_round, verify_block
 from dspark_mini.tokenizer import default_tokenizer
@@ -549,14 +549,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{args.out} is in sync ({len(html.encode('utf-8')):,} bytes)")
         return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")  # written beside it and renamed: never half a page
-    try:
-        tmp.write_text(html, encoding="utf-8", newline="\n")
-        os.replace(tmp, args.out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(args.out, html)  # written beside it and renamed: never half a page
     print(f"wrote {args.out} ({len(html.encode('utf-8')):,} bytes); open it in a browser, no server needed")
     return 0
 

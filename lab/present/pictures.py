@@ -30,14 +30,16 @@ def find_chromium() -> str:
 
 
 def make_pictures(out: Path, chromium: str) -> list[Path]:
-    """Draw the four pictures into `out`; returns their paths."""
+    """Draw the four pictures into `out`; returns their paths. Each is taken in memory and written atomically
+    (dspark_mini.files): a failed or interrupted run leaves every earlier picture as it was."""
     from playwright.sync_api import sync_playwright
+
+    from dspark_mini.files import write_atomic
 
     from ..diagrams import map_svg
     from .presenter import build_data, render_page, serve_in_thread, url_of
 
-    out.mkdir(parents=True, exist_ok=True)
-    files = [out / name for name in PICTURES]
+    shots: list[bytes] = []
     server = serve_in_thread(render_page(build_data()), port=0)
     try:
         with sync_playwright() as pw:
@@ -45,23 +47,23 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
 
             page.set_content(f"<body style='margin:0'>{map_svg('en')}</body>")
-            page.locator("svg").first.screenshot(path=str(files[0]))
+            shots.append(page.locator("svg").first.screenshot())
 
             page.goto((REPO_ROOT / PAGE).as_uri())
             section = lambda inner: page.locator("section", has=page.locator(inner))
-            section("#strip").screenshot(path=str(files[1]))  # the strip with τ, the target's token, the check
-            section("#chart").screenshot(path=str(files[2]))  # the chart with its title, legend and mean τ
+            shots.append(section("#strip").screenshot())  # the strip with τ, the target's token, the check
+            shots.append(section("#chart").screenshot())  # the chart with its title, legend and mean τ
 
             page.goto(url_of(server))
             page.keyboard.press("End")  # the 6B rounds page
             for _ in range(PRESENTER_ROUND):
                 page.keyboard.press("ArrowRight")
-            page.screenshot(path=str(files[3]))
+            shots.append(page.screenshot())
             browser.close()
     finally:
         server.shutdown()
         server.server_close()
-    return files
+    return [write_atomic(out / name, png) for name, png in zip(PICTURES, shots, strict=True)]
 
 
 def main(argv: list[str] | None = None) -> int:

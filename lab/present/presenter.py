@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..steps import LANGS, STEP_IDS, UI, check_lang
+from ..steps import LANGS, STEP_IDS, UI, check_lang, say_symlink
 from .page import asset, render
 
 DEFAULT_HOST = "127.0.0.1"
@@ -304,14 +304,19 @@ def serve_in_thread(page: str, host: str = DEFAULT_HOST, port: int = 0) -> Threa
 
 
 def write_site(page: str, out: Path) -> list[Path]:
-    """The page as files in the folder `out` (index.html + plotly.min.js): open index.html from file://."""
+    """The page as files in the folder `out` (index.html + plotly.min.js): open index.html from file://.
+
+    Both files are built in a folder beside `out` and swapped in together (dspark_mini.files.folder_swap): out of
+    disk or interrupted, the previous site stays whole. It replaces only a new or empty folder or a site the lab
+    wrote (its .dspark-lab-files.json lists every file in it); any other folder is refused, nothing in it touched."""
+    from dspark_mini.files import folder_swap, write_atomic
+
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out = {str(out)!r} is a file: allowed a folder (present writes index.html into it)")
-    out.mkdir(parents=True, exist_ok=True)
-    files = [out / "index.html", out / PLOTLY]
-    files[0].write_text(page, encoding="utf-8", newline="\n")
-    files[1].write_bytes(plotly_js())
-    return files
+    with folder_swap(out, "site", overwrite=True) as work:
+        write_atomic(work / "index.html", page)
+        write_atomic(work / PLOTLY, plotly_js())
+    return [out / "index.html", out / PLOTLY]
 
 
 # ---- the command ---------------------------------------------------------------------------------------------
@@ -401,6 +406,10 @@ def check_present_args(args: argparse.Namespace) -> None:
         raise ValueError("--prompt is empty: give some text to run through the model")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out = {str(args.out)!r} is a file: allowed a folder (present writes index.html into it)")
+    if args.out is not None:
+        from dspark_mini.files import check_folder
+
+        check_folder(args.out, "site", overwrite=True)  # a folder the lab may replace, before the model runs
 
 
 def say(line: str) -> None:
@@ -414,6 +423,7 @@ def main_present(args: argparse.Namespace, out: Any = say) -> int:
     data = build_data(args.prompt, args.requests, args.temperature, args.seed, args.rounds, args.lang)
     page = render_page(data)
     if args.out is not None:
+        say_symlink(args.out, "--out", args.lang)
         files = write_site(page, args.out)
         out(f"wrote {files[0]} and {files[1].name}; open {files[0]} in a browser (no server needed)")
         return 0

@@ -4,6 +4,10 @@ dspark-lab checkpoint export --out DIR [--shards N] [--style lab|official] [--we
 dspark-lab checkpoint headers --out DIR [--shards N]   header-only shards at the real `flash` shapes (no data)
 dspark-lab inspect --checkpoint DIR [--json]           headers only: tensors, bytes by group, problems
 dspark-lab walk|generate|profile --checkpoint DIR      run the lab on a model read back from DIR
+
+export and headers build the folder beside DIR and swap it in whole (dspark_mini.files): interrupted or out of disk,
+the previous DIR is byte for byte as it was. --force replaces only a folder the lab wrote (its .dspark-lab-files.json
+lists every file in it); a Hugging Face checkpoint or any other non-empty folder is refused with one line.
 """
 
 from __future__ import annotations
@@ -30,21 +34,25 @@ def check_checkpoint_args(args: argparse.Namespace) -> None:
 
 def main_checkpoint(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
     from dspark_mini import get_config
+    from dspark_mini.files import check_folder
 
+    from ..steps import say_symlink
     from ..weights import lab_model
-    from .export import export_checkpoint
+    from .export import CHECKPOINT_KINDS, export_checkpoint
     from .inspect import inspect_checkpoint, write_header_only
+    from .layout import RealScaleError
 
     check_checkpoint_args(args)
+    what = "export" if args.what == "export" else "headers"
+    check_folder(args.out, what, args.force, CHECKPOINT_KINDS, error=RealScaleError)  # before the model is built
+    say_symlink(args.out, "--out", lang)
     if args.what == "export":
         model = lab_model(args.weights, args.seed)
         with console.status("writing the shards…" if lang == "en" else "đang ghi các shard…"):
             export_checkpoint(model, args.out, shards=args.shards or 2, style=args.style or "lab", overwrite=args.force)
     else:
-        out = Path(args.out)
-        if out.is_dir() and any(out.iterdir()) and not args.force:
-            raise ValueError(f"--out = {args.out!r} holds files: allowed a new or empty folder (or add --force)")
-        write_header_only(get_config("flash"), out, shards=args.shards or 48, style=args.style or "official")
+        shards, style = args.shards or 48, args.style or "official"
+        write_header_only(get_config("flash"), args.out, shards=shards, style=style, overwrite=args.force)
     report = inspect_checkpoint(args.out)
     if not args.json:
         render_inspect_checkpoint(console, report, lang)

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict
+from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict, write_tensors
 from dspark_mini.config import ModelConfig
+from dspark_mini.files import folder_swap
 from dspark_mini.model import Transformer
 from dspark_mini.packed import (
     PACKED_FORMATS,
@@ -148,20 +148,7 @@ def stored_tensors(model: nn.Module, style: str = "lab") -> dict[str, torch.Tens
     return out
 
 
-def _check_out(out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise RealScaleError(f"--out {str(out_dir)!r} is a file: allowed a new or empty folder")
-    if out_dir.is_dir() and any(out_dir.iterdir()):
-        ours = (out_dir / INDEX).is_file()
-        if not (overwrite and ours):
-            raise RealScaleError(
-                f"--out {str(out_dir)!r} is not empty: allowed a new or empty folder"
-                + (" (overwrite=True replaces an earlier export)" if ours else "")
-            )
-        for p in out_dir.glob("model-*-of-*.safetensors"):
-            p.unlink()
-        for name in (INDEX, CONFIG):
-            (out_dir / name).unlink(missing_ok=True)
+CHECKPOINT_KINDS = ("export", "headers")  # owner kinds a checkpoint folder may replace (with overwrite)
 
 
 @torch.no_grad()
@@ -170,28 +157,27 @@ def export_checkpoint(
 ) -> Path:
     """Write `model` (target + DSpark draft) as sharded safetensors + index + config.json; returns out_dir.
 
-    Shards hold about equal bytes, in layout order (embed, layers 0…, norm, head, mtp.*). The index is written
-    last, so a folder with an index is complete."""
+    Shards hold about equal bytes, in layout order (embed, layers 0…, norm, head, mtp.*). The folder is built
+    beside `out_dir` and swapped in whole (dspark_mini.files.folder_swap), so a folder with an index is complete
+    and an interrupted or out-of-disk export leaves the previous one byte for byte. `overwrite` replaces only a
+    folder the lab wrote (its .dspark-lab-files.json lists every file in it); any other non-empty folder — a
+    Hugging Face checkpoint, say — is refused and nothing in it is touched."""
     if not isinstance(getattr(model, "cfg", None), ModelConfig):
         raise RealScaleError(f"export needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
     out_dir = Path(out_dir)
     tensors = stored_tensors(model, style)
     names = list(tensors)
     which = assign_shards([tensors[n].nbytes for n in names], shards)
-    _check_out(out_dir, overwrite)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    weight_map: dict[str, str] = {}
-    for k in range(shards):
-        file = shard_name(k, shards)
-        part = {n: tensors[n] for n, w in zip(names, which, strict=True) if w == k}
-        tmp = out_dir / f".{file}.tmp"
-        save_file(part, str(tmp), metadata={"format": "pt"})
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out_dir / file)
-        weight_map.update(dict.fromkeys(part, file))
     temps = getattr(getattr(model, "mtp", None), "confidence_temperatures", None)
-    write_json(out_dir / CONFIG, config_json(model.cfg, style, temps))
-    write_index(out_dir, weight_map, sum(t.nbytes for t in tensors.values()))
+    with folder_swap(out_dir, "export", overwrite, CHECKPOINT_KINDS, error=RealScaleError) as work:
+        weight_map: dict[str, str] = {}
+        for k in range(shards):
+            file = shard_name(k, shards)
+            part = {n: tensors[n] for n, w in zip(names, which, strict=True) if w == k}
+            write_tensors(part, work / file, {"format": "pt"})
+            weight_map.update(dict.fromkeys(part, file))
+        write_json(work / CONFIG, config_json(model.cfg, style, temps))
+        write_index(work, weight_map, sum(t.nbytes for t in tensors.values()))
     return out_dir
 
 

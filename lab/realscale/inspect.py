@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 
 from dspark_mini.config import ModelConfig
+from dspark_mini.files import folder_swap
 
-from .export import config_json, read_config
+from .export import CHECKPOINT_KINDS, config_json, read_config
 from .layout import (
     GROUPS,
     LAB_KEY,
@@ -171,23 +172,31 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_header_only(cfg: ModelConfig, folder: str | os.PathLike, shards: int = 48, style: str = "official") -> Path:
+def write_header_only(
+    cfg: ModelConfig,
+    folder: str | os.PathLike,
+    shards: int = 48,
+    style: str = "official",
+    overwrite: bool = False,
+) -> Path:
     """A checkpoint folder for `cfg` whose shards declare every tensor at its real dtype, shape and offset but
     hold no data: config.json (official keys only when style is "official", like the real one), the index and
-    the header-only shards. Nothing is allocated, so `flash` takes a second."""
+    the header-only shards. Nothing is allocated, so `flash` takes a second. Built beside `folder` and swapped in
+    whole, like an export; `overwrite` replaces only a folder the lab wrote (its .dspark-lab-files.json lists
+    every file in it), never another config.json."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     entries = layout(cfg, style)
     which = assign_shards([s.nbytes for s in entries], shards)
-    weight_map, total = {}, 0
-    for k in range(shards):
-        file = shard_name(k, shards)
-        part = [s for s, w in zip(entries, which, strict=True) if w == k]
-        total += write_header_only_shard(folder / file, [(s.name, dtype_code(s.dtype), s.shape) for s in part])
-        weight_map.update(dict.fromkeys((s.name for s in part), file))
     config = config_json(cfg, style)
     if style == "official":
         del config[LAB_KEY]  # the real checkpoint's config.json has only the official keys
-    write_json(folder / CONFIG, config)
-    write_index(folder, weight_map, total)
+    with folder_swap(folder, "headers", overwrite, CHECKPOINT_KINDS, error=RealScaleError) as work:
+        weight_map, total = {}, 0
+        for k in range(shards):
+            file = shard_name(k, shards)
+            part = [s for s, w in zip(entries, which, strict=True) if w == k]
+            total += write_header_only_shard(work / file, [(s.name, dtype_code(s.dtype), s.shape) for s in part])
+            weight_map.update(dict.fromkeys((s.name for s in part), file))
+        write_json(work / CONFIG, config)
+        write_index(work, weight_map, total)
     return folder

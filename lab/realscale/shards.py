@@ -21,6 +21,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from dspark_mini.files import write_atomic
+
 from .layout import ST_DTYPES, RealScaleError
 
 INDEX = "model.safetensors.index.json"
@@ -129,21 +131,12 @@ def read_index(folder: str | os.PathLike) -> tuple[dict[str, str], dict]:
 
 
 def write_index(folder: Path, weight_map: dict[str, str], total_size: int) -> Path:
-    path = folder / INDEX
     text = json.dumps({"metadata": {"total_size": total_size}, "weight_map": weight_map}, indent=2)
-    _write_text(path, text + "\n")
-    return path
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    return write_atomic(folder / INDEX, text + "\n")
 
 
 def write_json(path: Path, obj: dict) -> Path:
-    _write_text(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
-    return path
+    return write_atomic(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
 
 
 def write_header_only_shard(path: Path, entries: list[tuple[str, str, tuple[int, ...]]]) -> int:
@@ -157,8 +150,7 @@ def write_header_only_shard(path: Path, entries: list[tuple[str, str, tuple[int,
         offset += n
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # safetensors pads the header to 8 bytes
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
+    write_atomic(path, struct.pack("<Q", len(raw)) + raw)
     return offset
 
 

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from dspark_mini.files import write_atomic
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES, Scheduler, StepRate, check_policy
 
 from .sps import nearest_rank
@@ -263,10 +264,7 @@ def save_streams(path: str | Path, streams: Sequence[Sequence[Any]], conditions:
             for cs, n in zip(confs, ns, strict=True)
         ],
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc) + "\n", encoding="utf-8")
-    return path
+    return write_atomic(path, json.dumps(doc) + "\n")  # atomically: the previous file survives a full disk
 
 
 def load_streams(path: str | Path) -> list[Stream]:

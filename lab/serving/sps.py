@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from dspark_mini.files import write_atomic
+
 FORMAT = "dspark-lab/sps-table"
 VERSION = 1
 INTERPOLATIONS = ("linear", "step")
@@ -219,10 +221,8 @@ class SPSTable:
 
 
 def save_table(table: SPSTable, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(table.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return path
+    """The table as JSON, written atomically (dspark_mini.files): out of disk, the previous table is unchanged."""
+    return write_atomic(path, json.dumps(table.to_dict(), indent=2) + "\n")
 
 
 def load_table(path: str | Path) -> SPSTable:
