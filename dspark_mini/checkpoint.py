@@ -6,9 +6,11 @@ The draft shares the target's `embed` and `head` (they are not registered under 
 holds only the draft layers and needs a target with the same config. Never pickle: safetensors stores raw
 tensors and a JSON header, nothing runs on load. `load` checks everything first (format, config, the exact
 set of names, every shape and dtype, every value finite) and only then copies into the model, so a bad file
-leaves the model untouched; `load_model` refuses a header whose config would allocate an absurd model before it
-builds anything. `save` writes a temporary file beside the target and renames it (dspark_mini.files), so nothing
-is half-written: interrupted or out of disk, the previous file is byte for byte what it was.
+leaves the model untouched; `load_model` refuses a header whose config would allocate an absurd model (its
+parameters and the KV cache of one sequence) before it builds anything. The JSON strings of the header are parsed
+with a size and depth limit (dspark_mini.jsonlimits): a hostile file is one clear error, never a RecursionError.
+`save` writes a temporary file beside the target and renames it (dspark_mini.files), so nothing is half-written:
+interrupted or out of disk, the previous file is byte for byte what it was.
 A draft file may also record `target_sha256`: the sha256 of the target file it was trained against (the lab
 checks it when it loads a set, lab/weights.py; `stamp_target` adds it to a file without touching a tensor).
 """
@@ -26,8 +28,10 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from .config import ConfigError, ModelConfig
+from .config import ConfigError, ModelConfig, shown
 from .files import atomic_path
+from .jsonlimits import MAX_INT_DIGITS, JSONLimitError, loads
+from .kv_cache import cache_bytes
 from .model import Transformer
 from .presets import build_model
 
@@ -42,6 +46,7 @@ TARGET_KEY = "target_sha256"  # header key of a draft file: the sha256 of the ta
 # the largest model a header may ask for: a bigger one is refused before anything is built (the lab model is
 # 12 MB; DeepSeek-V4.1-Flash itself is far above this and is only ever built on the meta device)
 MAX_MODEL_BYTES = 8 * 2**30
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on a file's JSON header (the metadata strings are inside it)
 
 # safetensors dtype codes → torch dtypes (for checks and messages)
 ST_DTYPES = {
@@ -84,7 +89,7 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     """Check a JSON value against the type of the field's default; lists → tuples, ints → floats."""
 
     def bad(expected: str) -> CheckpointError:
-        return CheckpointError(f"config field '{name}' = {value!r} has the wrong type: expected {expected}")
+        return CheckpointError(f"config field '{name}' = {shown(value)} has the wrong type: expected {expected}")
 
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -97,7 +102,10 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     if isinstance(default, float):
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise bad("a number")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float (a 400-digit number)
+            raise bad("a finite number") from None
     if isinstance(default, str):
         if not isinstance(value, str):
             raise bad("a string")
@@ -125,9 +133,9 @@ def config_from_dict(d: dict[str, Any]) -> ModelConfig:
     if unknown or missing:
         parts = []
         if missing:
-            parts.append(f"missing keys {missing}")
+            parts.append(f"missing keys {shown(missing)}")
         if unknown:
-            parts.append(f"unknown keys {unknown}")
+            parts.append(f"unknown keys {shown(unknown)}")
         raise CheckpointError("config does not match ModelConfig: " + "; ".join(parts))
     kwargs = {n: _coerce(n, d[n], _field_default(fields[n])) for n in fields if n in d}
     try:
@@ -287,16 +295,16 @@ def _header(path: Path, handle: Any) -> dict[str, Any]:
     if md.get("format") != FORMAT:
         raise CheckpointError(
             f"{str(path)!r} is a safetensors file but not a dspark-lab checkpoint: "
-            f"its metadata has format = {md.get('format')!r} (keys {sorted(md)}), expected {FORMAT!r}"
+            f"its metadata has format = {shown(md.get('format'))} (keys {shown(sorted(md))}), expected {FORMAT!r}"
         )
     if md.get("version") != VERSION:
         raise CheckpointError(
-            f"{str(path)!r} is a dspark-lab checkpoint of version {md.get('version')!r}: "
+            f"{str(path)!r} is a dspark-lab checkpoint of version {shown(md.get('version'))}: "
             f"this code reads version {VERSION!r}"
         )
     part = md.get("part")
     if part not in PARTS:
-        raise CheckpointError(f"{str(path)!r} has part = {part!r}: allowed one of {PARTS}")
+        raise CheckpointError(f"{str(path)!r} has part = {shown(part)}: allowed one of {PARTS}")
     return {"format": FORMAT, "version": VERSION, "part": part, **json_metadata(path, md)}
 
 
@@ -310,10 +318,12 @@ def json_metadata(path: Path, md: dict[str, str]) -> dict[str, Any]:
         except CheckpointError as e:
             raise CheckpointError(f"{str(path)!r}: {e}") from e
     for key in ("config", "meta"):
-        try:
-            value = json.loads(md[key])
-        except (KeyError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"{str(path)!r} has no readable '{key}' JSON in its metadata ({e!r})") from e
+        if key not in md:
+            raise CheckpointError(f"{str(path)!r} has no readable '{key}' JSON in its metadata (no such key)")
+        try:  # the config's numbers are bounded by its validation: Python's own digit limit only
+            value = loads(md[key], MAX_HEADER_BYTES, max_int_digits=None if key == "config" else MAX_INT_DIGITS)
+        except JSONLimitError as e:
+            raise CheckpointError(f"{str(path)!r} has no readable '{key}' JSON in its metadata (it {e})") from None
         if not isinstance(value, dict):
             raise CheckpointError(f"{str(path)!r} has '{key}' metadata that is not a JSON object")
         out[key] = value
@@ -354,6 +364,11 @@ def estimate_params(cfg: ModelConfig) -> int:
 
     Embedding + head, every layer's attention, experts and mHC mixes, the Engram tables and the DSpark draft
     (norms, compressors and indexers are left out, so this is a slight under-estimate)."""
+    return sum(param_parts(cfg).values())
+
+
+def param_parts(cfg: ModelConfig) -> dict[str, int]:
+    """`estimate_params` by part: vocab (embedding, head, Markov head), experts, attention, hc, engram."""
     D, V = cfg.dim, cfg.vocab_size
     attn = (
         D * cfg.q_lora_rank  # wq_a
@@ -367,21 +382,43 @@ def estimate_params(cfg: ModelConfig) -> int:
     def ffn(n_routed: int) -> int:
         return (n_routed + cfg.n_shared_experts) * 3 * D * cfg.moe_inter_dim + n_routed * D
 
-    engram = len(cfg.engram_layer_ids) * cfg.engram_n_hash_cols * cfg.engram_vocab_size * cfg.engram_head_dim
-    backbone = 2 * V * D + cfg.n_layers * (attn + hc + ffn(cfg.n_routed_experts)) + engram
-    draft = cfg.n_mtp_layers * (attn + hc + ffn(cfg.dspark_n_routed_experts)) + 2 * V * cfg.dspark_markov_rank
-    return backbone + (draft if cfg.n_mtp_layers else 0)
+    layers, draft = cfg.n_layers, cfg.n_mtp_layers
+    return {
+        "vocab": 2 * V * D + (2 * V * cfg.dspark_markov_rank if draft else 0),
+        "experts": layers * ffn(cfg.n_routed_experts) + draft * ffn(cfg.dspark_n_routed_experts),
+        "attention": (layers + draft) * attn,
+        "hc": (layers + draft) * hc,
+        "engram": len(cfg.engram_layer_ids) * cfg.engram_n_hash_cols * cfg.engram_vocab_size * cfg.engram_head_dim,
+    }
+
+
+def _part_name(cfg: ModelConfig, part: str) -> str:
+    """A part of the size estimate, with the fields that drive it."""
+    return {
+        "vocab": f"the embedding and heads (vocab_size = {cfg.vocab_size:,})",
+        "experts": f"the experts (n_routed_experts = {cfg.n_routed_experts:,}, moe_inter_dim = {cfg.moe_inter_dim:,})",
+        "attention": f"the attention projections (n_heads = {cfg.n_heads:,}, head_dim = {cfg.head_dim:,})",
+        "hc": f"the mHC mixes (hc_mult = {cfg.hc_mult})",
+        "engram": f"the Engram tables (engram_vocab_size = {cfg.engram_vocab_size:,})",
+        "cache": f"the KV cache of one sequence (max_seq_len = {cfg.max_seq_len:,})",
+    }[part]
 
 
 def check_size(cfg: ModelConfig, path: str | os.PathLike) -> None:
-    """Refuse a header whose config would allocate more than MAX_MODEL_BYTES, before anything is built."""
-    n = estimate_params(cfg)
-    size = n * cfg.torch_dtype.itemsize
+    """Refuse a header whose config would allocate more than MAX_MODEL_BYTES — its parameters and the KV cache of
+    one sequence of max_seq_len tokens (`kv_cache.cache_bytes`) — before anything is built; the message names the
+    part that is largest and the fields driving it."""
+    itemsize, params = cfg.torch_dtype.itemsize, param_parts(cfg)
+    n = sum(params.values())
+    parts = {k: count * itemsize for k, count in params.items()} | {"cache": cache_bytes(cfg)}
+    size = sum(parts.values())
     if size > MAX_MODEL_BYTES:
         raise CheckpointError(
-            f"{str(path)!r}: its config would build a model of about {n:,} parameters ≈ {size / 2**30:,.1f} GiB "
-            f"in {cfg.dtype} (vocab_size {cfg.vocab_size:,}, dim {cfg.dim:,}, n_layers {cfg.n_layers}): allowed at "
-            f"most {MAX_MODEL_BYTES / 2**30:.0f} GiB; refused before building anything"
+            f"{str(path)!r}: its config would build a model of about {n:,} parameters ≈ {n * itemsize / 2**30:,.1f} "
+            f"GiB in {cfg.dtype} and a KV cache of {parts['cache'] / 2**30:,.1f} GiB, {size / 2**30:,.1f} GiB in all "
+            f"(vocab_size {cfg.vocab_size:,}, dim {cfg.dim:,}, n_layers {cfg.n_layers}), most of it "
+            f"{_part_name(cfg, max(parts, key=parts.get))}: allowed at most {MAX_MODEL_BYTES / 2**30:.0f} GiB; "
+            "refused before building anything"
         )
 
 

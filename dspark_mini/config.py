@@ -3,7 +3,9 @@
 Every field is documented where it is defined as `lab value | flash value`, with the name the real
 checkpoint's `inference/config.json` uses. Toy and real sizes run through the same code; only these
 numbers differ. `validate()` checks every field and raises `ConfigError` naming the field, the value
-and what is allowed; nothing is clamped or fixed up silently. A bool is not a number here (`True` is no layer
+and what is allowed; nothing is clamped or fixed up silently. Every size-driving number has an upper bound
+(`INT_RANGES`, far above `flash`), so a hostile config cannot ask for minutes of work before any check runs; a
+value too long to print (a 400-digit number) is shown shortened. A bool is not a number here (`True` is no layer
 id), a float must be finite, and an unknown field name in `replace` / `get_config` lists the valid ones.
 """
 
@@ -17,6 +19,22 @@ from typing import Any
 
 import torch
 
+MAX_SHOWN = 300  # characters of a value an error message shows (a hostile file's 400-digit number is cut)
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """repr(value) for an error message, cut past `limit` characters; an integer of more than 20 digits as its
+    first digits and its digit count (never thousands of characters, and no repr of an int past Python's limit)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        digits = int(abs(value).bit_length() * math.log10(2))  # the digit count, or one less
+        digits += abs(value) >= 10**digits
+        return f"{'-' if value < 0 else ''}{abs(value) // 10 ** (digits - 12)}…({digits:,} digits)"
+    try:
+        text = repr(value)
+    except ValueError:  # a container holding an integer past Python's str limit (4,300 digits)
+        return f"a {type(value).__name__} too long to show"
+    return text if len(text) <= limit else f"{text[:limit]}…({len(text):,} characters)"
+
 
 class ConfigError(ValueError):
     """A config field has a value outside what the model allows."""
@@ -25,10 +43,73 @@ class ConfigError(ValueError):
         self.field = field_name
         self.value = value
         self.allowed = allowed
-        super().__init__(f"config field '{field_name}' = {value!r} is invalid: allowed {allowed}")
+        super().__init__(f"config field {shown(field_name)} = {shown(value)} is invalid: allowed {allowed}")
 
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+
+# ---- upper bounds of the size-driving fields ---------------------------------------------------------------------
+# Far above DeepSeek-V4.1-Flash (the largest model the lab describes), far below a config that takes minutes or
+# gigabytes just to lay out, inspect or run (a hostile config.json). The bytes a config allocates are bounded on
+# top of these, from all the numbers together: dspark_mini.checkpoint.check_size.
+MAX_VOCAB = 2**24  # vocab_size, engram_compressed_vocab_size: 130× flash's 129,280 (ids stay exact in float32)
+MAX_WIDTH = 2**17  # dim, moe_inter_dim, q/o LoRA ranks, dspark_markov_rank: 25× flash's dim 5,120
+MAX_HEAD_DIM = 2**13  # head_dim, rope_head_dim, index_head_dim, engram_head_dim: 16× flash's 512
+MAX_HEADS = 2**12  # n_heads, o_groups, index_n_heads: 64× flash's 64 query heads
+MAX_LAYERS = 2**10  # n_layers: 25× flash's 40
+MAX_MTP_LAYERS = 64  # n_mtp_layers: 21× flash's 3 draft layers
+MAX_EXPERTS = 2**13  # n_routed_experts, n_activated_experts and the DSpark ones: 21× flash's 384
+MAX_SHARED_EXPERTS = 64  # n_shared_experts: 64× flash's 1
+MAX_EXPERT_SLOTS = 2**16  # routed experts over all layers, 3 tensors each to lay out and inspect: 4× flash's 15,744
+MAX_SEQ_LEN = 2**24  # max_seq_len, original_seq_len, window_size: 16× flash's 1,048,576-token context
+MAX_TOPK = 2**16  # index_topk, candidate_topk_blocks: 32× flash's 2,048 candidate blocks
+MAX_BLOCK = 2**8  # candidate_block_size, dspark_block_size: 32× flash's 8
+MAX_HC_MULT = 32  # hc_mult: 8× flash's 4 residual lanes (the mixes grow as hc_mult²)
+MAX_SINKHORN_ITERS = 256  # hc_sinkhorn_iters: 12× flash's 20 (converged already); every forward runs them all
+MAX_ENGRAM_VOCAB = 2**31  # engram_vocab_size: 134× flash's 16,000,000 bucket base (primes are drawn above it)
+MAX_ENGRAM_HEADS = 64  # engram_n_heads: 8× flash's 8
+MAX_NGRAM = 16  # engram_max_ngram_size: 4× flash's 4
+MAX_ENGRAM_TABLES = 256  # Engram layers × orders × heads, one prime searched for each: 5× flash's 48
+MAX_BETA = 2**16  # beta_fast, beta_slow: YaRN's ramp ends, in rotations over the original context (flash 32, 1)
+
+# field → (lowest, highest) value of every integer field bounded on its own
+INT_RANGES = {
+    "vocab_size": (1, MAX_VOCAB),
+    "dim": (1, MAX_WIDTH),
+    "n_layers": (1, MAX_LAYERS),
+    "n_mtp_layers": (0, MAX_MTP_LAYERS),
+    "n_heads": (1, MAX_HEADS),
+    "head_dim": (1, MAX_HEAD_DIM),
+    "rope_head_dim": (1, MAX_HEAD_DIM),
+    "q_lora_rank": (1, MAX_WIDTH),
+    "o_groups": (1, MAX_HEADS),
+    "o_lora_rank": (1, MAX_WIDTH),
+    "window_size": (1, MAX_SEQ_LEN),
+    "candidate_topk_blocks": (1, MAX_TOPK),
+    "candidate_block_size": (1, MAX_BLOCK),
+    "index_n_heads": (1, MAX_HEADS),
+    "index_head_dim": (1, MAX_HEAD_DIM),
+    "index_topk": (1, MAX_TOPK),
+    "original_seq_len": (1, MAX_SEQ_LEN),
+    "max_seq_len": (1, MAX_SEQ_LEN),
+    "n_routed_experts": (1, MAX_EXPERTS),
+    "n_activated_experts": (1, MAX_EXPERTS),
+    "n_shared_experts": (0, MAX_SHARED_EXPERTS),
+    "moe_inter_dim": (1, MAX_WIDTH),
+    "hc_mult": (1, MAX_HC_MULT),
+    "hc_sinkhorn_iters": (1, MAX_SINKHORN_ITERS),
+    "engram_vocab_size": (1, MAX_ENGRAM_VOCAB),
+    "engram_n_heads": (1, MAX_ENGRAM_HEADS),
+    "engram_head_dim": (1, MAX_HEAD_DIM),
+    "engram_compressed_vocab_size": (1, MAX_VOCAB),
+    "dspark_block_size": (1, MAX_BLOCK),
+    "dspark_markov_rank": (1, MAX_WIDTH),
+    "dspark_n_routed_experts": (1, MAX_EXPERTS),
+    "dspark_n_activated_experts": (1, MAX_EXPERTS),
+    "beta_fast": (1, MAX_BETA),
+    "beta_slow": (1, MAX_BETA),
+    "engram_max_ngram_size": (1, MAX_NGRAM),
+}
 TAP_MIXES = ("mean", "concat_proj")
 MARKOV_KINDS = ("vanilla", "rnn")
 
@@ -151,55 +232,23 @@ class ModelConfig:
             return isinstance(v, int) and not isinstance(v, bool)
 
         def is_finite(v: Any) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                return False
+            try:
+                return math.isfinite(v)
+            except OverflowError:  # an integer beyond any float (a 400-digit number)
+                return False
 
         def need(ok: bool, name: str, allowed: str) -> None:
             if not ok:
                 raise ConfigError(name, getattr(self, name), allowed)
 
-        def positive_int(name: str) -> None:
+        def bounded_int(name: str, lo: int, hi: int) -> None:
             v = getattr(self, name)
-            need(is_int(v) and v > 0, name, "an integer ≥ 1")
+            need(is_int(v) and lo <= v <= hi, name, f"an integer ≥ {lo} and ≤ {hi:,}")
 
-        for name in (
-            "vocab_size",
-            "dim",
-            "n_layers",
-            "n_heads",
-            "head_dim",
-            "rope_head_dim",
-            "q_lora_rank",
-            "o_groups",
-            "o_lora_rank",
-            "window_size",
-            "candidate_topk_blocks",
-            "candidate_block_size",
-            "index_n_heads",
-            "index_head_dim",
-            "index_topk",
-            "original_seq_len",
-            "max_seq_len",
-            "n_routed_experts",
-            "n_activated_experts",
-            "moe_inter_dim",
-            "hc_mult",
-            "hc_sinkhorn_iters",
-            "engram_vocab_size",
-            "engram_n_heads",
-            "engram_head_dim",
-            "engram_compressed_vocab_size",
-            "dspark_block_size",
-            "dspark_markov_rank",
-            "dspark_n_routed_experts",
-            "dspark_n_activated_experts",
-            "beta_fast",
-            "beta_slow",
-            "engram_max_ngram_size",
-        ):
-            positive_int(name)
-        for name in ("n_mtp_layers", "n_shared_experts"):
-            v = getattr(self, name)
-            need(is_int(v) and v >= 0, name, "an integer ≥ 0")
+        for name, (lo, hi) in INT_RANGES.items():
+            bounded_int(name, lo, hi)
         for name in (
             "rope_theta",
             "compress_rope_theta",
@@ -218,6 +267,13 @@ class ModelConfig:
             need(isinstance(getattr(self, name), str), name, "a string")
         need(isinstance(self.extra, dict), "extra", "a dict of free notes")
         need(self.n_layers >= 2, "n_layers", "an integer ≥ 2 (an encoder and a decoder)")
+        slots = self.n_layers * self.n_routed_experts + self.n_mtp_layers * self.dspark_n_routed_experts
+        need(
+            slots <= MAX_EXPERT_SLOTS,
+            "n_routed_experts",
+            f"at most {MAX_EXPERT_SLOTS:,} routed experts over all layers "
+            f"(n_layers × n_routed_experts + n_mtp_layers × dspark_n_routed_experts = {slots:,})",
+        )
         need(
             self.rope_head_dim % 2 == 0 and self.rope_head_dim < self.head_dim,
             "rope_head_dim",
@@ -322,6 +378,13 @@ class ModelConfig:
             f"layers at or before the last KV source ({kv[-1]}), as decoder replay requires",
         )
         need(self.engram_max_ngram_size >= 2, "engram_max_ngram_size", "an integer ≥ 2")
+        tables = len(eng) * self.engram_n_hash_cols
+        need(
+            tables <= MAX_ENGRAM_TABLES,
+            "engram_n_heads",
+            f"at most {MAX_ENGRAM_TABLES} Engram tables in all "
+            f"(Engram layers × (engram_max_ngram_size − 1) × engram_n_heads = {tables:,})",
+        )
         need(
             is_int(self.engram_pad_id) and 0 <= self.engram_pad_id < self.vocab_size,
             "engram_pad_id",

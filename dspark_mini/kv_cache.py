@@ -186,6 +186,16 @@ class KVCache:
         }
 
 
+def cache_bytes(cfg: ModelConfig, batch: int = 1, dtype: torch.dtype | None = None) -> int:
+    """The bytes `KVCache(cfg, batch, dtype=dtype)` allocates, from the config alone: every window ring and its
+    slot positions, and every KV source's compressed latents and index keys for max_seq_len tokens."""
+    itemsize = (dtype or cfg.torch_dtype).itemsize
+    W, Dh, Di = cfg.window_size, cfg.head_dim, cfg.index_head_dim
+    rings = (cfg.n_layers + cfg.n_mtp_layers) * batch * W * Dh * itemsize + 2 * W * 8  # + the two int64 `pos`
+    sources = sum(batch * (cfg.max_seq_len // cfg.compress_ratios[s]) * (Dh + Di) for s in cfg.kv_source_layers)
+    return rings + sources * itemsize
+
+
 def kv_bytes(cfg: ModelConfig) -> dict[str, float]:
     """Bytes per entry and per token of every cache kind (the 890 B/token budget at real scale)."""
     window_entry = fp8_bytes(cfg.head_dim, 32)

@@ -28,6 +28,7 @@ from dspark_mini.baselines import Eagle3Drafter, MTP1Drafter, load_baseline, rea
 from dspark_mini.checkpoint import TARGET_KEY, load_model, read_header, stamp_target
 from dspark_mini.drafters import Drafter, DSparkDrafter
 from dspark_mini.files import write_atomic
+from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 WEIGHTS = ("trained", "untrained")
@@ -94,7 +95,7 @@ def read_manifest(folder: str | Path) -> dict[str, dict[str, Any]] | None:
     if not path.is_file():
         return None
     try:
-        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+        files = read_json(path, MAX_DATA_BYTES)["files"]
         if not all(isinstance(e["sha256"], str) and isinstance(e["bytes"], int) for e in files.values()):
             raise TypeError("an entry is not {sha256: str, bytes: int}")
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -312,4 +313,7 @@ def report(weights_dir: str | Path | None = None) -> dict[str, Any]:
     """The numbers recorded when the shipped weights were made (lab/weights/report.json)."""
     path = weight_file("report", weights_dir)
     verify_file(path)
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return read_json(path, MAX_DATA_BYTES)
+    except JSONLimitError as e:
+        raise WeightSetError(f"{path} is not a readable report: it {e}") from None

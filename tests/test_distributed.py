@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -223,8 +224,8 @@ def test_a_rank_that_cannot_load_its_shard_fails_on_every_rank(checkpoint, tmp_p
     exchange their outcome before going on, so both fail naming rank 1 and the file — none waits for the other."""
     bad = tmp_path / "bad"
     bad.mkdir()
-    for f in checkpoint.iterdir():
-        (bad / f.name).symlink_to(f)
+    for f in checkpoint.iterdir():  # copies: a shard linked from outside the folder is refused (issue 19)
+        shutil.copy(f, bad / f.name)
     index = json.loads((checkpoint / "model.safetensors.index.json").read_text())
     index["weight_map"]["layers.0.ffn.experts.5.w1.weight"] = "model-00009-of-00009.safetensors"
     (bad / "model.safetensors.index.json").unlink()

@@ -19,7 +19,6 @@ and reads exactly the requested tensors — so a rank that holds a shard of the 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -30,8 +29,9 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict, write_tensors
-from dspark_mini.config import ModelConfig
+from dspark_mini.config import ModelConfig, shown
 from dspark_mini.files import folder_swap
+from dspark_mini.jsonlimits import read_json
 from dspark_mini.model import Transformer
 from dspark_mini.packed import (
     PACKED_FORMATS,
@@ -61,7 +61,19 @@ from .layout import (
     official_text_config,
     quantization_config,
 )
-from .shards import CONFIG, INDEX, assign_shards, read_header, read_index, shard_name, write_index, write_json
+from .shards import (
+    CONFIG,
+    INDEX,
+    assign_shards,
+    read_header,
+    read_index,
+    shard_name,
+    shard_path,
+    write_index,
+    write_json,
+)
+
+MAX_CONFIG = 2**24  # bytes of a config.json: the real one has ~4 KB, the lab's own section as much again
 
 
 # ---- config.json -------------------------------------------------------------------------------------
@@ -89,12 +101,12 @@ def read_config(folder: str | os.PathLike) -> tuple[ModelConfig, str, dict]:
     path = Path(folder) / CONFIG
     if not path.is_file():
         raise RealScaleError(f"{str(path)!r} is missing: a checkpoint folder needs its {CONFIG}")
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+    try:  # the config's numbers are bounded by its validation: Python's own digit limit only
+        d = read_json(path, MAX_CONFIG, max_int_digits=None)
         if not isinstance(d, dict):
-            raise ValueError("not a JSON object")
+            raise ValueError("is not a JSON object")
     except ValueError as e:
-        raise RealScaleError(f"{str(path)!r} is not readable JSON ({e})") from e
+        raise RealScaleError(f"{str(path)!r} is not readable JSON: it {e}") from None
     lab = d.get(LAB_KEY)
     if lab is None:
         if not isinstance(d.get("text_config"), dict):
@@ -103,7 +115,7 @@ def read_config(folder: str | os.PathLike) -> tuple[ModelConfig, str, dict]:
     if not isinstance(lab, dict) or lab.get("format") != LAB_FORMAT or lab.get("version") != LAB_VERSION:
         raise RealScaleError(
             f"{str(path)!r}: its {LAB_KEY!r} section is not format {LAB_FORMAT!r} version {LAB_VERSION} "
-            f"(got {lab.get('format') if isinstance(lab, dict) else lab!r})"
+            f"(got {shown(lab.get('format') if isinstance(lab, dict) else lab)})"
         )
     try:
         cfg = config_from_dict(lab.get("config"))
@@ -210,12 +222,15 @@ class CheckpointReader:
 
     def header(self, shard: str):
         if shard not in self._headers:
-            h = read_header(self.folder / shard)  # clear errors: missing file, truncated header
+            h = read_header(shard_path(self.folder, shard))  # clear errors: outside the folder, missing, truncated
             if h.header_only:
                 raise RealScaleError(
                     f"shard {str(h.path)!r} is header-only (real shapes, no data: written for inspection); "
                     "it cannot be loaded"
                 )
+            offsets = h.offsets_problem()
+            if offsets is not None:
+                raise RealScaleError(offsets)
             self._headers[shard] = h
         return self._headers[shard]
 
@@ -245,7 +260,7 @@ class CheckpointReader:
     def _handle(self, shard: str):
         if shard not in self._handles:
             try:
-                self._handles[shard] = safe_open(str(self.folder / shard), framework="pt", device="cpu")
+                self._handles[shard] = safe_open(str(shard_path(self.folder, shard)), framework="pt", device="cpu")
             except Exception as e:  # safetensors' own error type
                 raise RealScaleError(f"shard {str(self.folder / shard)!r} cannot be opened ({e})") from e
         return self._handles[shard]

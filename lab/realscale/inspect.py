@@ -4,7 +4,9 @@
 never the data — and reports the tensor count, the bytes by group (routed experts, Engram, DSpark, attention,
 shared experts, embed, head, other), the missing / unexpected tensors and the dtype / shape mismatches against
 the layout of the folder's config, with everything wrong collected in `problems` (a list of sentences naming
-the file and the tensor). `write_header_only(cfg, dir)` writes such a folder at any size with no data (the
+the file and the tensor) — also what safetensors itself refuses on load (overlapping, out-of-file or
+non-contiguous offsets, a header above 100,000,000 bytes) and a shard linked from outside the folder, so "no
+problems" means the folder loads. `write_header_only(cfg, dir)` writes such a folder at any size with no data (the
 real `flash` checkpoint's 95,776 text tensors take ~10 MB of headers), so the report can be tried on real shapes.
 """
 
@@ -33,6 +35,7 @@ from .shards import (
     read_header,
     read_index,
     shard_name,
+    shard_path,
     write_header_only_shard,
     write_index,
     write_json,
@@ -69,13 +72,18 @@ def inspect_checkpoint(folder: str | os.PathLike) -> dict:
     shards = sorted(listed_in)
     for shard in shards:
         listed = listed_in[shard]
-        if not (folder / shard).is_file():
+        try:
+            path = shard_path(folder, shard)  # a link out of the folder is a problem, never opened
+        except RealScaleError as e:
+            problems.append(str(e))
+            continue
+        if not path.is_file():
             problems.append(
                 f"shard {shard!r} is missing: the index maps {len(listed)} tensor(s) to it ({_listing(listed, 3)})"
             )
             continue
         try:
-            h = read_header(folder / shard)
+            h = read_header(path)
         except RealScaleError as e:
             problems.append(str(e))
             continue
@@ -88,6 +96,9 @@ def inspect_checkpoint(folder: str | os.PathLike) -> dict:
                     f"shard {shard!r} is truncated: tensor {short.name!r} needs data bytes "
                     f"{short.begin:,}…{short.end:,}, the file holds {h.data_size:,}"
                 )
+        offsets = h.offsets_problem()  # what safetensors refuses on load: "no problems" means the shard opens
+        if offsets is not None:
+            problems.append(offsets)
         for name, t in h.tensors.items():
             if name in seen:
                 problems.append(f"tensor {name!r} is in both {seen[name][0]!r} and {shard!r}")

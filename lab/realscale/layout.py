@@ -37,7 +37,7 @@ import torch
 from dspark_mini.attention import hp_dtype
 from dspark_mini.checkpoint import ST_DTYPES as CHECKPOINT_DTYPES
 from dspark_mini.checkpoint import CheckpointError
-from dspark_mini.config import ModelConfig
+from dspark_mini.config import ModelConfig, shown
 from dspark_mini.engram import engram_num_embeddings
 from dspark_mini.packed import E8M0, FP8, PACKED_FORMATS, packed_shapes, weight_format
 
@@ -58,7 +58,7 @@ class RealScaleError(CheckpointError):
 
 def check_style(style: str) -> str:
     if style not in STYLES:
-        raise RealScaleError(f"style = {style!r} is invalid: allowed one of {STYLES}")
+        raise RealScaleError(f"style = {shown(style)} is invalid: allowed one of {STYLES}")
     return style
 
 
@@ -380,9 +380,12 @@ def config_from_official(text: dict) -> ModelConfig:
         if key in text:
             v = text[key]
             changes[field] = tuple(v) if isinstance(v, list) else v
+    yarn = text.get("rope_scaling") or {}
+    if not isinstance(yarn, dict):
+        raise RealScaleError(f"config.json text_config: rope_scaling = {shown(yarn)} is invalid: allowed an object")
     for key, field in _YARN.items():
-        if key in (text.get("rope_scaling") or {}):
-            changes[field] = text["rope_scaling"][key]
+        if key in yarn:
+            changes[field] = yarn[key]
     try:
         return flash_config(**changes)
     except (ConfigError, TypeError) as e:

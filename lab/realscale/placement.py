@@ -145,12 +145,12 @@ class RankEstimate:
 def read_stored(folder: str | os.PathLike) -> dict[str, tuple[str, tuple[int, ...]]]:
     """checkpoint name → (safetensors dtype code, shape) of every tensor the index lists, from the shard headers
     alone (header-only shards included: nothing is read past the headers)."""
-    from .shards import read_header, read_index
+    from .shards import read_header, read_index, shard_path
 
     weight_map, _ = read_index(folder)
     out: dict[str, tuple[str, tuple[int, ...]]] = {}
     for shard in sorted(set(weight_map.values())):
-        for name, t in read_header(Path(folder) / shard).tensors.items():
+        for name, t in read_header(shard_path(folder, shard)).tensors.items():
             if weight_map.get(name) == shard:
                 out[name] = (t.dtype, tuple(t.shape))
     missing = [n for n in weight_map if n not in out]

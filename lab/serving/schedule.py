@@ -102,10 +102,10 @@ def read_streams(path: str | Path | None, option: str = "--streams") -> list:
 
 
 def streams_conditions(path: str | Path | None) -> dict[str, Any]:
-    import json
+    from dspark_mini.jsonlimits import MAX_DATA_BYTES, read_json
 
     p = SHIPPED_STREAMS if path is None else Path(path)
-    return json.loads(p.read_text(encoding="utf-8")).get("conditions", {})
+    return read_json(p, MAX_DATA_BYTES).get("conditions", {})
 
 
 def record_default_streams(on_progress: Callable[[str], None] | None = None) -> tuple[list, dict[str, Any]]:

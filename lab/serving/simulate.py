@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 import torch
 
 from dspark_mini.files import write_atomic
+from dspark_mini.jsonlimits import MAX_DATA_BYTES, read_json
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES, Scheduler, StepRate, check_policy
 
 from .sps import nearest_rank
@@ -268,7 +269,7 @@ def save_streams(path: str | Path, streams: Sequence[Sequence[Any]], conditions:
 
 
 def load_streams(path: str | Path) -> list[Stream]:
-    d = json.loads(Path(path).read_text(encoding="utf-8"))
+    d = read_json(path, MAX_DATA_BYTES)
     if not isinstance(d, dict) or d.get("format") != ROWS_FORMAT:
         raise ValueError(f"{path}: format is invalid: allowed {ROWS_FORMAT!r}")
     try:

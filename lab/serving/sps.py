@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from dspark_mini.files import write_atomic
+from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
 
 FORMAT = "dspark-lab/sps-table"
 VERSION = 1
@@ -229,11 +230,11 @@ def load_table(path: str | Path) -> SPSTable:
     """Read and validate a table; errors name the file and the key."""
     path = Path(path)
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = read_json(path, MAX_DATA_BYTES)
     except FileNotFoundError:
         raise SPSTableError(f"{path}: no such SPS table (make one with `dspark-lab profile --sps`)") from None
-    except json.JSONDecodeError as e:
-        raise SPSTableError(f"{path}: not valid JSON ({e})") from None
+    except JSONLimitError as e:
+        raise SPSTableError(f"{path}: not valid JSON: it {e}") from None
     try:
         return SPSTable.from_dict(d)
     except SPSTableError as e:
