@@ -49,11 +49,12 @@ from .checkpoint import (
     write_tensors,
 )
 from .config import ModelConfig
-from .dspark import DraftOutput, sample, token_distribution
+from .dspark import DraftOutput
 from .linear import Linear
 from .model import ForwardOutput, Transformer
 from .norm import RMSNorm
 from .rope import apply_rope, rope_angles, rope_inv_freq
+from .sampling import sample, token_distribution
 
 FORMAT = "dspark-lab-baseline"
 VERSION = "1"

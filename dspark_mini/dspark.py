@@ -22,12 +22,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import SharedAttention, hp_dtype
+from .block import Block  # the draft blocks are ordinary V4.1 blocks with compress ratio 0
 from .config import ModelConfig
 from .linear import Embedding, Linear, cast
 from .mhc import hc_pre, identity_pre_mix
 from .norm import RMSNorm
 from .quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 from .rope import apply_rope, rope_angles, rope_table
+from .sampling import next_token, token_distribution
 from .validate import check_temperature
 
 
@@ -40,28 +42,6 @@ class DraftOutput:
     probs: torch.Tensor  # [B, k, V] the draft distribution p_d the tokens were sampled from
     hidden: torch.Tensor  # [B, k, D] collapsed draft stream (confidence-head input)
     positions: torch.Tensor  # [k] positions of the block rows (anchor first)
-
-
-def token_distribution(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """softmax(logits / T); T = 0 → one-hot argmax (greedy).  [..., V] → [..., V]"""
-    temperature = check_temperature(temperature)  # NaN, ±inf, a str or a bool: a clear error naming it
-    if temperature == 0:
-        return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-    return torch.softmax(logits / temperature, dim=-1)
-
-
-def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """One token per row of probs [..., V] (argmax-exact for one-hot rows)."""
-    flat = probs.reshape(-1, probs.size(-1))
-    return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
-
-
-def next_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    """One token per row of logits [..., V]: `sample(token_distribution(logits, T))`, and at T = 0 the argmax itself
-    (what sampling the one-hot argmax distribution returns, without a draw: greedy reads no random number)."""
-    if check_temperature(temperature) == 0:
-        return logits.argmax(-1)
-    return sample(token_distribution(logits, temperature), generator)
 
 
 class MarkovHead(nn.Module):
@@ -132,8 +112,6 @@ class DSparkDraft(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        from .model import Block  # the draft blocks are ordinary V4.1 blocks with compress ratio 0
-
         self.cfg = cfg
         dt, hp = cfg.torch_dtype, hp_dtype(cfg)
         n_taps = len(cfg.dspark_target_layer_ids)

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 import torch
 
 from .drafters import Drafter, DSparkDrafter
-from .dspark import DraftOutput, next_token, sample, token_distribution
+from .dspark import DraftOutput
 from .kv_cache import KVCache
 from .model import Transformer, forward_ragged
+from .sampling import next_token, sample, token_distribution
 from .validate import check_seed, check_temperature
 
 ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS = "accepted", "rejected", "not verified", "resampled", "bonus"

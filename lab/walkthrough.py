@@ -20,10 +20,10 @@ import torch
 
 from dspark_mini import Trace, get_config, get_tokenizer
 from dspark_mini.config import ModelConfig
-from dspark_mini.dspark import next_token
 from dspark_mini.kv_cache import KVCache, kv_bytes
 from dspark_mini.model import Transformer
 from dspark_mini.quant import fp4_qdq
+from dspark_mini.sampling import next_token
 from dspark_mini.schedule import LayerRole, layer_roles
 from dspark_mini.scheduler import Scheduler, StepRate
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, Round, speculative_round

@@ -22,7 +22,7 @@ import torch
 import lab.cli as cli
 from dspark_mini import get_config
 from dspark_mini.config import ConfigError
-from dspark_mini.dspark import token_distribution
+from dspark_mini.sampling import token_distribution
 from dspark_mini.speculative import generate_plain, generate_speculative
 from dspark_mini.validate import check_float, check_int, check_seed, check_temperature
 from lab.generation import compare

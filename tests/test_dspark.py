@@ -17,8 +17,9 @@ import torch
 
 import dspark_mini.attention as attention_mod
 from dspark_mini import Trace, build_model, get_config
-from dspark_mini.dspark import DraftOutput, sample, token_distribution
+from dspark_mini.dspark import DraftOutput
 from dspark_mini.model import draft
+from dspark_mini.sampling import sample, token_distribution
 from tests.helpers import assert_same_snapshot
 
 F64 = torch.float64

@@ -39,8 +39,8 @@ from typing import Any
 import torch
 
 from dspark_mini import Trace, Transformer
-from dspark_mini.dspark import sample, token_distribution
 from dspark_mini.files import write_atomic
+from dspark_mini.sampling import sample, token_distribution
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, plan_round
 from dspark_mini.speculative import Verdict, prefill, speculative_round, verify_block
 from dspark_mini.tokenizer import default_tokenizer

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from dspark_mini.dspark import next_token
+from dspark_mini.sampling import next_token
 from dspark_mini.scheduler import POLICIES, Scheduler
 from dspark_mini.speculative import Round, draft_requests, verify_ragged
 from dspark_mini.validate import check_int, check_seed, check_temperature
