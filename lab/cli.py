@@ -670,7 +670,7 @@ def check_generate_length(args: argparse.Namespace, cfg: Any) -> None:
     from dspark_mini import get_tokenizer
     from dspark_mini.validate import check_int
 
-    from .walkthrough import DEFAULT_PROMPT
+    from .text import DEFAULT_PROMPT
 
     n = len(get_tokenizer(cfg).encode(DEFAULT_PROMPT if args.prompt is None else args.prompt))
     if n >= cfg.max_seq_len:
@@ -863,14 +863,15 @@ def run(args: argparse.Namespace, console: Any) -> None:
     """One subcommand, its options already parsed."""
     import torch
 
-    from .steps import check_lang
+    from .text import check_lang
 
     torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
     lang = check_lang(args.lang)
     check_args(args)
     if args.command == "walk":
         from .render import render_walk
-        from .walkthrough import DEFAULT_PROMPT, run_walk
+        from .text import DEFAULT_PROMPT
+        from .walkthrough import run_walk
 
         prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
         walk = run_walk(

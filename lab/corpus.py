@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .text import Texts, check_lang, say_symlink
+
 if TYPE_CHECKING:  # torch is imported where it is used, so `dspark-lab --help` stays fast
     import torch
 
@@ -770,7 +772,7 @@ def read_corpus(out_dir: str | Path, domains: Sequence[str] = DOMAINS) -> dict[s
 
 
 # ---- rendering and CLI -----------------------------------------------------------------------------------------
-_LABELS: dict[str, dict[str, str]] = {
+LABELS = {
     "title": {"vi": "Kho ngữ liệu nhỏ (seed {seed})", "en": "Toy corpus (seed {seed})"},
     "domain": {"vi": "Miền", "en": "Domain"},
     "lines": {"vi": "Dòng", "en": "Lines"},
@@ -797,6 +799,7 @@ _LABELS: dict[str, dict[str, str]] = {
         ),
     },
 }
+LABELS = Texts(LABELS, "corpus label")
 
 _TABLE_KEYS = (
     "lines",
@@ -817,15 +820,6 @@ def _fmt(key: str, v: Any) -> str:
     return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
-def label(key: str, lang: str) -> str:
-    """A corpus table label in vi or en (unknown key or language → ValueError naming it)."""
-    from .steps import check_lang
-
-    if key not in _LABELS:
-        raise ValueError(f"unknown corpus label {key!r}: allowed {', '.join(sorted(_LABELS))}")
-    return _LABELS[key][check_lang(lang)]
-
-
 def render_description(
     console: Any,
     desc: Mapping[str, Mapping[str, Any]],
@@ -838,11 +832,11 @@ def render_description(
     from rich.table import Table
     from rich.text import Text
 
-    title = label("title", lang).format(seed="?" if seed is None else seed)
+    title = LABELS("title", lang).format(seed="?" if seed is None else seed)
     t = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left")
-    t.add_column(label("domain", lang))
+    t.add_column(LABELS("domain", lang))
     for k in _TABLE_KEYS:
-        t.add_column(label(k, lang), justify="right")
+        t.add_column(LABELS(k, lang), justify="right")
     for domain, d in desc.items():
         t.add_row(domain, *(_fmt(k, d.get(k)) for k in _TABLE_KEYS))
     console.print(t)
@@ -850,8 +844,8 @@ def render_description(
         for domain in desc:
             if corpus.get(domain):
                 line = corpus[domain][0].rstrip("\n")
-                console.print(Text(f"{label('example', lang)} · {domain}: ", style="bold").append(line))
-    console.print(Text("ℹ " + label("note", lang), style="yellow"))
+                console.print(Text(f"{LABELS('example', lang)} · {domain}: ", style="bold").append(line))
+    console.print(Text("ℹ " + LABELS("note", lang), style="yellow"))
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -880,8 +874,6 @@ def main_data(args: argparse.Namespace, console: Any = None) -> dict[str, Any]:
     the option (the CLI turns that into exit code 2)."""
     from dspark_mini.files import check_folder
     from dspark_mini.validate import check_int, check_seed
-
-    from .steps import check_lang, say_symlink
 
     lang = check_lang(getattr(args, "lang", "en"))
     check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")

@@ -39,14 +39,15 @@ from xml.sax.saxutils import escape
 from mermaid.flowchart import FlowChart, Link, Node
 from mermaid.style import Style
 
-from .steps import COLUMNS, FLOW, LANGS, STEPS, Edge, check_lang, get_step, ui
+from .steps import COLUMNS, FLOW, STEPS, Edge, get_step
+from .text import LANGS, UI, Texts, check_lang
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DIAGRAM_DIR = "diagrams"
 SVG_FILES = {"en": "docs/map.svg", "vi": "docs/map.vi.svg"}
 FIX_COMMAND = "python -m lab.diagrams --write"
 
-_TEXT: dict[str, dict[str, str]] = {
+TEXT = {
     "map_title": {
         "vi": "DeepSeek-V4.1-Flash · 4 cột · 10 khối (1A → 6B)",
         "en": "DeepSeek-V4.1-Flash · 4 columns · 10 blocks (1A → 6B)",
@@ -145,6 +146,7 @@ _TEXT: dict[str, dict[str, str]] = {
     "e_all_kept": {"vi": "giữ cả ℓ", "en": "all ℓ kept"},
     "e_past": {"vi": "sau ℓ", "en": "past ℓ"},
 }
+TEXT = Texts(TEXT, "diagram")
 
 # column colours, shared by the mermaid classDefs and the SVG: (panel fill, stroke, text)
 _COLUMN_COLOURS: dict[int, tuple[str, str, str]] = {
@@ -153,11 +155,6 @@ _COLUMN_COLOURS: dict[int, tuple[str, str, str]] = {
     3: ("#fdf1e2", "#b8731f", "#4a2c08"),
     4: ("#f1ebfa", "#6f4fb0", "#2c1a4f"),
 }
-
-
-def _t(key: str, lang: str, **fmt: object) -> str:
-    text = _TEXT[key][check_lang(lang)]
-    return text.format(**fmt) if fmt else text
 
 
 # ---- mermaid-py, without its two habits a committed, diffed file cannot have --------------------------
@@ -268,11 +265,11 @@ def architecture_map(lang: str = "en") -> str:
         if (a.id, b.id) not in linked:
             links.append(Link(columns[a.id], columns[b.id], shape="hidden", head_right="none"))
     chart = _FlowChart(
-        _t("map_title", lang),
+        TEXT("map_title", lang),
         list(columns.values()),
         links,
         "LR",
-        f"{_t('map_title', lang)} · {flow_string(lang)} · {_t('generated', lang)}",
+        f"{TEXT('map_title', lang)} · {flow_string(lang)} · {TEXT('generated', lang)}",
     )
     return chart.script
 
@@ -314,16 +311,16 @@ def _layers(ids: tuple[int, ...], lang: str) -> str:
 
 
 def _preset_name(preset: str, lang: str) -> str:
-    return _t("lab" if preset == "lab" else "real", lang)
+    return TEXT("lab" if preset == "lab" else "real", lang)
 
 
 def _taps(preset: str, lang: str) -> str:
     """ "lab: layers 3 and 4, mixed 0.5/0.5" / "real: L37..39, concatenated, then projected (main_proj)"."""
     f = _dspark_facts()[preset]
     if f.mix == "mean":
-        how = _t("taps_mean", lang, w="/".join(f"{1 / len(f.taps):.3g}" for _ in f.taps))
+        how = TEXT("taps_mean", lang, w="/".join(f"{1 / len(f.taps):.3g}" for _ in f.taps))
     else:
-        how = _t(f"taps_{f.mix}", lang)
+        how = TEXT(f"taps_{f.mix}", lang)
     return f"{_preset_name(preset, lang)}: {_layers(f.taps, lang)}, {how}"
 
 
@@ -349,41 +346,46 @@ def flow_6b(lang: str = "en") -> str:
     def node(id_: str, text: str, shape: str = "normal", style: Style | None = None) -> Node:
         return Node(id_, _label(text), shape=shape, styles=[style] if style else None)
 
-    lanes = node("lanes", _t("lanes", lang))
+    lanes = node("lanes", TEXT("lanes", lang))
     taps = node(
         "taps",
-        f"{ui('tap_layers', lang)} (DSPARK_TARGET_LAYERS)<br/>{_taps('lab', lang)}<br/>{_taps('flash', lang)}",
+        f"{UI('tap_layers', lang)} (DSPARK_TARGET_LAYERS)<br/>{_taps('lab', lang)}<br/>{_taps('flash', lang)}",
         style=key,
     )
-    head = node("head", _t("head", lang))
-    anchor = node("anchor", _t("anchor", lang), shape="stadium-shape")
-    block = node("block", f"{_t('block', lang)}<br/>{_block('lab', lang)}<br/>{_block('flash', lang)}", style=key)
-    dlayers = node("draft_layers", _t("draft_layers", lang, lab=lab.layers, real=real.layers))
-    markov = node("markov", _t("markov", lang, lab=lab.rank, real=real.rank), style=key)
-    drafts = node("drafts", _t("drafts", lang, p=ui("draft_probability", lang), c=ui("confidence", lang)))
-    survival = node("survival", _t("survival", lang))
-    sps = node("sps", _t("sps", lang), shape="cylindrical")
-    scheduler = node("scheduler", _t("scheduler", lang), shape="hexagon", style=key)
-    not_sent = node("not_sent", _t("not_sent", lang, not_sent=ui("not_sent", lang)), shape="stadium-shape", style=idle)
-    verify = node("verify", _t("verify", lang), shape="subroutine-shape", style=key)
-    acc = node("accepted", _t("accepted", lang, accepted=ui("accepted", lang)), shape="stadium-shape", style=ok)
+    head = node("head", TEXT("head", lang))
+    anchor = node("anchor", TEXT("anchor", lang), shape="stadium-shape")
+    block = node("block", f"{TEXT('block', lang)}<br/>{_block('lab', lang)}<br/>{_block('flash', lang)}", style=key)
+    dlayers = node("draft_layers", TEXT("draft_layers", lang, lab=lab.layers, real=real.layers))
+    markov = node("markov", TEXT("markov", lang, lab=lab.rank, real=real.rank), style=key)
+    drafts = node("drafts", TEXT("drafts", lang, p=UI("draft_probability", lang), c=UI("confidence", lang)))
+    survival = node("survival", TEXT("survival", lang))
+    sps = node("sps", TEXT("sps", lang), shape="cylindrical")
+    scheduler = node("scheduler", TEXT("scheduler", lang), shape="hexagon", style=key)
+    not_sent = node(
+        "not_sent", TEXT("not_sent", lang, not_sent=UI("not_sent", lang)), shape="stadium-shape", style=idle
+    )
+    verify = node("verify", TEXT("verify", lang), shape="subroutine-shape", style=key)
+    acc = node("accepted", TEXT("accepted", lang, accepted=UI("accepted", lang)), shape="stadium-shape", style=ok)
     rej = node(
         "rejected",
-        _t("rejected", lang, rejected=ui("rejected", lang), resampled=ui("resampled", lang)),
+        TEXT("rejected", lang, rejected=UI("rejected", lang), resampled=UI("resampled", lang)),
         shape="stadium-shape",
         style=bad,
     )
-    bonus = node("bonus", _t("bonus", lang, bonus=ui("bonus", lang)), shape="stadium-shape", style=plus)
-    commit = node("commit", _t("commit", lang))
+    bonus = node("bonus", TEXT("bonus", lang, bonus=UI("bonus", lang)), shape="stadium-shape", style=plus)
+    commit = node("commit", TEXT("commit", lang))
 
     groups = [
-        Node("input", _label(_t("sg_input", lang)), sub_nodes=[lanes, taps, head, anchor], direction="TB"),
+        Node("input", _label(TEXT("sg_input", lang)), sub_nodes=[lanes, taps, head, anchor], direction="TB"),
         Node(
-            "draft", _label(_t("sg_draft", lang)), sub_nodes=[block, dlayers, markov, drafts, survival], direction="TB"
+            "draft",
+            _label(TEXT("sg_draft", lang)),
+            sub_nodes=[block, dlayers, markov, drafts, survival],
+            direction="TB",
         ),
         Node(
             "check",
-            _label(_t("sg_verify", lang)),
+            _label(TEXT("sg_verify", lang)),
             sub_nodes=[sps, scheduler, not_sent, verify, acc, rej, bonus, commit],
             direction="TB",
         ),
@@ -400,17 +402,17 @@ def flow_6b(lang: str = "en") -> str:
         Link(drafts, survival, message="c"),
         Link(survival, scheduler, message="a_j"),
         Link(sps, scheduler),
-        Link(scheduler, not_sent, message=_t("e_past", lang)),
+        Link(scheduler, not_sent, message=TEXT("e_past", lang)),
         Link(scheduler, verify, message="ℓ"),
-        Link(verify, acc, message=_t("e_match", lang)),
-        Link(verify, rej, message=_t("e_mismatch", lang)),
-        Link(verify, bonus, message=_t("e_all_kept", lang)),
+        Link(verify, acc, message=TEXT("e_match", lang)),
+        Link(verify, rej, message=TEXT("e_mismatch", lang)),
+        Link(verify, bonus, message=TEXT("e_all_kept", lang)),
         Link(acc, commit),
         Link(rej, commit),
         Link(bonus, commit),
     ]
     chart = _FlowChart(
-        _t("flow_6b_title", lang), groups, links, "TB", f"{_t('flow_6b_title', lang)} · {_t('generated', lang)}"
+        TEXT("flow_6b_title", lang), groups, links, "TB", f"{TEXT('flow_6b_title', lang)} · {TEXT('generated', lang)}"
     )
     return chart.script
 
@@ -522,8 +524,8 @@ def map_svg(lang: str = "en") -> str:
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" font-family="{_FONT}">',
-        f"<title>{escape(_t('map_title', lang))}</title>",
-        f"<desc>{escape(flow_string(lang))}. {escape(_t('generated', lang))}</desc>",
+        f"<title>{escape(TEXT('map_title', lang))}</title>",
+        f"<desc>{escape(flow_string(lang))}. {escape(TEXT('generated', lang))}</desc>",
         "<defs>",
         '<marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
         '<path d="M0,0 L10,5 L0,10 z" fill="#444"/></marker>',
@@ -532,9 +534,9 @@ def map_svg(lang: str = "en") -> str:
         "</defs>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
         f'<text x="{_MARGIN}" y="{_MARGIN + 18}" font-size="20" font-weight="bold" fill="#222">'
-        f"{escape(_t('map_title', lang))}</text>",
+        f"{escape(TEXT('map_title', lang))}</text>",
         f'<text x="{_MARGIN}" y="{_MARGIN + 42}" font-size="14" fill="#555">'
-        f"{escape(ui('flow', lang))}: {escape(flow_string(lang))}</text>",
+        f"{escape(UI('flow', lang))}: {escape(flow_string(lang))}</text>",
     ]
     for i, col in enumerate(COLUMNS):
         fill, stroke, ink = _COLUMN_COLOURS[col.id]
@@ -583,7 +585,7 @@ def map_svg(lang: str = "en") -> str:
         out.append(f'<path d="{d}" marker-end="url(#head)"{tail}/>')
     out.append("</g>")
     out.append(
-        f'<text x="{_MARGIN}" y="{height - 16}" font-size="11" fill="#777">{escape(_t("generated", lang))}</text>'
+        f'<text x="{_MARGIN}" y="{height - 16}" font-size="11" fill="#777">{escape(TEXT("generated", lang))}</text>'
     )
     out.append("</svg>")
     return "\n".join(out) + "\n"

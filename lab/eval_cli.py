@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .corpus import DOMAINS
 from .evaluation import evaluate_drafters, public_json
+from .text import Texts
 from .weights import check_drafter, load_drafter
 
 TEXT = {
@@ -28,6 +29,7 @@ TEXT = {
         "vi": "token/giây, greedy, batch 1 (giải mã thường và suy đoán, xen kẽ)",
     },
 }
+TEXT = Texts(TEXT, "eval")
 
 
 def parse_drafters(text: str) -> list[str]:

@@ -11,7 +11,7 @@ from dspark_mini import get_config, get_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from .walkthrough import DEFAULT_PROMPT
+from .text import DEFAULT_PROMPT
 from .weights import lab_model
 
 

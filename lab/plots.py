@@ -31,7 +31,8 @@ from dspark_mini.tokenizer import LabTokenizer
 from dspark_mini.validate import check_temperature
 
 from .profiling import reliability
-from .steps import STEP_IDS, check_lang, get_step, ui, verify_label
+from .steps import STEP_IDS, get_step
+from .text import UI, Texts, check_lang, verify_label
 from .walkthrough import Walk, role_name, round_verify_rows, sinkhorn_errors
 from .walkthrough import status_text as row_status  # "accepted (sampled, not argmax)"
 
@@ -62,134 +63,126 @@ ROLE_COLOURS: Mapping[str, str] = MappingProxyType(
 )
 
 # Figure texts that the shared UI table (`steps.UI`) does not hold.
-TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
-    {
-        "sinkhorn": {
-            "vi": "Hội tụ Sinkhorn của comb — lớp {layer}, {sub}, vị trí {pos}",
-            "en": "Sinkhorn convergence of comb — layer {layer}, {sub}, position {pos}",
-        },
-        "max_err": {"vi": "sai lệch lớn nhất so với 1", "en": "max deviation from 1"},
-        "comb": {
-            "vi": "comb 4×4 (từ làn i → làn j) — lớp {layer}, {sub}, vị trí {pos}",
-            "en": "comb 4×4 (from lane i → to lane j) — layer {layer}, {sub}, position {pos}",
-        },
-        "from_lane": {"vi": "từ làn i", "en": "from lane i"},
-        "to_lane": {"vi": "đến làn j", "en": "to lane j"},
-        "lanes": {
-            "vi": "4 làn giống hệt nhau: {dims} chiều đầu của mỗi làn · pre₀ = {pre}",
-            "en": "4 identical lanes: first {dims} dims of each lane · pre₀ = {pre}",
-        },
-        "dim": {"vi": "chiều", "en": "dim"},
-        "engram": {"vi": "Cổng Engram của từng làn — lớp {layer}", "en": "Engram gate per lane — layer {layer}"},
-        "roles": {
-            "vi": "Vai trò các lớp (E = Engram · T = lớp đích DSpark · ★ = nguồn ứng viên)",
-            "en": "Layer roles (E = Engram · T = DSpark tap · ★ = candidate source)",
-        },
-        "compressor": {
-            "vi": "Nén — lớp {layer} (tỉ lệ {ratio}): token gốc → mục nén, được đọc bởi lớp {readers}",
-            "en": "Compression — layer {layer} (ratio {ratio}): raw tokens → compressed entries, "
-            "read by layers {readers}",
-        },
-        "carry": {"vi": "chờ (carry): vị trí {pos}", "en": "carry (waiting): positions {pos}"},
-        "entry": {"vi": "mục nén", "en": "compressed entry"},
-        "indexer": {
-            "vi": "Điểm indexer — lớp {layer} ({role}); ô trống = không nhìn thấy",
-            "en": "Indexer scores — layer {layer} ({role}); blank = not visible",
-        },
-        "query": {"vi": "truy vấn (vị trí)", "en": "query (position)"},
-        "pick": {"vi": "được chọn (top-k)", "en": "picked (top-k)"},
-        "candidate": {"vi": "nhóm ứng viên", "en": "candidate pool"},
-        "shares": {
-            "vi": "Attention của token cuối theo đầu — lớp {layer}",
-            "en": "Last token's attention by head — layer {layer}",
-        },
-        "probs": {
-            "vi": "xác suất theo key (w = cửa sổ, c = nén)",
-            "en": "probability per key (w = window, c = compressed)",
-        },
-        "share": {"vi": "tỉ phần", "en": "share"},
-        "window": {"vi": "cửa sổ", "en": "window"},
-        "compressed": {"vi": "KV nén", "en": "compressed"},
-        "sink": {"vi": "sink", "en": "sink"},
-        "head": {"vi": "đầu", "en": "head"},
-        "key": {"vi": "key", "en": "key"},
-        "kv": {
-            "vi": "Byte KV theo độ dài ngữ cảnh (KV toàn cục thật: {real:g} B/token)",
-            "en": "KV bytes vs context length (real global KV: {real:g} B/token)",
-        },
-        "context": {"vi": "độ dài ngữ cảnh (token)", "en": "context length (tokens)"},
-        "bytes": {"vi": "byte mỗi chuỗi", "en": "bytes per sequence"},
-        "global_kv": {"vi": "KV toàn cục (nén + index)", "en": "global KV (compressed + index)"},
-        "window_kv": {"vi": "cửa sổ FP8 (cố định)", "en": "FP8 window (constant)"},
-        "router": {
-            "vi": "Điểm router (√softplus) — lớp {layer}; ◆ = expert được chọn",
-            "en": "Router scores (√softplus) — layer {layer}; ◆ = chosen experts",
-        },
-        "load": {"vi": "Tải expert trên prompt — lớp {layer}", "en": "Expert load over the prompt — layer {layer}"},
-        "tokens_routed": {"vi": "số token", "en": "tokens routed"},
-        "topk": {
-            "vi": "Top-{k} token ở vị trí cuối (logits [B, V] → softmax)",
-            "en": "Top-{k} tokens at the last position (logits [B, V] → softmax)",
-        },
-        "uniform": {"vi": "đều 1/V", "en": "uniform 1/V"},
-        "strip": {
-            "vi": "Token nháp d1..dk và kết quả verify (○ = không gửi đi verify, sau vạch ℓ); ô cuối: token của "
-            "forward thật",
-            "en": "Draft tokens d1..dk and what verify did (○ = not sent to verify, past the ℓ line); last cell: the "
-            "target's own token",
-        },
-        "not_sent": {
-            "vi": "sau ℓ = {l}: forward thật không hề thấy token này, nên không có p_t(x) hay tỉ lệ",
-            "en": "past ℓ = {l}: the target never saw this draft, so it has no p_t(x) and no ratio",
-        },
-        "after_anchor": {"vi": "ℓ = 0: chỉ verify ô anchor", "en": "ℓ = 0: only the anchor slot verified"},
-        "round": {
-            "vi": "vòng {i} · vị trí {pos}<br>anchor '{anchor}'",
-            "en": "round {i} · pos {pos}<br>anchor '{anchor}'",
-        },
-        "target_col": {"vi": "forward thật", "en": "target"},
-        "replaces": {"vi": "thay token nháp d{i}", "en": "replaces draft d{i}"},
-        "after": {"vi": "sau d{k}", "en": "after d{k}"},
-        "argmax": {"vi": "argmax của forward thật", "en": "target argmax"},
-        "used_t0": {"vi": "one-hot, T = 0: số verify đã dùng", "en": "one-hot, T = 0: what verify used"},
-        "used_t": {
-            "vi": "softmax(logits / T), T = {t}: số verify đã dùng",
-            "en": "softmax(logits / T), T = {t}: what verify used",
-        },
-        "soft": {"vi": "softmax T = 1 (verify không dùng)", "en": "softmax T = 1 (not used by verify)"},
-        "acceptance": {
-            "vi": "Tỉ lệ giữ theo vị trí, chỉ trên các token nháp đã gửi đi verify ({n} vòng, τ trung bình = "
-            "{tau:.2f})",
-            "en": "Acceptance by position, over the drafts sent to verify only ({n} rounds, mean τ = {tau:.2f})",
-        },
-        "cond": {"vi": "có điều kiện (đã tới vị trí)", "en": "conditional (position reached)"},
-        "cum": {"vi": "tích lũy (trên mọi vòng)", "en": "cumulative (over all rounds)"},
-        "mean_c": {"vi": "đầu tin cậy c trung bình", "en": "mean confidence c"},
-        "mean_pd": {"vi": "p_d(x) trung bình", "en": "mean draft probability p_d(x)"},
-        "draft_pos": {"vi": "vị trí nháp", "en": "draft position"},
-        "rate": {"vi": "tỉ lệ", "en": "rate"},
-        "verify": {
-            "vi": "Chi phí verify: một lượt qua k + 1 hàng vs k bước giải mã<br><sup>{cond}</sup>",
-            "en": "Verify cost: one pass over k + 1 rows vs k decode steps<br><sup>{cond}</sup>",
-        },
-        "one_verify": {"vi": "1 lượt verify (p50, thanh lỗi tới p95)", "en": "one verify (p50, error bar to p95)"},
-        "k_decodes": {"vi": "k bước giải mã (p50, thanh lỗi tới p95)", "en": "k decode steps (p50, error bar to p95)"},
-        "ms": {"vi": "thời gian (ms)", "en": "time (ms)"},
-        "block_k": {"vi": "số token nháp k", "en": "draft tokens k"},
-        "reliability": {
-            "vi": "Biểu đồ tin cậy: {src} dự đoán vs tỉ lệ giữ thật (ECE = {ece:.3f}, {n} điểm)",
-            "en": "Reliability: predicted {src} vs observed acceptance (ECE = {ece:.3f}, {n} points)",
-        },
-        "predicted": {"vi": "giá trị dự đoán (trung bình mỗi ngăn)", "en": "predicted (bin mean)"},
-        "observed": {"vi": "tỉ lệ giữ thật", "en": "observed acceptance"},
-        "ideal": {"vi": "hiệu chuẩn hoàn hảo", "en": "perfect calibration"},
-    }
-)
-
-
-def tr(key: str, lang: str, **fmt: Any) -> str:
-    """A figure text in `lang`, formatted with `fmt`."""
-    return TEXT[key][check_lang(lang)].format(**fmt)
+TEXT = {
+    "sinkhorn": {
+        "vi": "Hội tụ Sinkhorn của comb — lớp {layer}, {sub}, vị trí {pos}",
+        "en": "Sinkhorn convergence of comb — layer {layer}, {sub}, position {pos}",
+    },
+    "max_err": {"vi": "sai lệch lớn nhất so với 1", "en": "max deviation from 1"},
+    "comb": {
+        "vi": "comb 4×4 (từ làn i → làn j) — lớp {layer}, {sub}, vị trí {pos}",
+        "en": "comb 4×4 (from lane i → to lane j) — layer {layer}, {sub}, position {pos}",
+    },
+    "from_lane": {"vi": "từ làn i", "en": "from lane i"},
+    "to_lane": {"vi": "đến làn j", "en": "to lane j"},
+    "lanes": {
+        "vi": "4 làn giống hệt nhau: {dims} chiều đầu của mỗi làn · pre₀ = {pre}",
+        "en": "4 identical lanes: first {dims} dims of each lane · pre₀ = {pre}",
+    },
+    "dim": {"vi": "chiều", "en": "dim"},
+    "engram": {"vi": "Cổng Engram của từng làn — lớp {layer}", "en": "Engram gate per lane — layer {layer}"},
+    "roles": {
+        "vi": "Vai trò các lớp (E = Engram · T = lớp đích DSpark · ★ = nguồn ứng viên)",
+        "en": "Layer roles (E = Engram · T = DSpark tap · ★ = candidate source)",
+    },
+    "compressor": {
+        "vi": "Nén — lớp {layer} (tỉ lệ {ratio}): token gốc → mục nén, được đọc bởi lớp {readers}",
+        "en": "Compression — layer {layer} (ratio {ratio}): raw tokens → compressed entries, read by layers {readers}",
+    },
+    "carry": {"vi": "chờ (carry): vị trí {pos}", "en": "carry (waiting): positions {pos}"},
+    "entry": {"vi": "mục nén", "en": "compressed entry"},
+    "indexer": {
+        "vi": "Điểm indexer — lớp {layer} ({role}); ô trống = không nhìn thấy",
+        "en": "Indexer scores — layer {layer} ({role}); blank = not visible",
+    },
+    "query": {"vi": "truy vấn (vị trí)", "en": "query (position)"},
+    "pick": {"vi": "được chọn (top-k)", "en": "picked (top-k)"},
+    "candidate": {"vi": "nhóm ứng viên", "en": "candidate pool"},
+    "shares": {
+        "vi": "Attention của token cuối theo đầu — lớp {layer}",
+        "en": "Last token's attention by head — layer {layer}",
+    },
+    "probs": {
+        "vi": "xác suất theo key (w = cửa sổ, c = nén)",
+        "en": "probability per key (w = window, c = compressed)",
+    },
+    "share": {"vi": "tỉ phần", "en": "share"},
+    "window": {"vi": "cửa sổ", "en": "window"},
+    "compressed": {"vi": "KV nén", "en": "compressed"},
+    "sink": {"vi": "sink", "en": "sink"},
+    "head": {"vi": "đầu", "en": "head"},
+    "key": {"vi": "key", "en": "key"},
+    "kv": {
+        "vi": "Byte KV theo độ dài ngữ cảnh (KV toàn cục thật: {real:g} B/token)",
+        "en": "KV bytes vs context length (real global KV: {real:g} B/token)",
+    },
+    "context": {"vi": "độ dài ngữ cảnh (token)", "en": "context length (tokens)"},
+    "bytes": {"vi": "byte mỗi chuỗi", "en": "bytes per sequence"},
+    "global_kv": {"vi": "KV toàn cục (nén + index)", "en": "global KV (compressed + index)"},
+    "window_kv": {"vi": "cửa sổ FP8 (cố định)", "en": "FP8 window (constant)"},
+    "router": {
+        "vi": "Điểm router (√softplus) — lớp {layer}; ◆ = expert được chọn",
+        "en": "Router scores (√softplus) — layer {layer}; ◆ = chosen experts",
+    },
+    "load": {"vi": "Tải expert trên prompt — lớp {layer}", "en": "Expert load over the prompt — layer {layer}"},
+    "tokens_routed": {"vi": "số token", "en": "tokens routed"},
+    "topk": {
+        "vi": "Top-{k} token ở vị trí cuối (logits [B, V] → softmax)",
+        "en": "Top-{k} tokens at the last position (logits [B, V] → softmax)",
+    },
+    "uniform": {"vi": "đều 1/V", "en": "uniform 1/V"},
+    "strip": {
+        "vi": "Token nháp d1..dk và kết quả verify (○ = không gửi đi verify, sau vạch ℓ); ô cuối: token của "
+        "forward thật",
+        "en": "Draft tokens d1..dk and what verify did (○ = not sent to verify, past the ℓ line); last cell: the "
+        "target's own token",
+    },
+    "not_sent": {
+        "vi": "sau ℓ = {l}: forward thật không hề thấy token này, nên không có p_t(x) hay tỉ lệ",
+        "en": "past ℓ = {l}: the target never saw this draft, so it has no p_t(x) and no ratio",
+    },
+    "after_anchor": {"vi": "ℓ = 0: chỉ verify ô anchor", "en": "ℓ = 0: only the anchor slot verified"},
+    "round": {
+        "vi": "vòng {i} · vị trí {pos}<br>anchor '{anchor}'",
+        "en": "round {i} · pos {pos}<br>anchor '{anchor}'",
+    },
+    "target_col": {"vi": "forward thật", "en": "target"},
+    "replaces": {"vi": "thay token nháp d{i}", "en": "replaces draft d{i}"},
+    "after": {"vi": "sau d{k}", "en": "after d{k}"},
+    "argmax": {"vi": "argmax của forward thật", "en": "target argmax"},
+    "used_t0": {"vi": "one-hot, T = 0: số verify đã dùng", "en": "one-hot, T = 0: what verify used"},
+    "used_t": {
+        "vi": "softmax(logits / T), T = {t}: số verify đã dùng",
+        "en": "softmax(logits / T), T = {t}: what verify used",
+    },
+    "soft": {"vi": "softmax T = 1 (verify không dùng)", "en": "softmax T = 1 (not used by verify)"},
+    "acceptance": {
+        "vi": "Tỉ lệ giữ theo vị trí, chỉ trên các token nháp đã gửi đi verify ({n} vòng, τ trung bình = {tau:.2f})",
+        "en": "Acceptance by position, over the drafts sent to verify only ({n} rounds, mean τ = {tau:.2f})",
+    },
+    "cond": {"vi": "có điều kiện (đã tới vị trí)", "en": "conditional (position reached)"},
+    "cum": {"vi": "tích lũy (trên mọi vòng)", "en": "cumulative (over all rounds)"},
+    "mean_c": {"vi": "đầu tin cậy c trung bình", "en": "mean confidence c"},
+    "mean_pd": {"vi": "p_d(x) trung bình", "en": "mean draft probability p_d(x)"},
+    "draft_pos": {"vi": "vị trí nháp", "en": "draft position"},
+    "rate": {"vi": "tỉ lệ", "en": "rate"},
+    "verify": {
+        "vi": "Chi phí verify: một lượt qua k + 1 hàng vs k bước giải mã<br><sup>{cond}</sup>",
+        "en": "Verify cost: one pass over k + 1 rows vs k decode steps<br><sup>{cond}</sup>",
+    },
+    "one_verify": {"vi": "1 lượt verify (p50, thanh lỗi tới p95)", "en": "one verify (p50, error bar to p95)"},
+    "k_decodes": {"vi": "k bước giải mã (p50, thanh lỗi tới p95)", "en": "k decode steps (p50, error bar to p95)"},
+    "ms": {"vi": "thời gian (ms)", "en": "time (ms)"},
+    "block_k": {"vi": "số token nháp k", "en": "draft tokens k"},
+    "reliability": {
+        "vi": "Biểu đồ tin cậy: {src} dự đoán vs tỉ lệ giữ thật (ECE = {ece:.3f}, {n} điểm)",
+        "en": "Reliability: predicted {src} vs observed acceptance (ECE = {ece:.3f}, {n} points)",
+    },
+    "predicted": {"vi": "giá trị dự đoán (trung bình mỗi ngăn)", "en": "predicted (bin mean)"},
+    "observed": {"vi": "tỉ lệ giữ thật", "en": "observed acceptance"},
+    "ideal": {"vi": "hiệu chuẩn hoàn hảo", "en": "perfect calibration"},
+}
+TEXT = Texts(TEXT, "figure")
 
 
 # ---- small helpers ---------------------------------------------------------------------------------
@@ -300,7 +293,7 @@ def embedding_lanes(walk: Walk, lang: str = "en", dims: int = 16) -> go.Figure:
         cols=hc,
         shared_yaxes=True,
         horizontal_spacing=0.02,
-        subplot_titles=[f"{ui('lane', lang)} {j}" for j in range(hc)],
+        subplot_titles=[f"{UI('lane', lang)} {j}" for j in range(hc)],
     )
     for j in range(hc):
         fig.add_trace(
@@ -313,16 +306,16 @@ def embedding_lanes(walk: Walk, lang: str = "en", dims: int = 16) -> go.Figure:
                 zmin=-lim,
                 zmax=lim,
                 showscale=j == hc - 1,
-                hovertemplate=f"{ui('lane', lang)} {j}<br>%{{y}}<br>{tr('dim', lang)} %{{x}}: "
+                hovertemplate=f"{UI('lane', lang)} {j}<br>%{{y}}<br>{TEXT('dim', lang)} %{{x}}: "
                 "%{z:.3f}<extra></extra>",
             ),
             row=1,
             col=j + 1,
         )
-        fig.update_xaxes(title_text=tr("dim", lang), row=1, col=j + 1)
+        fig.update_xaxes(title_text=TEXT("dim", lang), row=1, col=j + 1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     pre_txt = "[" + ", ".join(f"{x:g}" for x in pre) + "]"
-    return finish(fig, tr("lanes", lang, dims=dims, pre=pre_txt), rows_height(len(ys)))
+    return finish(fig, TEXT("lanes", lang, dims=dims, pre=pre_txt), rows_height(len(ys)))
 
 
 # ---- 1B · Engram -----------------------------------------------------------------------------------
@@ -331,7 +324,7 @@ def engram_gates(walk: Walk, layer: int | None = None, lang: str = "en") -> go.F
     layer = resolve_layer(walk, "1B", layer)
     gate = walk.trace.get("1B", "gate", layer)[0]  # [S, hc]
     ys = position_labels(walk)
-    xs = [f"{ui('lane', lang)} {j}" for j in range(gate.size(1))]
+    xs = [f"{UI('lane', lang)} {j}" for j in range(gate.size(1))]
     fig = go.Figure(
         go.Heatmap(
             z=gate.tolist(),
@@ -342,12 +335,12 @@ def engram_gates(walk: Walk, layer: int | None = None, lang: str = "en") -> go.F
             zmax=1,
             text=[[f"{g:.2f}" for g in row] for row in gate.tolist()],
             texttemplate="%{text}",
-            colorbar={"title": ui("gate", lang)},
+            colorbar={"title": UI("gate", lang)},
             hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", title_text=ui("position", lang))
-    return finish(fig, tr("engram", lang, layer=layer), rows_height(len(ys)))
+    fig.update_yaxes(autorange="reversed", title_text=UI("position", lang))
+    return finish(fig, TEXT("engram", lang, layer=layer), rows_height(len(ys)))
 
 
 # ---- 2A · mHC --------------------------------------------------------------------------------------
@@ -369,15 +362,15 @@ def sinkhorn_convergence(
                 x=its,
                 y=[max(v, LOG_FLOOR) for v in vals],
                 mode="lines+markers",
-                name=f"max |{ui(key, lang)} − 1|",
+                name=f"max |{UI(key, lang)} − 1|",
                 line={"dash": dash},
                 customdata=vals,
-                hovertemplate=f"{ui('iteration', lang)} %{{x}}: %{{customdata:.2e}}<extra></extra>",
+                hovertemplate=f"{UI('iteration', lang)} %{{x}}: %{{customdata:.2e}}<extra></extra>",
             )
         )
-    fig.update_xaxes(title_text=ui("iteration", lang), dtick=2)
-    fig.update_yaxes(type="log", title_text=tr("max_err", lang), exponentformat="power")
-    return finish(fig, tr("sinkhorn", lang, layer=layer, sub=sub, pos=pos), 380)
+    fig.update_xaxes(title_text=UI("iteration", lang), dtick=2)
+    fig.update_yaxes(type="log", title_text=TEXT("max_err", lang), exponentformat="power")
+    return finish(fig, TEXT("sinkhorn", lang, layer=layer, sub=sub, pos=pos), 380)
 
 
 def comb_heatmap(walk: Walk, layer: int = 0, sublayer: str = "attn", position: int = -1, lang: str = "en") -> go.Figure:
@@ -400,11 +393,11 @@ def comb_heatmap(walk: Walk, layer: int = 0, sublayer: str = "attn", position: i
             hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", title_text=tr("from_lane", lang))
-    fig.update_xaxes(title_text=tr("to_lane", lang), side="top")
+    fig.update_yaxes(autorange="reversed", title_text=TEXT("from_lane", lang))
+    fig.update_xaxes(title_text=TEXT("to_lane", lang), side="top")
     return finish(
         fig,
-        tr("comb", lang, layer=layer, sub=sub, pos=pos),
+        TEXT("comb", lang, layer=layer, sub=sub, pos=pos),
         440,
         width=620,
         margin={"l": 70, "r": 30, "t": 110, "b": 30},
@@ -414,7 +407,7 @@ def comb_heatmap(walk: Walk, layer: int = 0, sublayer: str = "attn", position: i
 # ---- 3A · layer roles ------------------------------------------------------------------------------
 def layer_roles_chart(cfg: ModelConfig | None = None, lang: str = "en") -> go.Figure:
     """Step 3A: one square per layer coloured by its role, the lab model (`cfg`) above the real one (flash)."""
-    presets = [(ui("toy", lang), cfg or get_config("lab")), (ui("real", lang), get_config("flash"))]
+    presets = [(UI("toy", lang), cfg or get_config("lab")), (UI("real", lang), get_config("flash"))]
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.28, subplot_titles=[name for name, _ in presets])
     names = {"SWA-only": "role_swa_only", "Full": "role_full", "Reuse": "role_reuse", "Reindex": "role_reindex"}
     shown: set[str] = set()
@@ -429,12 +422,12 @@ def layer_roles_chart(cfg: ModelConfig | None = None, lang: str = "en") -> go.Fi
                 for r in sel
             ]
             hover = [
-                f"{ui('layer', lang)} {r.layer} · {r.part} · {ui('ratio', lang)} {r.ratio}<br>"
-                f"{ui('reads_kv_of', lang)}: {r.reads_kv_of} · {ui('reads_topk_of', lang)}: {r.reads_topk_of}"
+                f"{UI('layer', lang)} {r.layer} · {r.part} · {UI('ratio', lang)} {r.ratio}<br>"
+                f"{UI('reads_kv_of', lang)}: {r.reads_kv_of} · {UI('reads_topk_of', lang)}: {r.reads_topk_of}"
                 f"<br>RoPE {r.rope}"
                 for r in sel
             ]
-            label = ui(names[mode], lang) if mode in names else mode
+            label = UI(names[mode], lang) if mode in names else mode
             fig.add_trace(
                 go.Scatter(
                     x=[r.layer for r in sel],
@@ -460,11 +453,11 @@ def layer_roles_chart(cfg: ModelConfig | None = None, lang: str = "en") -> go.Fi
             )
             shown.add(mode)
         fig.add_vline(x=c.n_encoder_layers - 0.5, line={"dash": "dot", "color": "#666"}, row=row, col=1)
-        fig.update_xaxes(title_text=ui("layer", lang), dtick=1 if row == 1 else 2, row=row, col=1)
+        fig.update_xaxes(title_text=UI("layer", lang), dtick=1 if row == 1 else 2, row=row, col=1)
         fig.update_yaxes(
             categoryorder="array", categoryarray=["draft", "decoder", "encoder"], range=[-0.6, 2.8], row=row, col=1
         )
-    return finish(fig, tr("roles", lang), 520, legend={"orientation": "h", "y": -0.18})
+    return finish(fig, TEXT("roles", lang), 520, legend={"orientation": "h", "y": -0.18})
 
 
 # ---- 3B · compressor -------------------------------------------------------------------------------
@@ -501,16 +494,16 @@ def compression_map(walk: Walk, layer: int | None = None, lang: str = "en") -> g
             zmax=1,
             text=[["" if v is None else f"{v:.2f}" for v in row] for row in z],
             texttemplate="%{text}",
-            colorbar={"title": ui("gate", lang)},
+            colorbar={"title": UI("gate", lang)},
             hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>",
         )
     )
     carry = list(range(n * max(ratio, 1), S)) if ratio > 1 else []
-    title = tr("compressor", lang, layer=layer, ratio=ratio, readers=", ".join(map(str, readers)) or "—")
+    title = TEXT("compressor", lang, layer=layer, ratio=ratio, readers=", ".join(map(str, readers)) or "—")
     if carry:
-        title += " · " + tr("carry", lang, pos=", ".join(map(str, carry)))
-    fig.update_yaxes(autorange="reversed", title_text=tr("entry", lang))
-    fig.update_xaxes(title_text=ui("position", lang), tickangle=-45)
+        title += " · " + TEXT("carry", lang, pos=", ".join(map(str, carry)))
+    fig.update_yaxes(autorange="reversed", title_text=TEXT("entry", lang))
+    fig.update_xaxes(title_text=UI("position", lang), tickangle=-45)
     return finish(fig, title, rows_height(n, 26, 220))
 
 
@@ -537,8 +530,8 @@ def indexer_scores(walk: Walk, layer: int | None = None, lang: str = "en") -> go
             colorscale="RdBu",
             zmid=0,
             hovertext=hover,
-            name=ui("score", lang),
-            colorbar={"title": ui("score", lang)},
+            name=UI("score", lang),
+            colorbar={"title": UI("score", lang)},
             hovertemplate="%{hovertext}: %{z:.3f}<extra></extra>",
         )
     )
@@ -550,7 +543,7 @@ def indexer_scores(walk: Walk, layer: int | None = None, lang: str = "en") -> go
                 x=ts.tolist(),
                 y=[ys[q] for q in qs.tolist()],
                 mode="markers",
-                name=tr("candidate", lang),
+                name=TEXT("candidate", lang),
                 hoverinfo="skip",
                 marker={"symbol": "square-open", "size": 16, "color": "#2ca02c", "line": {"width": 1.5}},
             )
@@ -561,16 +554,16 @@ def indexer_scores(walk: Walk, layer: int | None = None, lang: str = "en") -> go
             x=[t for _, t in pq],
             y=[ys[q] for q, _ in pq],
             mode="markers",
-            name=tr("pick", lang),
+            name=TEXT("pick", lang),
             marker={"symbol": "x-thin", "size": 9, "color": "#111", "line": {"width": 2}},
             hovertemplate="%{y} → c%{x}<extra>top-k</extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", title_text=tr("query", lang))
-    fig.update_xaxes(title_text=ui("compressed_position", lang), dtick=1)
+    fig.update_yaxes(autorange="reversed", title_text=TEXT("query", lang))
+    fig.update_xaxes(title_text=UI("compressed_position", lang), dtick=1)
     role = role_name(role_of(cfg, layer), lang)
     return finish(
-        fig, tr("indexer", lang, layer=layer, role=role), rows_height(S), legend={"orientation": "h", "y": -0.12}
+        fig, TEXT("indexer", lang, layer=layer, role=role), rows_height(S), legend={"orientation": "h", "y": -0.12}
     )
 
 
@@ -581,7 +574,7 @@ def attention_shares(walk: Walk, layer: int | None = None, lang: str = "en", sho
     layer = resolve_layer(walk, "4A", layer)
     d = walk.trace.data["4A"][layer]
     H = d["probs"].size(2)
-    heads = [f"{tr('head', lang)} {h}" for h in range(H)]
+    heads = [f"{TEXT('head', lang)} {h}" for h in range(H)]
     parts = [
         ("window", "window_share", "#4c78a8"),
         ("compressed", "compressed_share", "#f58518"),
@@ -593,7 +586,7 @@ def attention_shares(walk: Walk, layer: int | None = None, lang: str = "en", sho
             cols=2,
             column_widths=[0.32, 0.68],
             horizontal_spacing=0.1,
-            subplot_titles=[tr("share", lang), tr("probs", lang)],
+            subplot_titles=[TEXT("share", lang), TEXT("probs", lang)],
         )
         if show_probs
         else go.Figure()
@@ -605,16 +598,16 @@ def attention_shares(walk: Walk, layer: int | None = None, lang: str = "en", sho
             go.Bar(
                 x=heads,
                 y=vals,
-                name=tr(key, lang),
+                name=TEXT(key, lang),
                 marker_color=colour,
                 text=[f"{v:.2f}" for v in vals],
                 textposition="inside",
-                hovertemplate="%{x}: %{y:.3f}<extra>" + tr(key, lang) + "</extra>",
+                hovertemplate="%{x}: %{y:.3f}<extra>" + TEXT(key, lang) + "</extra>",
             ),
             **where,
         )
     fig.update_layout(barmode="stack")
-    fig.update_yaxes(range=[0, 1], title_text=tr("share", lang), **where)
+    fig.update_yaxes(range=[0, 1], title_text=TEXT("share", lang), **where)
     if show_probs:
         probs = d["probs"][0, -1]  # [H, T]
         n_window = int(d["n_window_keys"])
@@ -643,9 +636,9 @@ def attention_shares(walk: Walk, layer: int | None = None, lang: str = "en", sho
             col=2,
         )
         fig.update_yaxes(autorange="reversed", row=1, col=2)
-        fig.update_xaxes(tickangle=-45, title_text=tr("key", lang), row=1, col=2)
+        fig.update_xaxes(tickangle=-45, title_text=TEXT("key", lang), row=1, col=2)
     return finish(
-        fig, tr("shares", lang, layer=layer), 420, legend={"orientation": "h", "y": -0.3, "traceorder": "normal"}
+        fig, TEXT("shares", lang, layer=layer), 420, legend={"orientation": "h", "y": -0.3, "traceorder": "normal"}
     )
 
 
@@ -669,7 +662,7 @@ def kv_bytes_vs_context(lang: str = "en", max_tokens: int = 1_048_576) -> go.Fig
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
         raise ValueError(f"max_tokens = {max_tokens!r} is invalid: allowed an integer ≥ 2")
     lengths = sorted({2**i for i in range(max_tokens.bit_length()) if 2**i <= max_tokens} | {max_tokens})
-    presets = [(ui("toy", lang), get_config("lab")), (ui("real", lang), get_config("flash"))]
+    presets = [(UI("toy", lang), get_config("lab")), (UI("real", lang), get_config("flash"))]
     fig = make_subplots(rows=1, cols=2, subplot_titles=[name for name, _ in presets], horizontal_spacing=0.12)
     for col, (_, cfg) in enumerate(presets, start=1):
         glob, window = kv_curve(cfg, lengths)
@@ -679,7 +672,7 @@ def kv_bytes_vs_context(lang: str = "en", max_tokens: int = 1_048_576) -> go.Fig
                     x=lengths,
                     y=[max(v, 1.0) for v in vals],
                     mode="lines+markers",
-                    name=tr(key, lang),
+                    name=TEXT(key, lang),
                     line={"color": colour},
                     legendgroup=key,
                     showlegend=col == 1,
@@ -689,17 +682,17 @@ def kv_bytes_vs_context(lang: str = "en", max_tokens: int = 1_048_576) -> go.Fig
                 row=1,
                 col=col,
             )
-        fig.update_xaxes(type="log", title_text=tr("context", lang), row=1, col=col)
+        fig.update_xaxes(type="log", title_text=TEXT("context", lang), row=1, col=col)
         fig.update_yaxes(
             type="log",
             exponentformat="SI",
             ticksuffix="B",
-            title_text=tr("bytes", lang) if col == 1 else None,
+            title_text=TEXT("bytes", lang) if col == 1 else None,
             row=1,
             col=col,
         )
     real = kv_bytes(get_config("flash"))["global_per_token"]
-    return finish(fig, tr("kv", lang, real=round(real, 2)), 420, legend={"orientation": "h", "y": -0.25})
+    return finish(fig, TEXT("kv", lang, real=round(real, 2)), 420, legend={"orientation": "h", "y": -0.25})
 
 
 # ---- 5A · MoE --------------------------------------------------------------------------------------
@@ -716,7 +709,7 @@ def router(walk: Walk, layer: int = 0, lang: str = "en") -> go.Figure:
             x=xs,
             y=ys,
             colorscale="YlGnBu",
-            colorbar={"title": ui("score", lang)},
+            colorbar={"title": UI("score", lang)},
             hovertemplate="%{y} · expert %{x}: %{z:.3f}<extra></extra>",
         )
     )
@@ -726,15 +719,15 @@ def router(walk: Walk, layer: int = 0, lang: str = "en") -> go.Figure:
             x=[e for _, e in chosen],
             y=[ys[q] for q, _ in chosen],
             mode="markers",
-            name=ui("expert", lang),
+            name=UI("expert", lang),
             showlegend=False,
             marker={"symbol": "diamond", "size": 10, "color": "#d62728", "line": {"width": 1, "color": "white"}},
             hovertemplate="%{y} → expert %{x}<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", title_text=ui("position", lang))
-    fig.update_xaxes(title_text=ui("expert", lang), dtick=1)
-    return finish(fig, tr("router", lang, layer=layer), rows_height(len(ys)))
+    fig.update_yaxes(autorange="reversed", title_text=UI("position", lang))
+    fig.update_xaxes(title_text=UI("expert", lang), dtick=1)
+    return finish(fig, TEXT("router", lang, layer=layer), rows_height(len(ys)))
 
 
 def expert_load(walk: Walk, layer: int = 0, lang: str = "en") -> go.Figure:
@@ -751,9 +744,9 @@ def expert_load(walk: Walk, layer: int = 0, lang: str = "en") -> go.Figure:
             hovertemplate="expert %{x}: %{y}<extra></extra>",
         )
     )
-    fig.update_xaxes(title_text=ui("expert", lang), dtick=1)
-    fig.update_yaxes(title_text=tr("tokens_routed", lang), rangemode="tozero")
-    return finish(fig, tr("load", lang, layer=layer), 340)
+    fig.update_xaxes(title_text=UI("expert", lang), dtick=1)
+    fig.update_yaxes(title_text=TEXT("tokens_routed", lang), rangemode="tozero")
+    return finish(fig, TEXT("load", lang, layer=layer), 340)
 
 
 # ---- 6B · head, draft, verify ----------------------------------------------------------------------
@@ -782,12 +775,12 @@ def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
     fig.add_hline(
         y=1.0 / V,
         line={"dash": "dot", "color": "#888"},
-        annotation_text=tr("uniform", lang),
+        annotation_text=TEXT("uniform", lang),
         annotation_position="top right",
     )
-    fig.update_xaxes(tickvals=list(range(k)), ticktext=texts, title_text=ui("token", lang))
-    fig.update_yaxes(title_text=ui("probability", lang), rangemode="tozero")
-    return finish(fig, tr("topk", lang, k=k), 380)
+    fig.update_xaxes(tickvals=list(range(k)), ticktext=texts, title_text=UI("token", lang))
+    fig.update_yaxes(title_text=UI("probability", lang), rangemode="tozero")
+    return finish(fig, TEXT("topk", lang, k=k), 380)
 
 
 def draft_strip(
@@ -810,12 +803,13 @@ def draft_strip(
         raise ValueError("draft_strip needs a Round or a non-empty sequence of Rounds")
     k = max(r.drafted for r in rounds)
     code = {kind: i for i, kind in enumerate(STRIP_KINDS)}
-    xs = [f"d{i + 1}" for i in range(k)] + [tr("target_col", lang)]
+    xs = [f"d{i + 1}" for i in range(k)] + [TEXT("target_col", lang)]
     ys = [
-        tr("round", lang, i=n + 1, pos=r.position, anchor=token_text(tokenizer, r.anchor)) for n, r in enumerate(rounds)
+        TEXT("round", lang, i=n + 1, pos=r.position, anchor=token_text(tokenizer, r.anchor))
+        for n, r in enumerate(rounds)
     ]
     status_text = {kind: verify_label(kind, lang) for kind in STRIP_KINDS}
-    used = tr("used_t0", lang) if temperature == 0 else tr("used_t", lang, t=f"{temperature:g}")
+    used = TEXT("used_t0", lang) if temperature == 0 else TEXT("used_t", lang, t=f"{temperature:g}")
     z, text, hover = [], [], []
     for r in rounds:
         zr: list[int | None] = [None] * (k + 1)
@@ -825,7 +819,7 @@ def draft_strip(
             if not row["sent"]:
                 tx[i] = "○" + tx[i]
                 hv[i] = (
-                    f"d{i + 1} = '{tx[i][1:]}' · {row_status(row, lang)}<br>{tr('not_sent', lang, l=r.block)}<br>"
+                    f"d{i + 1} = '{tx[i][1:]}' · {row_status(row, lang)}<br>{TEXT('not_sent', lang, l=r.block)}<br>"
                     f"p_d(x) = {row['p_d']:.4g} · c = {row['confidence']:.3f}"
                 )
                 continue
@@ -835,14 +829,14 @@ def draft_strip(
                 f"p_d(x) = {row['p_d']:.4g} · p_t(x) = {row['p_t']:.4g} · min(1, p_t/p_d) = {ratio} ({used})<br>"
             )
             if row["soft_p_d"] is not None:
-                hv[i] += f"{tr('soft', lang)}: p_d(x) = {row['soft_p_d']:.4f} · p_t(x) = {row['soft_p_t']:.4f}<br>"
+                hv[i] += f"{TEXT('soft', lang)}: p_d(x) = {row['soft_p_d']:.4f} · p_t(x) = {row['soft_p_t']:.4f}<br>"
             hv[i] += (
-                f"c = {row['confidence']:.3f} · {tr('argmax', lang)}: '{token_text(tokenizer, row['target_argmax'])}'"
+                f"c = {row['confidence']:.3f} · {TEXT('argmax', lang)}: '{token_text(tokenizer, row['target_argmax'])}'"
             )
         if r.next_kind == RESAMPLED:
-            where = tr("replaces", lang, i=r.n_accepted + 1)
+            where = TEXT("replaces", lang, i=r.n_accepted + 1)
         else:
-            where = tr("after", lang, k=r.block) if r.block else tr("after_anchor", lang)
+            where = TEXT("after", lang, k=r.block) if r.block else TEXT("after_anchor", lang)
         zr[k], tx[k] = code[r.next_kind], token_text(tokenizer, r.next_token)
         nxt = {"status": r.next_kind, "sampled_not_argmax": r.next_token != r.target_argmax[r.n_accepted]}
         hv[k] = f"'{tx[k]}' · {row_status(nxt, lang)} ({where}) · τ = {r.tau}"
@@ -886,12 +880,12 @@ def draft_strip(
                 type="line", x0=x, x1=x, y0=n_round - 0.5, y1=n_round + 0.5, line={"dash": "dash", "color": "#333"}
             )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(side="top", title_text=tr("draft_pos", lang))
+    fig.update_xaxes(side="top", title_text=TEXT("draft_pos", lang))
     meta = {"draft_positions": k, "verify_lens": [r.block for r in rounds], "rounds": len(rounds)}
     fig.update_layout(meta={**meta, "temperature": temperature})
     return finish(
         fig,
-        tr("strip", lang),
+        TEXT("strip", lang),
         rows_height(len(rounds), 56, 220, 280),
         legend={"orientation": "h", "y": -0.08},
         margin={"l": 130, "r": 30, "t": 110, "b": 40},
@@ -914,7 +908,7 @@ def acceptance_by_position(stats: Mapping[str, Any], lang: str = "en") -> go.Fig
             go.Bar(
                 x=xs,
                 y=vals,
-                name=tr(name, lang),
+                name=TEXT(name, lang),
                 marker_color=colour,
                 text=["—" if v is None else f"{v:.2f}" for v in vals],
                 textposition="outside",
@@ -926,14 +920,14 @@ def acceptance_by_position(stats: Mapping[str, Any], lang: str = "en") -> go.Fig
                 x=xs,
                 y=[p.get(key) for p in per],
                 mode="lines+markers",
-                name=tr(name, lang),
+                name=TEXT(name, lang),
                 line={"color": "#e45756", "dash": dash},
             )
         )
     fig.update_layout(barmode="group")
-    fig.update_xaxes(title_text=tr("draft_pos", lang), dtick=1)
-    fig.update_yaxes(title_text=tr("rate", lang), range=[0, 1.1])
-    title = tr("acceptance", lang, n=stats.get("rounds", 0), tau=stats.get("mean_accepted_length", 0.0))
+    fig.update_xaxes(title_text=TEXT("draft_pos", lang), dtick=1)
+    fig.update_yaxes(title_text=TEXT("rate", lang), range=[0, 1.1])
+    title = TEXT("acceptance", lang, n=stats.get("rounds", 0), tau=stats.get("mean_accepted_length", 0.0))
     return finish(fig, title, 380, legend={"orientation": "h", "y": -0.25})
 
 
@@ -946,23 +940,23 @@ def reliability_diagram(
     rel = reliability(rounds, n_bins, source)
     bins = rel["bins"]
     fig = go.Figure(
-        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=tr("ideal", lang), line={"dash": "dot", "color": "#888"})
+        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=TEXT("ideal", lang), line={"dash": "dot", "color": "#888"})
     )
     fig.add_trace(
         go.Scatter(
             x=[b["predicted"] for b in bins],
             y=[b["observed"] for b in bins],
             mode="lines+markers",
-            name=tr("observed", lang),
+            name=TEXT("observed", lang),
             customdata=[b["n"] for b in bins],
             marker={"size": [8 + 4 * math.sqrt(b["n"]) for b in bins], "color": "#e45756"},
             hovertemplate="%{x:.3f} → %{y:.3f} (n = %{customdata})<extra></extra>",
         )
     )
-    fig.update_xaxes(range=[0, 1], title_text=tr("predicted", lang))
-    fig.update_yaxes(range=[0, 1.05], title_text=tr("observed", lang))
+    fig.update_xaxes(range=[0, 1], title_text=TEXT("predicted", lang))
+    fig.update_yaxes(range=[0, 1.05], title_text=TEXT("observed", lang))
     src = "c" if source == "confidence" else "p_d(x)"
-    return finish(fig, tr("reliability", lang, src=src, ece=rel["ece"], n=rel["points"]), 400)
+    return finish(fig, TEXT("reliability", lang, src=src, ece=rel["ece"], n=rel["points"]), 400)
 
 
 def verify_cost_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
@@ -990,7 +984,7 @@ def verify_cost_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
                 x=[int(k) for k in ks],
                 y=p50,
                 mode="lines+markers",
-                name=tr(name, lang),
+                name=TEXT(name, lang),
                 line={"color": colour},
                 error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": [0.0] * len(ks)},
                 hovertemplate="k = %{x}: p50 %{y:.3f} ms<extra></extra>",
@@ -998,9 +992,9 @@ def verify_cost_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
         )
     c = report.get("conditions", {}) if isinstance(report, Mapping) else {}
     cond = ", ".join(f"{k} {c[k]}" for k in ("device", "dtype", "threads", "cache_length", "torch") if k in c) or "—"
-    fig.update_xaxes(title_text=tr("block_k", lang), dtick=1)
-    fig.update_yaxes(title_text=tr("ms", lang), rangemode="tozero")
-    return finish(fig, tr("verify", lang, cond=cond), 380, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(title_text=TEXT("block_k", lang), dtick=1)
+    fig.update_yaxes(title_text=TEXT("ms", lang), rangemode="tozero")
+    return finish(fig, TEXT("verify", lang, cond=cond), 380, legend={"orientation": "h", "y": -0.25})
 
 
 # ---- one figure per step -----------------------------------------------------------------------------
@@ -1145,7 +1139,7 @@ _TRAINING_TEXT: Mapping[str, Mapping[str, str]] = {
 }
 if set(_TRAINING_TEXT) & set(TEXT):  # pragma: no cover - a guard for whoever adds keys above
     raise RuntimeError(f"figure text keys defined twice: {sorted(set(_TRAINING_TEXT) & set(TEXT))}")
-TEXT = MappingProxyType({**TEXT, **_TRAINING_TEXT})
+TEXT = TEXT | _TRAINING_TEXT
 
 
 def _drafter_rows(report: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -1172,7 +1166,7 @@ def _domains(report: Mapping[str, Any]) -> list[str]:
 def domain_label(domain: str, lang: str) -> str:
     """A domain's name in `lang` (unknown domains keep their own name)."""
     key = f"dom_{domain}"
-    return tr(key, lang) if key in TEXT else domain
+    return TEXT(key, lang) if key in TEXT else domain
 
 
 def drafter_label(name: str) -> str:
@@ -1214,18 +1208,18 @@ def target_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
                 x=list(curve["val_steps"]),
                 y=list(curve[key]),
                 mode="lines+markers",
-                name=tr(name, lang),
+                name=TEXT(name, lang),
                 line={"color": colour},
-                hovertemplate=f"{tr('step', lang)} %{{x}}: %{{y:.3f}}<extra></extra>",
+                hovertemplate=f"{TEXT('step', lang)} %{{x}}: %{{y:.3f}}<extra></extra>",
             ),
             secondary_y=right,
         )
-    fig.update_xaxes(title_text=tr("step", lang))
-    fig.update_yaxes(title_text=tr("val_loss", lang), rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text=tr("val_acc", lang), range=[0, 1], secondary_y=True)
+    fig.update_xaxes(title_text=TEXT("step", lang))
+    fig.update_yaxes(title_text=TEXT("val_loss", lang), rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text=TEXT("val_acc", lang), range=[0, 1], secondary_y=True)
     seconds = report.get("seconds", {}).get("target")
     steps = target.get("steps", curve["val_steps"][-1] if curve["val_steps"] else 0)
-    title = tr("target_title", lang, steps=steps, seconds="—" if seconds is None else f"{seconds:.0f} s")
+    title = TEXT("target_title", lang, steps=steps, seconds="—" if seconds is None else f"{seconds:.0f} s")
     return finish(fig, title, 360, legend={"orientation": "h", "y": -0.25})
 
 
@@ -1236,13 +1230,13 @@ def tau_bars(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
     lang = check_lang(lang)
     rows = _drafter_rows(report)
     domains = _domains(report)
-    xs = [domain_label(d, lang) for d in domains] + [tr("dom_mean", lang)]
+    xs = [domain_label(d, lang) for d in domains] + [TEXT("dom_mean", lang)]
     fig = make_subplots(
         rows=1,
         cols=2,
         shared_yaxes=True,
         horizontal_spacing=0.04,
-        subplot_titles=[tr(f"temp_{t}", lang) for t in TEMPERATURE_LABELS],
+        subplot_titles=[TEXT(f"temp_{t}", lang) for t in TEMPERATURE_LABELS],
     )
     for col, label in enumerate(TEMPERATURE_LABELS, start=1):
         for name, v in rows.items():
@@ -1264,12 +1258,12 @@ def tau_bars(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
                 col=col,
             )
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text=tr("tau_axis", lang), rangemode="tozero", row=1, col=1)
-    title = tr("tau_title", lang)
+    fig.update_yaxes(title_text=TEXT("tau_axis", lang), rangemode="tozero", row=1, col=1)
+    title = TEXT("tau_title", lang)
     if "dspark" in rows and "dflash" in rows:
         ratio = {t: mean_tau(report, "dspark", t) / mean_tau(report, "dflash", t) for t in TEMPERATURE_LABELS}
         fig.update_layout(meta={"dspark_over_dflash": ratio})
-        title += "<br><sup>" + tr("tau_ratio", lang, **ratio) + "</sup>"
+        title += "<br><sup>" + TEXT("tau_ratio", lang, **ratio) + "</sup>"
     return finish(fig, title, 420, legend={"orientation": "h", "y": -0.15})
 
 
@@ -1305,11 +1299,11 @@ def cond_accept_lines(report: Mapping[str, Any], lang: str = "en", label: str = 
                 row=1,
                 col=col,
             )
-        fig.update_xaxes(title_text=tr("draft_pos", lang), dtick=1, row=1, col=col)
+        fig.update_xaxes(title_text=TEXT("draft_pos", lang), dtick=1, row=1, col=col)
     fig.update_yaxes(range=[0, 1.05])
-    fig.update_yaxes(title_text=tr("cond_axis", lang), row=1, col=1)
+    fig.update_yaxes(title_text=TEXT("cond_axis", lang), row=1, col=1)
     return finish(
-        fig, tr("cond_title", lang, temp=tr(f"temp_{label}", lang)), 380, legend={"orientation": "h", "y": -0.3}
+        fig, TEXT("cond_title", lang, temp=TEXT(f"temp_{label}", lang)), 380, legend={"orientation": "h", "y": -0.3}
     )
 
 
@@ -1334,11 +1328,11 @@ def threshold_sweep_chart(report: Mapping[str, Any], drafter: str = "dspark", la
                 go.Bar(
                     x=xs,
                     y=[s[key] for s in sweep],
-                    name=tr(name, lang),
+                    name=TEXT(name, lang),
                     legendgroup=key,
                     showlegend=col == 1,
                     marker_color=colour,
-                    hovertemplate=f"{tr(name, lang)} @ %{{x}}: %{{y:.2f}}<extra></extra>",
+                    hovertemplate=f"{TEXT(name, lang)} @ %{{x}}: %{{y:.2f}}<extra></extra>",
                 ),
                 row=1,
                 col=col,
@@ -1349,23 +1343,23 @@ def threshold_sweep_chart(report: Mapping[str, Any], drafter: str = "dspark", la
                 x=xs,
                 y=[s["verify_rate"] for s in sweep],
                 mode="lines+markers",
-                name=tr("verify_rate", lang),
+                name=TEXT("verify_rate", lang),
                 legendgroup="verify_rate",
                 showlegend=col == 1,
                 line={"color": "#4c78a8"},
-                hovertemplate=f"{tr('verify_rate', lang)} @ %{{x}}: %{{y:.3f}}<extra></extra>",
+                hovertemplate=f"{TEXT('verify_rate', lang)} @ %{{x}}: %{{y:.3f}}<extra></extra>",
             ),
             row=1,
             col=col,
             secondary_y=True,
         )
-        fig.update_xaxes(title_text=tr("threshold", lang), dtick=0.1, row=1, col=col)
+        fig.update_xaxes(title_text=TEXT("threshold", lang), dtick=0.1, row=1, col=col)
         fig.update_yaxes(rangemode="tozero", row=1, col=col, secondary_y=False)
         fig.update_yaxes(range=[0, 1.05], row=1, col=col, secondary_y=True)
-    fig.update_yaxes(title_text=tr("tokens", lang), row=1, col=1, secondary_y=False)
-    fig.update_yaxes(title_text=tr("verify_rate", lang), row=1, col=len(domains), secondary_y=True)
+    fig.update_yaxes(title_text=TEXT("tokens", lang), row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text=TEXT("verify_rate", lang), row=1, col=len(domains), secondary_y=True)
     fig.update_layout(barmode="overlay", bargap=0.15)
-    title = tr("sweep_title", lang, name=drafter_label(drafter))
+    title = TEXT("sweep_title", lang, name=drafter_label(drafter))
     return finish(fig, title, 400, legend={"orientation": "h", "y": -0.3}, margin={"l": 70, "r": 70, "t": 80, "b": 50})
 
 
@@ -1394,7 +1388,7 @@ def sts_ece_bars(report: Mapping[str, Any], drafter: str = "dspark", lang: str =
             go.Bar(
                 x=xs,
                 y=[s[key] for s in sts],
-                name=tr(name, lang),
+                name=TEXT(name, lang),
                 marker_color=colour,
                 text=[f"T = {s['temperature']:g}" for s in sts] if key == "ece_after" else None,
                 textposition="outside",
@@ -1404,24 +1398,24 @@ def sts_ece_bars(report: Mapping[str, Any], drafter: str = "dspark", lang: str =
                 hovertemplate="d%{x}: ECE %{y:.4f} · a = %{customdata[0]:.3f} vs %{customdata[1]:.3f}<extra></extra>",
             )
         )
-    title = tr("sts_title", lang, name=drafter_label(drafter))
+    title = TEXT("sts_title", lang, name=drafter_label(drafter))
     if held is not None:
         for key, name, colour in (("ece_raw", "ece_held_raw", "#7f7f7f"), ("ece_sts", "ece_held_sts", "#9e1b1b")):
             fig.add_trace(
                 go.Bar(
                     x=xs,
                     y=[h[key] for h in held],
-                    name=tr(name, lang),
+                    name=TEXT(name, lang),
                     marker={"color": colour, "pattern": {"shape": "/", "fgcolor": "white"}},
                     customdata=[h.get("n") for h in held],
                     hovertemplate="d%{x}: ECE %{y:.4f} · n = %{customdata}<extra></extra>",
                 )
             )
         fit_n, held_n = sts[0].get("n", "—"), held[0].get("n", "—")
-        title += "<br><sup>" + tr("sts_sub", lang, fit=fit_n, held=held_n) + "</sup>"
+        title += "<br><sup>" + TEXT("sts_sub", lang, fit=fit_n, held=held_n) + "</sup>"
     fig.update_layout(barmode="group")
-    fig.update_xaxes(title_text=tr("draft_pos", lang), dtick=1)
-    fig.update_yaxes(title_text=tr("ece", lang), rangemode="tozero")
+    fig.update_xaxes(title_text=TEXT("draft_pos", lang), dtick=1)
+    fig.update_yaxes(title_text=TEXT("ece", lang), rangemode="tozero")
     return finish(fig, title, 400, legend={"orientation": "h", "y": -0.25})
 
 
@@ -1433,7 +1427,7 @@ def speed_bars(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
     domains = _domains(report)
     if not all("speed" in v["quality"][d] for v in rows.values() for d in domains):
         raise ValueError("report has no tokens/s (quality[domain]['speed']) for every drafter and domain")
-    xs = [domain_label(d, lang) for d in domains] + [tr("dom_mean", lang)]
+    xs = [domain_label(d, lang) for d in domains] + [TEXT("dom_mean", lang)]
     fig = go.Figure()
     for name, v in rows.items():
         sp = [v["quality"][d]["speed"] for d in domains]
@@ -1453,13 +1447,13 @@ def speed_bars(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
                 "%{customdata[1]:.1f} tok/s)<extra></extra>",
             )
         )
-    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#555"}, annotation_text=tr("plain", lang))
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#555"}, annotation_text=TEXT("plain", lang))
     c = report.get("conditions", {})
     keys = ("cpu", "threads", "torch", "speed_prompts", "max_new_tokens")
     cond = ", ".join(f"{k} {c[k]}" for k in keys if k in c) or "—"
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text=tr("speed_axis", lang), rangemode="tozero")
-    return finish(fig, tr("speed_title", lang, cond=html.escape(cond)), 400, legend={"orientation": "h", "y": -0.15})
+    fig.update_yaxes(title_text=TEXT("speed_axis", lang), rangemode="tozero")
+    return finish(fig, TEXT("speed_title", lang, cond=html.escape(cond)), 400, legend={"orientation": "h", "y": -0.15})
 
 
 __all__ += [  # the figures of notebook 07

@@ -18,11 +18,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .steps import check_lang, get_column, ui, verify_label
-from .walkthrough import StepView, ViewTable, equation, fmt_params, note
+from .steps import get_column
+from .text import UI, Texts, verify_label
+from .walkthrough import NOTES, StepView, ViewTable, equation, fmt_params
 
 # strings of the generate and profile screens, both languages (step views use walkthrough.NOTES)
-TEXT: dict[str, dict[str, str]] = {
+TEXT = {
     "strip_title": {
         "vi": "DSpark: vẽ nháp → verify, mỗi đoạn của dải là một vòng",
         "en": "DSpark: draft → verify, one strip segment per round",
@@ -70,6 +71,7 @@ TEXT: dict[str, dict[str, str]] = {
     "exact": {"vi": "chính xác", "en": "exact"},
     "fixed_policy": {"vi": "chính sách cố định, --block", "en": "a fixed policy, --block"},
 }
+TEXT = Texts(TEXT, "screen")
 
 STRIP = {  # verify outcome → (marker, colour): the marker alone must tell them apart
     "anchor": ("▸", "bold"),
@@ -80,11 +82,6 @@ STRIP = {  # verify outcome → (marker, colour): the marker alone must tell the
     "resampled": ("↻", "bold black on yellow"),
     "bonus": ("+", "bold white on blue"),
 }
-
-
-def rt(key: str, lang: str, **fmt: Any) -> str:
-    """A string of this module in `lang`."""
-    return TEXT[key][check_lang(lang)].format(**fmt)
 
 
 def cell(x: Any) -> str:
@@ -144,14 +141,14 @@ def rich_table(t: ViewTable, max_rows: int = 24) -> Group:
 def render_view(view: StepView) -> Panel:
     step, lang = view.step, view.lang
     parts: list[Any] = [
-        Text(f"{ui('column', lang)} {get_column(step.column).label(lang)}", style="dim"),
+        Text(f"{UI('column', lang)} {get_column(step.column).label(lang)}", style="dim"),
         Text(step.t("what", lang)),
         Text(""),
     ]
-    parts.append(Text(ui("equation", lang) + ":  ", style="bold").append(equation(step, lang), style="cyan"))
+    parts.append(Text(UI("equation", lang) + ":  ", style="bold").append(equation(step, lang), style="cyan"))
     if view.shapes:
         shapes = "   ".join(f"{name} [{', '.join(map(str, s))}]" for name, s in view.shapes)
-        parts.append(Text(ui("shapes", lang) + ":  ", style="bold").append(shapes, style="magenta"))
+        parts.append(Text(UI("shapes", lang) + ":  ", style="bold").append(shapes, style="magenta"))
     for name, value in view.facts:
         parts.append(Text(f"• {name}: ", style="bold").append(cell(value)))
     parts += [rich_table(t) for t in view.tables] + ([Text("")] if view.tables else [])
@@ -160,18 +157,18 @@ def render_view(view: StepView) -> Panel:
         parts.append(Text(f"{mark} {c.name}: ", style=style).append(f"{c.value:.3g} (≤ {c.threshold:g})"))
     for n in view.notes:
         parts.append(Text("ℹ " + n, style="yellow"))
-    parts.append(Text(ui("look_at", lang) + ":", style="bold"))
+    parts.append(Text(UI("look_at", lang) + ":", style="bold"))
     for bullet in step.t("look_at", lang):
         parts.append(Text("  → " + bullet))
-    parts.append(Text(ui("real_scale", lang) + ": ", style="dim").append(step.t("real_scale", lang), style="dim"))
+    parts.append(Text(UI("real_scale", lang) + ": ", style="dim").append(step.t("real_scale", lang), style="dim"))
     return Panel(Group(*parts), title=f"[bold]{step.label(lang)}[/bold]", title_align="left", border_style="blue")
 
 
 def render_walk(console: Console, walk, lang: str) -> None:
     head = Text(
-        f"dspark-lab · {ui('preset', lang)}: {walk.cfg.name} · {ui('seed', lang)}: {walk.seed} · "
-        f"{ui('weights', lang)}: {ui(walk.weights, lang)}\n{note('prompt_label', lang)}: {walk.prompt!r} "
-        f"({note('n_tokens', lang, n=walk.tokens.size(1))})",
+        f"dspark-lab · {UI('preset', lang)}: {walk.cfg.name} · {UI('seed', lang)}: {walk.seed} · "
+        f"{UI('weights', lang)}: {UI(walk.weights, lang)}\n{NOTES('prompt_label', lang)}: {walk.prompt!r} "
+        f"({NOTES('n_tokens', lang, n=walk.tokens.size(1))})",
         style="bold",
     )
     console.print(head)
@@ -187,22 +184,22 @@ def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
     p = report["params"]
     console.print(
         simple_table(
-            f"{ui('params', lang)} · {report['preset']} ({report['device']})",
-            [rt("group", lang), ui("params", lang), rt("exact", lang)],
+            f"{UI('params', lang)} · {report['preset']} ({report['device']})",
+            [TEXT("group", lang), UI("params", lang), TEXT("exact", lang)],
             [[k, fmt_params(p[k]), f"{p[k]:,}"] for k in ("backbone", "engram", "draft", "total")],
         )
     )
     e, pt = report["kv_bytes_per_entry"], report["kv_bytes_per_token"]
-    ring = f"{report['window_bytes_per_sequence']:,} B {note('per_seq', lang)}"
+    ring = f"{report['window_bytes_per_sequence']:,} B {NOTES('per_seq', lang)}"
     console.print(
         simple_table(
-            ui("bytes_per_token", lang),
-            [ui("cache_kind", lang), f"B {note('per_entry', lang)}", f"B {note('per_token', lang)}"],
+            UI("bytes_per_token", lang),
+            [UI("cache_kind", lang), f"B {NOTES('per_entry', lang)}", f"B {NOTES('per_token', lang)}"],
             [
-                [ui("cache_window", lang), str(e["window"]), ring],
-                [ui("cache_compressed", lang), str(e["compressed_kv"]), f"{pt['compressed_kv']:g}"],
-                [ui("cache_index", lang), str(e["index_k"]), f"{pt['index_k']:g}"],
-                [note("global", lang), "", f"{pt['global']:g}"],
+                [UI("cache_window", lang), str(e["window"]), ring],
+                [UI("cache_compressed", lang), str(e["compressed_kv"]), f"{pt['compressed_kv']:g}"],
+                [UI("cache_index", lang), str(e["index_k"]), f"{pt['index_k']:g}"],
+                [NOTES("global", lang), "", f"{pt['global']:g}"],
             ],
         )
     )
@@ -220,9 +217,9 @@ def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
         ]
         for r in report["roles"]
     ]
-    cols = [ui("layer", lang), note("part", lang), ui("ratio", lang), rt("mode", lang), ui("reads_kv_of", lang)]
-    cols += [ui("reads_topk_of", lang), "RoPE", rt("extra", lang)]
-    console.print(simple_table(ui("role", lang), cols, rows))
+    cols = [UI("layer", lang), NOTES("part", lang), UI("ratio", lang), TEXT("mode", lang), UI("reads_kv_of", lang)]
+    cols += [UI("reads_topk_of", lang), "RoPE", TEXT("extra", lang)]
+    console.print(simple_table(UI("role", lang), cols, rows))
 
 
 def strip_token(text: str) -> str:
@@ -258,9 +255,10 @@ def strip_text(report, lang: str) -> Text:
 def strip_legend(lang: str) -> Columns:
     """ "✓ accepted   ✗ rejected   …", laid out as columns so an item never wraps apart."""
     items = [
-        (mark, rt("first", lang) if kind == "anchor" else verify_label(kind, lang)) for kind, (mark, _) in STRIP.items()
+        (mark, TEXT("first", lang) if kind == "anchor" else verify_label(kind, lang))
+        for kind, (mark, _) in STRIP.items()
     ]
-    items += [("│", rt("round_edge", lang)), ("↵", rt("newline", lang))]
+    items += [("│", TEXT("round_edge", lang)), ("↵", TEXT("newline", lang))]
     return Columns([Text(f"{mark} {label}", style="dim") for mark, label in items], padding=(0, 3))
 
 
@@ -270,18 +268,18 @@ def render_generate(console: Console, report, lang: str) -> None:
     drafted = max((r.drafted for r in report.spec.rows(0)), default=report.block)
     console.print(
         Text(
-            f"{note('prompt_label', lang)}: {report.prompt!r}  ·  {ui('block_size', lang)}: {drafted}  ·  "
-            f"{ui('verify_len', lang)}: {report.block} ({rt('fixed_policy', lang)})  ·  "
-            f"{ui('temperature', lang)}: {report.temperature}  ·  {ui('seed', lang)}: {report.seed}",
+            f"{NOTES('prompt_label', lang)}: {report.prompt!r}  ·  {UI('block_size', lang)}: {drafted}  ·  "
+            f"{UI('verify_len', lang)}: {report.block} ({TEXT('fixed_policy', lang)})  ·  "
+            f"{UI('temperature', lang)}: {report.temperature}  ·  {UI('seed', lang)}: {report.seed}",
             style="bold",
         )
     )
     console.print(
-        Panel(Group(strip_text(report, lang), strip_legend(lang)), title=rt("strip_title", lang), title_align="left")
+        Panel(Group(strip_text(report, lang), strip_legend(lang)), title=TEXT("strip_title", lang), title_align="left")
     )
     rows = [
         [
-            rt(key, lang),
+            TEXT(key, lang),
             j[key]["text"].replace("\n", "↵ "),
             len(j[key]["tokens"]),
             j[key]["target_forwards"],
@@ -289,22 +287,22 @@ def render_generate(console: Console, report, lang: str) -> None:
         ]
         for key in ("plain", "speculative")
     ]
-    cols = ["", rt("text", lang), rt("tokens", lang), rt("forwards", lang), rt("tokens_per_s", lang)]
+    cols = ["", TEXT("text", lang), TEXT("tokens", lang), TEXT("forwards", lang), TEXT("tokens_per_s", lang)]
     console.print(simple_table("", cols, rows))
     s = j["speculative"]
-    same = rt("identical", lang) if j["identical_tokens"] else rt("different", lang)
+    same = TEXT("identical", lang) if j["identical_tokens"] else TEXT("different", lang)
     console.print(
-        f"{ui('accepted_length', lang)}: {s['mean_accepted_length']:.3f}  ·  "
-        f"{ui('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  {rt('rounds', lang)}: {s['rounds']}  ·  "
-        f"{rt('same_tokens', lang)}: {same}  ·  {rt('speedup', lang)}: {j['speedup']:.2f}×"
+        f"{UI('accepted_length', lang)}: {s['mean_accepted_length']:.3f}  ·  "
+        f"{UI('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  {TEXT('rounds', lang)}: {s['rounds']}  ·  "
+        f"{TEXT('same_tokens', lang)}: {same}  ·  {TEXT('speedup', lang)}: {j['speedup']:.2f}×"
     )
     if report.weights == "untrained":
-        console.print(Text(ui("warning_untrained", lang), style="yellow"))
+        console.print(Text(UI("warning_untrained", lang), style="yellow"))
 
 
 def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
     p, m = report["parity"], report["tap_mix"]
-    for name, d in ((ui("parity", lang), p), (rt("tap_check", lang), m)):
+    for name, d in ((UI("parity", lang), p), (TEXT("tap_check", lang), m)):
         ok = d["max_abs_diff"] <= d["threshold"]
         console.print(
             Text(
@@ -316,8 +314,8 @@ def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
     keys = ("position", "reached", "cond_accept", "cum_accept", "mean_confidence", "mean_draft_prob")
     console.print(
         simple_table(
-            rt("acceptance_title", lang, a=ui("acceptance_rate", lang), t=a["mean_accepted_length"], n=a["rounds"]),
-            [rt(k, lang) for k in ("position", "reached", "conditional", "cumulative", "mean_c", "mean_pd")],
+            TEXT("acceptance_title", lang, a=UI("acceptance_rate", lang), t=a["mean_accepted_length"], n=a["rounds"]),
+            [TEXT(k, lang) for k in ("position", "reached", "conditional", "cumulative", "mean_c", "mean_pd")],
             [[row[k] if row[k] is not None else "—" for k in keys] for row in a["per_position"]],
         )
     )
@@ -328,8 +326,8 @@ def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
             [k, *(f"{a1[q]:.4f}" for q in ("p50", "p95", "p99")), *(f"{b1[q]:.4f}" for q in ("p50", "p95", "p99"))]
             + [f"{d['ratio_p50']:.2f}"]
         )
-    cols = ["k", rt("verify_p50", lang), "p95", "p99", rt("decodes_p50", lang), "p95", "p99", rt("ratio", lang)]
-    console.print(simple_table(f"{ui('verify_cost', lang)} ({rt('seconds', lang)})", cols, rows))
+    cols = ["k", TEXT("verify_p50", lang), "p95", "p99", TEXT("decodes_p50", lang), "p95", "p99", TEXT("ratio", lang)]
+    console.print(simple_table(f"{UI('verify_cost', lang)} ({TEXT('seconds', lang)})", cols, rows))
     vs = report.get("verify_steps")
     if vs:
         lengths = [L for L in vs if L.isdigit()]
@@ -337,5 +335,7 @@ def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:
         pw = vs.get("pairwise", {})
         cell = lambda L, k: f"{vs[L][k]:.3f} ({pw[L][k]:.3f})" if L in pw else f"{vs[L][k]:.3f}"
         rows = [[L, *(cell(L, k) for k in ks)] for L in lengths]
-        console.print(simple_table(rt("verify_steps", lang), [rt("cache_length", lang), *(f"k={k}" for k in ks)], rows))
-    console.print(ui("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in report["conditions"].items()))
+        console.print(
+            simple_table(TEXT("verify_steps", lang), [TEXT("cache_length", lang), *(f"k={k}" for k in ks)], rows)
+        )
+    console.print(UI("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in report["conditions"].items()))

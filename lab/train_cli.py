@@ -14,7 +14,7 @@ from dspark_mini import get_config
 from dspark_mini.checkpoint import save
 
 from .corpus import build_corpus, mix, split, token_stream
-from .steps import check_lang, say_symlink
+from .text import check_lang, say_symlink
 from .training import evaluate, model_for_draft, train_draft, train_target
 from .weights import check_out, file_sha256, record_file
 

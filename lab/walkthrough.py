@@ -31,7 +31,8 @@ from dspark_mini.tokenizer import LabTokenizer
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
 from .profiling import hooked_forward, main_x_error
-from .steps import STEP_IDS, Step, check_lang, get_step, ui, verify_label
+from .steps import STEP_IDS, Step, get_step
+from .text import UI, Texts, check_lang, verify_label
 from .weights import lab_model
 
 DEFAULT_PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
@@ -378,6 +379,7 @@ NOTES = {
         "T > 0: never keep at 0, never reject at 1): positions that disagree",
     },
 }
+NOTES = Texts(NOTES, "note")
 
 EQUATION_VI = {  # prose inside the registry's equations (math symbols and identifiers stay)
     "verify keeps d_i with prob": "verify giữ d_i với xác suất",
@@ -387,10 +389,6 @@ EQUATION_VI = {  # prose inside the registry's equations (math symbols and ident
 }
 # the seed lesson's setting (../shared/seeds/000_*.txt): untrained, taps 3 and 4 mixed 0.5/0.5, 3 draft tokens
 LESSON = {"taps": "3, 4", "mix": "0.5/0.5", "block": 3, "tokens": "2, 1, 6", "p_d": [0.167, 0.234, 0.173]}
-
-
-def note(key: str, lang: str, **fmt: Any) -> str:
-    return NOTES[key][lang].format(**fmt)
 
 
 def equation(step: Step, lang: str) -> str:
@@ -404,7 +402,7 @@ def equation(step: Step, lang: str) -> str:
 
 def layer_label(name: str, layer: int, lang: str) -> str:
     """ "row_ids (layer 0)" / "row_ids (lớp 0)" — a shape's name at one layer."""
-    return f"{name} ({note('at_layer', lang, l=layer)})"
+    return f"{name} ({NOTES('at_layer', lang, l=layer)})"
 
 
 @dataclass
@@ -622,16 +620,16 @@ def view_1a(w: Walk, v: StepView) -> StepView:
     rows = [[p, int(t), tok_text(w, t), int(c)] for p, (t, c) in enumerate(zip(w.tokens[0], comp[0], strict=True))]
     v.tables.append(
         ViewTable(
-            ui("token", lang),
-            [ui("position", lang), ui("token_id", lang), ui("token", lang), note("engram_id", lang)],
+            UI("token", lang),
+            [UI("position", lang), UI("token_id", lang), UI("token", lang), NOTES("engram_id", lang)],
             rows,
         )
     )
     spread = float((streams - streams[:, :, :1]).abs().max())
-    v.checks.append(Check(note("copies_equal", lang), spread, 0.0))
+    v.checks.append(Check(NOTES("copies_equal", lang), spread, 0.0))
     v.facts += [
-        (note("premix", lang), [r(x) for x in pre[0, 0].tolist()]),
-        (note("emb_norm", lang), r(emb[0].norm(dim=-1).mean())),
+        (NOTES("premix", lang), [r(x) for x in pre[0, 0].tolist()]),
+        (NOTES("emb_norm", lang), r(emb[0].norm(dim=-1).mean())),
     ]
     return v
 
@@ -643,8 +641,8 @@ def view_1b(w: Walk, v: StepView) -> StepView:
     sizes = engram_num_embeddings(cfg)
     real = engram_num_embeddings(get_config("flash"))
     v.facts += [
-        (note("table_rows", lang) + f" ({ui('toy', lang)})", list(sizes)),
-        (note("table_rows", lang) + f" ({ui('real', lang)})", list(real)),
+        (NOTES("table_rows", lang) + f" ({UI('toy', lang)})", list(sizes)),
+        (NOTES("table_rows", lang) + f" ({UI('real', lang)})", list(real)),
     ]
     cols_per_order = cfg.engram_n_heads
     compressed, history = tr.get("1B", "compressed_ids")[0].tolist(), tr.get("1B", "history")[0].tolist()
@@ -665,14 +663,14 @@ def view_1b(w: Walk, v: StepView) -> StepView:
             )
         v.tables.append(
             ViewTable(
-                f"Engram {ui('layer', lang)} {layer}",
-                [ui("position", lang), ui("token", lang)] + heads + [ui("gate", lang) + " ×4", "‖g·value‖"],
+                f"Engram {UI('layer', lang)} {layer}",
+                [UI("position", lang), UI("token", lang)] + heads + [UI("gate", lang) + " ×4", "‖g·value‖"],
                 rows,
             )
         )
         top = torch.argsort(delta[0], descending=True)[:3].tolist()
         v.notes.append(
-            f"{note('changed_most', lang)} — {ui('layer', lang)} {layer}: "
+            f"{NOTES('changed_most', lang)} — {UI('layer', lang)} {layer}: "
             + ", ".join(f"{tok_text(w, w.tokens[0, p])!r}@{p}" for p in top)
         )
         engram = w.model.layers[layer].engram
@@ -683,8 +681,8 @@ def view_1b(w: Walk, v: StepView) -> StepView:
         from_gates = gate[0].square().sum(-1).sqrt() * value[0].norm(dim=-1)  # √(Σ_c g_c²)·‖value‖  [S]
         delta_err = max(delta_err, float((from_gates - delta[0]).abs().max()))
     v.checks += [
-        Check(note("check_hash", lang), float(wrong_rows), 0.0),
-        Check(note("check_delta", lang), delta_err, 1e-9),
+        Check(NOTES("check_hash", lang), float(wrong_rows), 0.0),
+        Check(NOTES("check_delta", lang), delta_err, 1e-9),
     ]
     return v
 
@@ -727,20 +725,20 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     v.shapes += [
         ("attn_pre / post", shape(tr.get("2A", "attn_pre", layer))),
         ("attn_comb", shape(comb)),
-        (note("comb_history", lang), shape(tr.get("2A", "attn_comb_history", layer))),
+        (NOTES("comb_history", lang), shape(tr.get("2A", "attn_comb_history", layer))),
     ]
     pre, post = tr.get("2A", "attn_pre", layer)[0, -1], tr.get("2A", "attn_post", layer)[0, -1]
     v.tables.append(
         ViewTable(
-            note("prepost", lang, layer=layer),
-            [ui("lane", lang), "pre", "post"],
+            NOTES("prepost", lang, layer=layer),
+            [UI("lane", lang), "pre", "post"],
             [[j, r(pre[j]), r(post[j])] for j in range(pre.numel())],
         )
     )
     c = comb[0, -1]
     v.tables.append(
         ViewTable(
-            note("comb", lang),
+            NOTES("comb", lang),
             ["i \\ j"] + [str(j) for j in range(c.size(1))],
             [[i] + [r(x) for x in c[i].tolist()] for i in range(c.size(0))],
         )
@@ -749,8 +747,8 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     keep = {1, 2, 3, 5, 10, len(errs)}
     v.tables.append(
         ViewTable(
-            note("sinkhorn", lang, layer=layer),
-            [ui("iteration", lang), "max |" + ui("row_sum", lang) + " − 1|", "max |" + ui("col_sum", lang) + " − 1|"],
+            NOTES("sinkhorn", lang, layer=layer),
+            [UI("iteration", lang), "max |" + UI("row_sum", lang) + " − 1|", "max |" + UI("col_sum", lang) + " − 1|"],
             [[i, f"{a:.2e}", f"{b:.2e}"] for i, a, b in errs if i in keep],
         )
     )
@@ -758,16 +756,16 @@ def view_2a(w: Walk, v: StepView, layer: int = 0) -> StepView:
         [tr.get("2A", k, l) for l in tr.layers("2A") if l < w.cfg.n_layers for k in ("attn_comb", "ffn_comb")]
     )  # the prompt's forward (draft layers: 3 rows)
     n = w.cfg.hc_sinkhorn_iters
-    v.checks.append(Check(note("doubly", lang, n=n), float((all_combs.sum(-2) - 1).abs().max()), 1e-3))
-    v.facts.append((note("rows_left", lang, n=n), f"{float((all_combs.sum(-1) - 1).abs().max()):.2e}"))
+    v.checks.append(Check(NOTES("doubly", lang, n=n), float((all_combs.sum(-2) - 1).abs().max()), 1e-3))
+    v.facts.append((NOTES("rows_left", lang, n=n), f"{float((all_combs.sum(-1) - 1).abs().max()):.2e}"))
     return v
 
 
 def role_name(role: LayerRole, lang: str) -> str:
     names = {"SWA-only": "role_swa_only", "Full": "role_full", "Reuse": "role_reuse", "Reindex": "role_reindex"}
-    name = ui(names[role.mode], lang) if role.mode in names else note("draft_swa", lang)
+    name = UI(names[role.mode], lang) if role.mode in names else NOTES("draft_swa", lang)
     if role.is_candidate_source:
-        name += " + " + ui("role_candidate_source", lang)
+        name += " + " + UI("role_candidate_source", lang)
     return name
 
 
@@ -776,7 +774,7 @@ def role_rows(cfg: ModelConfig, lang: str, grouped: bool) -> list[list[Any]]:
     rows: list[list[Any]] = []
     prev = None
     for role in layer_roles(cfg):
-        part = {"encoder": ui("encoder", lang), "decoder": ui("decoder", lang)}.get(role.part, "DSpark")
+        part = {"encoder": UI("encoder", lang), "decoder": UI("decoder", lang)}.get(role.part, "DSpark")
         key = [
             part,
             role.ratio,
@@ -784,7 +782,7 @@ def role_rows(cfg: ModelConfig, lang: str, grouped: bool) -> list[list[Any]]:
             "—" if role.reads_kv_of is None else role.reads_kv_of,
             "—" if role.reads_topk_of is None else role.reads_topk_of,
             "Engram" if role.has_engram else "",
-            note("tap", lang) if role.is_tap else "",
+            NOTES("tap", lang) if role.is_tap else "",
         ]
         if grouped and key == prev:
             rows[-1][0] = f"{rows[-1][0].split('–')[0]}–{role.layer}"
@@ -797,24 +795,24 @@ def role_rows(cfg: ModelConfig, lang: str, grouped: bool) -> list[list[Any]]:
 def view_3a(w: Walk, v: StepView) -> StepView:
     lang, cfg, real = v.lang, w.cfg, get_config("flash")
     cols = [
-        ui("layer", lang),
-        note("part", lang),
-        ui("ratio", lang),
-        ui("role", lang),
-        ui("reads_kv_of", lang),
-        ui("reads_topk_of", lang),
+        UI("layer", lang),
+        NOTES("part", lang),
+        UI("ratio", lang),
+        UI("role", lang),
+        UI("reads_kv_of", lang),
+        UI("reads_topk_of", lang),
         "Engram",
         "DSpark",
     ]
-    v.tables.append(ViewTable(note("roles_toy", lang), cols, role_rows(cfg, lang, grouped=False)))
-    v.tables.append(ViewTable(note("roles_real", lang), cols, role_rows(real, lang, grouped=True)))
+    v.tables.append(ViewTable(NOTES("roles_toy", lang), cols, role_rows(cfg, lang, grouped=False)))
+    v.tables.append(ViewTable(NOTES("roles_real", lang), cols, role_rows(real, lang, grouped=True)))
     split = {
         c.name: "{} + {}".format(*(sum(x.part == p for x in layer_roles(c)) for p in ("encoder", "decoder")))
         for c in (cfg, real)
     }
     v.facts += [
-        (note("enc_dec", lang) + " (lab)", split[cfg.name]),
-        (note("enc_dec", lang) + " (flash)", split[real.name]),
+        (NOTES("enc_dec", lang) + " (lab)", split[cfg.name]),
+        (NOTES("enc_dec", lang) + " (flash)", split[real.name]),
     ]
     roles = layer_roles(cfg)  # the table above, against what the prompt's forward did
     ran = {"kv": set(w.trace.layers("3B")), "index": set(w.trace.layers("3C"))}
@@ -822,8 +820,8 @@ def view_3a(w: Walk, v: StepView) -> StepView:
     differ = sum(len(ran[k] ^ table[k]) for k in ran)
     wrong_part = sum(split_by_ratios(c)[x.layer] != x.part for c in (cfg, real) for x in layer_roles(c))
     v.checks += [
-        Check(note("check_sources", lang), float(differ), 0.0),
-        Check(note("check_split", lang, lab=split[cfg.name], real=split[real.name]), float(wrong_part), 0.0),
+        Check(NOTES("check_sources", lang), float(differ), 0.0),
+        Check(NOTES("check_split", lang, lab=split[cfg.name], real=split[real.name]), float(wrong_part), 0.0),
     ]
     return v
 
@@ -850,15 +848,15 @@ def view_3b(w: Walk, v: StepView) -> StepView:
         v.shapes.append((layer_label("latent", layer, lang), shape(tr.get("3B", "latent_pre_rope", layer))))
     v.tables.append(
         ViewTable(
-            note("compressed", lang),
+            NOTES("compressed", lang),
             [
-                ui("layer", lang),
-                ui("ratio", lang),
-                note("raw_pos", lang),
-                note("n_comp", lang),
-                note("carry", lang),
-                ui("gate", lang),
-                note("read_by", lang),
+                UI("layer", lang),
+                UI("ratio", lang),
+                NOTES("raw_pos", lang),
+                NOTES("n_comp", lang),
+                NOTES("carry", lang),
+                UI("gate", lang),
+                NOTES("read_by", lang),
             ],
             rows,
         )
@@ -872,10 +870,10 @@ def view_3b(w: Walk, v: StepView) -> StepView:
             for j in range(min(6, g.size(0)))
         ]
         v.tables.append(
-            ViewTable(note("gates", lang, layer=first), ["j", ui("position", lang), "w(2j)", "w(2j+1)"], rows)
+            ViewTable(NOTES("gates", lang, layer=first), ["j", UI("position", lang), "w(2j)", "w(2j+1)"], rows)
         )
     err = max(pooling_error(w, layer) for layer in tr.layers("3B"))
-    v.checks.append(Check(note("check_pool", lang), err, 1e-9))
+    v.checks.append(Check(NOTES("check_pool", lang), err, 1e-9))
     return v
 
 
@@ -913,34 +911,34 @@ def view_3c(w: Walk, v: StepView) -> StepView:
         cands = ""
         if "candidates" in tr.data["3C"][layer]:
             c = tr.get("3C", "candidates", layer)[0, -1]
-            cands = note("pool_pub", lang, n=int(c.sum()))
+            cands = NOTES("pool_pub", lang, n=int(c.sum()))
         elif "candidates_used" in tr.data["3C"][layer]:
             c = tr.get("3C", "candidates_used", layer)[0, -1]
-            cands = note("pool_mask", lang, n=int(c.sum()))
+            cands = NOTES("pool_mask", lang, n=int(c.sum()))
         role = next(x for x in layer_roles(cfg) if x.layer == layer)
         rows.append([layer, role_name(role, lang), visible, len(picks), str(picks), cands])
-        v.shapes.append((layer_label(note("index_scores", lang), layer, lang), shape(scores)))
+        v.shapes.append((layer_label(NOTES("index_scores", lang), layer, lang), shape(scores)))
     v.tables.append(
         ViewTable(
-            note("picks", lang),
+            NOTES("picks", lang),
             [
-                ui("layer", lang),
-                ui("role", lang),
-                note("visible", lang),
+                UI("layer", lang),
+                UI("role", lang),
+                NOTES("visible", lang),
                 "top-k",
-                ui("compressed_position", lang),
-                note("candidates", lang),
+                UI("compressed_position", lang),
+                NOTES("candidates", lang),
             ],
             rows,
         )
     )
     lo = max(0, S - cfg.window_size)
     v.facts += [
-        (note("window_pos", lang), f"{lo}..{S - 1} ({S - lo} / {cfg.window_size})"),
-        (note("topk_pool", lang), f"{cfg.index_topk} / {cfg.candidate_topk_blocks}×{cfg.candidate_block_size}"),
+        (NOTES("window_pos", lang), f"{lo}..{S - 1} ({S - lo} / {cfg.window_size})"),
+        (NOTES("topk_pool", lang), f"{cfg.index_topk} / {cfg.candidate_topk_blocks}×{cfg.candidate_block_size}"),
     ]
     bad = sum(bad_picks(w, layer) for layer in tr.layers("3C"))
-    v.checks.append(Check(note("check_picks", lang), float(bad), 0.0))
+    v.checks.append(Check(NOTES("check_picks", lang), float(bad), 0.0))
     return v
 
 
@@ -972,23 +970,23 @@ def view_4a(w: Walk, v: StepView, layer: int | None = None) -> StepView:
     probs = tr.get("4A", "probs", layer)
     v.shapes += [
         ("q", (1, w.tokens.size(1), cfg.n_heads, cfg.head_dim)),
-        (note("kv_latent", lang), (1, w.tokens.size(1), cfg.head_dim)),
+        (NOTES("kv_latent", lang), (1, w.tokens.size(1), cfg.head_dim)),
         (layer_label("probs", layer, lang), shape(probs)),
     ]
     ws, cs, ss = (tr.get("4A", k, layer)[0, -1] for k in ("window_share", "compressed_share", "sink_share"))
     rows = [[h, r(ws[h]), r(cs[h]), r(ss[h])] for h in range(cfg.n_heads)]
     v.tables.append(
         ViewTable(
-            note("attn_share", lang, layer=layer),
-            [note(k, lang) for k in ("head", "window", "compressed_col", "sink")],
+            NOTES("attn_share", lang, layer=layer),
+            [NOTES(k, lang) for k in ("head", "window", "compressed_col", "sink")],
             rows,
         )
     )
     shares = torch.stack([tr.get("4A", "sink_share", l)[0].mean() for l in tr.layers("4A")])
     v.facts += [
-        (note("sink_by_layer", lang), [r(x, 3) for x in shares.tolist()]),
+        (NOTES("sink_by_layer", lang), [r(x, 3) for x in shares.tolist()]),
         (
-            note(
+            NOTES(
                 "olora",
                 lang,
                 g=cfg.o_groups,
@@ -996,53 +994,53 @@ def view_4a(w: Walk, v: StepView, layer: int | None = None) -> StepView:
                 d=cfg.n_heads // cfg.o_groups * cfg.head_dim,
                 r=cfg.o_lora_rank,
             ),
-            note("blockdiag", lang),
+            NOTES("blockdiag", lang),
         ),
     ]
     total = (ws + cs + ss - 1).abs().max()
-    v.checks.append(Check(note("sums_to_one", lang), float(total), 1e-9))
+    v.checks.append(Check(NOTES("sums_to_one", lang), float(total), 1e-9))
     return v
 
 
 def view_6a(w: Walk, v: StepView) -> StepView:
     tr, lang, cfg = w.trace, v.lang, w.cfg
     toy, real = kv_bytes(cfg), kv_bytes(get_config("flash"))
-    e, t, q = note("per_entry", lang), note("per_token", lang), note("per_seq", lang)
+    e, t, q = NOTES("per_entry", lang), NOTES("per_token", lang), NOTES("per_seq", lang)
     rows = [
-        [f"{ui('cache_window', lang)} {e}", toy["window_entry"], real["window_entry"]],
-        [f"{ui('cache_compressed', lang)} {e}", toy["compressed_entry"], real["compressed_entry"]],
-        [f"{ui('cache_index', lang)} {e}", toy["index_entry"], real["index_entry"]],
+        [f"{UI('cache_window', lang)} {e}", toy["window_entry"], real["window_entry"]],
+        [f"{UI('cache_compressed', lang)} {e}", toy["compressed_entry"], real["compressed_entry"]],
+        [f"{UI('cache_index', lang)} {e}", toy["index_entry"], real["index_entry"]],
         [
-            f"{ui('cache_compressed', lang)} {t}",
+            f"{UI('cache_compressed', lang)} {t}",
             r(toy["compressed_kv_per_token"], 2),
             r(real["compressed_kv_per_token"], 2),
         ],
-        [f"{ui('cache_index', lang)} {t}", r(toy["index_k_per_token"], 2), r(real["index_k_per_token"], 2)],
-        [note("global", lang), r(toy["global_per_token"], 2), r(real["global_per_token"], 2)],
-        [f"{ui('cache_window', lang)} {q}", toy["window_per_sequence"], real["window_per_sequence"]],
+        [f"{UI('cache_index', lang)} {t}", r(toy["index_k_per_token"], 2), r(real["index_k_per_token"], 2)],
+        [NOTES("global", lang), r(toy["global_per_token"], 2), r(real["global_per_token"], 2)],
+        [f"{UI('cache_window', lang)} {q}", toy["window_per_sequence"], real["window_per_sequence"]],
     ]
-    v.tables.append(ViewTable(note("bytes", lang), [ui("cache_kind", lang), ui("toy", lang), ui("real", lang)], rows))
+    v.tables.append(ViewTable(NOTES("bytes", lang), [UI("cache_kind", lang), UI("toy", lang), UI("real", lang)], rows))
     errs = []
     for l in tr.layers("6A"):
         d = tr.data["6A"][l]
         errs.append(
-            (f"{ui('cache_window', lang)} ({ui('layer', lang)} {l})", rel_err(d["window_kv"], d["window_kv_raw"]))
+            (f"{UI('cache_window', lang)} ({UI('layer', lang)} {l})", rel_err(d["window_kv"], d["window_kv_raw"]))
         )
         if "compressed_kv" in d and d["compressed_kv"].numel():
             errs.append(
                 (
-                    f"{ui('cache_compressed', lang)} ({ui('layer', lang)} {l})",
+                    f"{UI('cache_compressed', lang)} ({UI('layer', lang)} {l})",
                     rel_err(d["compressed_kv"], d["compressed_raw"]),
                 )
             )
     v.tables.append(
         ViewTable(
-            note("qdq", lang),
-            [ui("cache_kind", lang), ui("qdq_error", lang)],
-            [[k, f"{e:.3%}"] for i, (k, e) in enumerate(errs) if i == 0 or ui("cache_compressed", lang) in k],
+            NOTES("qdq", lang),
+            [UI("cache_kind", lang), UI("qdq_error", lang)],
+            [[k, f"{e:.3%}"] for i, (k, e) in enumerate(errs) if i == 0 or UI("cache_compressed", lang) in k],
         )
     )
-    v.facts.append((note("kv_quant", lang), note("on" if cfg.kv_quant else "off", lang)))
+    v.facts.append((NOTES("kv_quant", lang), NOTES("on" if cfg.kv_quant else "off", lang)))
     reported = [[row[k] for k in KV_ROWS] for row in (toy, real)]
     by_hand = [kv_bytes_by_hand(c) for c in (cfg, get_config("flash"))]
     diff = max(abs(a - b) for ra, rb in zip(reported, by_hand, strict=True) for a, b in zip(ra, rb, strict=True))
@@ -1052,7 +1050,7 @@ def view_6a(w: Walk, v: StepView) -> StepView:
         worst = max(worst, qdq_error_ratio(d["window_kv_raw"], d["window_kv"], 32, "fp8"))
         if "compressed_kv" in d and d["compressed_kv"].numel():
             worst = max(worst, qdq_error_ratio(d["compressed_raw"], d["compressed_kv"], 16, "fp4"))
-    v.checks += [Check(note("check_bytes", lang), diff, 0.0), Check(note("check_qdq", lang), worst, 1.0)]
+    v.checks += [Check(NOTES("check_bytes", lang), diff, 0.0), Check(NOTES("check_qdq", lang), worst, 1.0)]
     return v
 
 
@@ -1099,7 +1097,7 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     tr, lang, cfg = w.trace, v.lang, w.cfg
     scores, idx, wts = (tr.get("5A", k, layer) for k in ("scores", "indices", "weights"))
     load = tr.get("5A", "load", layer)
-    v.shapes += [(note("router_scores", lang), shape(scores)), (note("chosen_experts", lang), shape(idx))]
+    v.shapes += [(NOTES("router_scores", lang), shape(scores)), (NOTES("chosen_experts", lang), shape(idx))]
     s = scores[0, -1]
     bias = w.model.layers[layer].ffn.gate.bias.detach()
     order = torch.argsort(s + bias, descending=True).tolist()
@@ -1117,22 +1115,22 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     ]
     v.tables.append(
         ViewTable(
-            note("router", lang, layer=layer),
+            NOTES("router", lang, layer=layer),
             [
-                ui("expert", lang),
+                UI("expert", lang),
                 "√softplus",
-                note("bias", lang),
-                note("score_bias", lang),
-                note("chosen", lang),
-                note("weight", lang),
+                NOTES("bias", lang),
+                NOTES("score_bias", lang),
+                NOTES("chosen", lang),
+                NOTES("weight", lang),
             ],
             rows,
         )
     )
     v.tables.append(
         ViewTable(
-            note("load", lang, layer=layer),
-            [ui("expert", lang), ui("load", lang)],
+            NOTES("load", lang, layer=layer),
+            [UI("expert", lang), UI("load", lang)],
             [[e, int(load[e])] for e in range(load.numel())],
         )
     )
@@ -1141,10 +1139,10 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
     # the first expert this process holds (under torchrun each rank holds a block of experts; the others are None)
     ex = next(e for e in w.model.layers[layer].ffn.experts if e is not None).w1.weight.detach()
     v.facts += [
-        (note("bias_changed", lang), f"{changed} / {idx.size(1)}"),
-        (note("fp4_err", lang), f"{rel_err(fp4_qdq(ex, 32, 'e8m0'), ex):.2%}"),
-        (note("sum_w", lang), r(wts[0, -1].sum())),
-        (note("exp_topk", lang), f"{cfg.n_routed_experts}/{cfg.n_activated_experts} | 384/6"),
+        (NOTES("bias_changed", lang), f"{changed} / {idx.size(1)}"),
+        (NOTES("fp4_err", lang), f"{rel_err(fp4_qdq(ex, 32, 'e8m0'), ex):.2%}"),
+        (NOTES("sum_w", lang), r(wts[0, -1].sum())),
+        (NOTES("exp_topk", lang), f"{cfg.n_routed_experts}/{cfg.n_activated_experts} | 384/6"),
     ]
     wrong, werr = 0, 0.0
     for l in tr.layers("5A"):  # every token of every layer, in plain Python
@@ -1157,8 +1155,8 @@ def view_5a(w: Walk, v: StepView, layer: int = 0) -> StepView:
             norm = sum(sel) if len(sel) > 1 else 1.0
             werr = max(werr, max(abs(cfg.route_scale * x / norm - y) for x, y in zip(sel, wts, strict=True)))
     v.checks += [
-        Check(note("check_topk", lang), float(wrong), 0.0),
-        Check(note("check_weights", lang, s=f"{cfg.route_scale:g}"), werr, 1e-9),
+        Check(NOTES("check_topk", lang), float(wrong), 0.0),
+        Check(NOTES("check_weights", lang, s=f"{cfg.route_scale:g}"), werr, 1e-9),
     ]
     return v
 
@@ -1167,7 +1165,7 @@ def verdict_text(w: Walk, lang: str) -> str:
     """One line on what verify did in the walk's round (kept n of the ℓ drafts sent to verify)."""
     rd = w.round
     kind = verify_label(rd.next_kind, lang)
-    return note(
+    return NOTES(
         "verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau, t=w.tokenizer.token_text(rd.next_token), kind=kind
     )
 
@@ -1183,59 +1181,59 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     ]
     v.tables.append(
         ViewTable(
-            note("topk", lang, k=k),
-            ["#", ui("token", lang), ui("token_id", lang), ui("logit", lang), ui("probability", lang)],
+            NOTES("topk", lang, k=k),
+            ["#", UI("token", lang), UI("token_id", lang), UI("logit", lang), UI("probability", lang)],
             [
                 [i + 1, tok_text(w, t), int(t), r(lv), r(probs[t])]
                 for i, (lv, t) in enumerate(zip(top.values.tolist(), top.indices.tolist(), strict=True))
             ],
         )
     )
-    v.checks.append(Check(note("parity_check", lang), w.parity, 1e-9))
+    v.checks.append(Check(NOTES("parity_check", lang), w.parity, 1e-9))
     taps = [w.taps[l][0, -1] for l in cfg.dspark_target_layer_ids]
     rows = [[l, r(t.norm()), r(t.mean()), r(t.std())] for l, t in zip(cfg.dspark_target_layer_ids, taps, strict=True)]
-    v.tables.append(ViewTable(note("taps", lang), [ui("layer", lang), "‖h‖", ui("mean", lang), ui("std", lang)], rows))
+    v.tables.append(ViewTable(NOTES("taps", lang), [UI("layer", lang), "‖h‖", UI("mean", lang), UI("std", lang)], rows))
     hooked = w.hooked_taps if w.hooked_taps is not None else hooked_forward(w.model, w.tokens)[1]
     v.checks.append(
         Check(
-            note("check_taps", lang, mix=mix_formula(cfg)), main_x_error(w.model, tr.get("6B", "main_x"), hooked), 1e-9
+            NOTES("check_taps", lang, mix=mix_formula(cfg)), main_x_error(w.model, tr.get("6B", "main_x"), hooked), 1e-9
         )
     )
-    v.facts += [(note("uniform", lang), r(1.0 / cfg.vocab_size, 5)), (note("max_p", lang), r(probs.max(), 5))]
+    v.facts += [(NOTES("uniform", lang), r(1.0 / cfg.vocab_size, 5)), (NOTES("max_p", lang), r(probs.max(), 5))]
     v.tables.append(lesson_table(w, lang))
     v.tables.append(draft_table(w, lang))
     rd = w.round
-    v.checks.append(Check(note("check_verify", lang), float(verify_disagreements(verify_rows(w), w.temperature)), 0.0))
+    v.checks.append(Check(NOTES("check_verify", lang), float(verify_disagreements(verify_rows(w), w.temperature)), 0.0))
     plans = load_plans(rd.confidence)
     v.tables.append(scheduler_table(w, plans, lang))
     loads = ", ".join(str(p.requests) for p in plans)
-    v.checks.append(Check(note("check_sched", lang, rs=loads), float(scheduler_disagreements(rd, plans)), 0.0))
+    v.checks.append(Check(NOTES("check_sched", lang, rs=loads), float(scheduler_disagreements(rd, plans)), 0.0))
     v.shapes += [
-        (note("draft_logits", lang), (1, rd.drafted, cfg.vocab_size)),
-        (note("conf_shape", lang), (1, rd.drafted)),
+        (NOTES("draft_logits", lang), (1, rd.drafted, cfg.vocab_size)),
+        (NOTES("conf_shape", lang), (1, rd.drafted)),
     ]
     v.facts += [
-        (ui("accepted_length", lang), rd.tau),
-        (ui("acceptance_rate", lang), r(rd.n_accepted / rd.block)),  # over the ℓ verified positions only
-        (ui("block_size", lang), rd.drafted),
-        (ui("verify_len", lang), rd.block),
-        (note("survival", lang), [r(a, 3) for a in survival_of(rd.confidence)]),
-        (ui("temperature", lang), w.temperature),
-        (ui("weights", lang), ui(w.weights, lang)),
+        (UI("accepted_length", lang), rd.tau),
+        (UI("acceptance_rate", lang), r(rd.n_accepted / rd.block)),  # over the ℓ verified positions only
+        (UI("block_size", lang), rd.drafted),
+        (UI("verify_len", lang), rd.block),
+        (NOTES("survival", lang), [r(a, 3) for a in survival_of(rd.confidence)]),
+        (UI("temperature", lang), w.temperature),
+        (UI("weights", lang), UI(w.weights, lang)),
     ]
     monotone = all(a.verify_len >= b.verify_len for a, b in zip(plans, plans[1:], strict=False))
     v.notes += [
         verdict_text(w, lang),
-        note("prefix_note", lang, k=rd.drafted, l=rd.block),
-        note("t0_note", lang) if w.temperature == 0 else note("t_note", lang, t=f"{w.temperature:g}"),
-        note("not_acceptance", lang),
-        note("sched_note", lang, l=rd.block),
-        note("sched_monotone", lang, rs=loads, ok=note("yes" if monotone else "no", lang)),
-        ui("warning_untrained" if w.weights == "untrained" else "note_trained", lang),
-        note("lesson_pd", lang, v=cfg.vocab_size, u=r(1.0 / cfg.vocab_size, 5)),
-        note("lesson_prefix", lang, k=lesson_round(w).drafted),
-        note("why_k", lang),
-        note("why_taps", lang),
+        NOTES("prefix_note", lang, k=rd.drafted, l=rd.block),
+        NOTES("t0_note", lang) if w.temperature == 0 else NOTES("t_note", lang, t=f"{w.temperature:g}"),
+        NOTES("not_acceptance", lang),
+        NOTES("sched_note", lang, l=rd.block),
+        NOTES("sched_monotone", lang, rs=loads, ok=NOTES("yes" if monotone else "no", lang)),
+        UI("warning_untrained" if w.weights == "untrained" else "note_trained", lang),
+        NOTES("lesson_pd", lang, v=cfg.vocab_size, u=r(1.0 / cfg.vocab_size, 5)),
+        NOTES("lesson_prefix", lang, k=lesson_round(w).drafted),
+        NOTES("why_k", lang),
+        NOTES("why_taps", lang),
     ]
     v.data = {
         "drafted": rd.drafted,
@@ -1346,7 +1344,7 @@ def verify_disagreements(rows: list[dict[str, Any]], temperature: float) -> int:
 def status_text(row: dict[str, Any], lang: str) -> str:
     """ "accepted", or "accepted (sampled, not argmax)" where the token is not the target's argmax."""
     text = verify_label(row["status"], lang)
-    return f"{text} ({note('sampled', lang)})" if row["sampled_not_argmax"] else text
+    return f"{text} ({NOTES('sampled', lang)})" if row["sampled_not_argmax"] else text
 
 
 def dash(x: float | None, fmt: Any = None) -> Any:
@@ -1374,11 +1372,11 @@ def draft_table(w: Walk, lang: str) -> ViewTable:
         + [tok_text(w, nxt["target_argmax"]), status_text(nxt, lang)]
         + ([""] if greedy else [])
     )
-    cols = [note(c, lang) for c in ("pos_short", "pd_col", "pt_col", "ratio_col", "c_col", "argmax_col", "status")]
-    cols.insert(1, ui("draft_token", lang))
+    cols = [NOTES(c, lang) for c in ("pos_short", "pd_col", "pt_col", "ratio_col", "c_col", "argmax_col", "status")]
+    cols.insert(1, UI("draft_token", lang))
     if greedy:
-        cols.append(note("soft_col", lang))
-    title = note("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.drafted - 1, l=rd.block)
+        cols.append(NOTES("soft_col", lang))
+    title = NOTES("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.drafted - 1, l=rd.block)
     return ViewTable(title, cols, rows)
 
 
@@ -1497,9 +1495,9 @@ def scheduler_table(w: Walk, plans: Sequence[LoadPlan], lang: str) -> ViewTable:
         + [r(p.expected_tokens, 2), r(p.throughput, 1)]
         for p in plans
     ]
-    cols = [ui("requests_in_flight", lang), "ℓ", note("sched_mean", lang), note("sched_sent", lang), "B"]
-    cols += [note("sched_tau", lang), note("sched_theta", lang)]
-    return ViewTable(note("sched_title", lang), cols, rows)
+    cols = [UI("requests_in_flight", lang), "ℓ", NOTES("sched_mean", lang), NOTES("sched_sent", lang), "B"]
+    cols += [NOTES("sched_tau", lang), NOTES("sched_theta", lang)]
+    return ViewTable(NOTES("sched_title", lang), cols, rows)
 
 
 def lesson_round(w: Walk) -> Round:
@@ -1537,25 +1535,25 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
         return ", ".join(map(str, c.dspark_target_layer_ids))
 
     n = len(cfg.dspark_target_layer_ids)
-    mix = "/".join([f"{1 / n:g}"] * n) if cfg.dspark_tap_mix == "mean" else note("concat", lang)
+    mix = "/".join([f"{1 / n:g}"] * n) if cfg.dspark_tap_mix == "mean" else NOTES("concat", lang)
     rows = [
-        [note("row_taps", lang), LESSON["taps"], taps(cfg), taps(cfg), taps(real)],
-        [note("row_mix", lang), LESSON["mix"], mix, mix, note("concat", lang)],
-        [note("row_k", lang), LESSON["block"], less.drafted, rd.drafted, real.dspark_block_size],
-        [note("row_l", lang), "—", less.block, rd.block, note("real_l", lang)],
+        [NOTES("row_taps", lang), LESSON["taps"], taps(cfg), taps(cfg), taps(real)],
+        [NOTES("row_mix", lang), LESSON["mix"], mix, mix, NOTES("concat", lang)],
+        [NOTES("row_k", lang), LESSON["block"], less.drafted, rd.drafted, real.dspark_block_size],
+        [NOTES("row_l", lang), "—", less.block, rd.block, NOTES("real_l", lang)],
         [
-            note("row_weights", lang),
-            ui("untrained", lang),
-            ui("untrained", lang),
-            ui(w.weights, lang),
-            ui("trained", lang),
+            NOTES("row_weights", lang),
+            UI("untrained", lang),
+            UI("untrained", lang),
+            UI(w.weights, lang),
+            UI("trained", lang),
         ],
-        [note("row_tokens", lang), LESSON["tokens"], marked_drafts(w, less), marked_drafts(w, rd), "—"],
-        [note("row_pd", lang), LESSON["p_d"], [r(p, 3) for p in less.draft_probs], this_pd, "—"],
+        [NOTES("row_tokens", lang), LESSON["tokens"], marked_drafts(w, less), marked_drafts(w, rd), "—"],
+        [NOTES("row_pd", lang), LESSON["p_d"], [r(p, 3) for p in less.draft_probs], this_pd, "—"],
         ["1/V", "—", r(1 / cfg.vocab_size, 5), r(1 / cfg.vocab_size, 5), f"1/{real.vocab_size}"],
         [
-            note("row_kept", lang),
-            note("not_verified_lesson", lang),
+            NOTES("row_kept", lang),
+            NOTES("not_verified_lesson", lang),
             f"{less.n_accepted}/{less.block}",
             f"{rd.n_accepted}/{rd.block}",
             "—",
@@ -1563,12 +1561,12 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
     ]
     cols = [
         "",
-        note("lesson_col", lang),
-        note("lab_col", lang, w=ui("untrained", lang), k=less.drafted, l=less.block),
-        note("lab_col", lang, w=ui(w.weights, lang), k=rd.drafted, l=rd.block),
-        note("real_col", lang),
+        NOTES("lesson_col", lang),
+        NOTES("lab_col", lang, w=UI("untrained", lang), k=less.drafted, l=less.block),
+        NOTES("lab_col", lang, w=UI(w.weights, lang), k=rd.drafted, l=rd.block),
+        NOTES("real_col", lang),
     ]
-    return ViewTable(note("lesson_title", lang), cols, rows)
+    return ViewTable(NOTES("lesson_title", lang), cols, rows)
 
 
 def param_counts(cfg: ModelConfig) -> dict[str, int]:

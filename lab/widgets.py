@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable, Iterator, Mapping
-from types import MappingProxyType
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ipywidgets as widgets
@@ -24,9 +23,10 @@ import plotly.graph_objects as go
 from dspark_mini.validate import check_seed, check_temperature
 
 from .plots import default_layer, draft_strip, logits_bar, resolve_layer, step_figures, step_layers, token_text
-from .steps import COLUMNS, FLOW, STEP_IDS, Step, check_lang, get_column, get_step, steps_in_column, ui
+from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
+from .text import DEFAULT_PROMPT, UI, Texts, check_lang
 from .walkthrough import (
-    DEFAULT_PROMPT,
+    NOTES,
     StepView,
     Walk,
     build_views,
@@ -36,7 +36,6 @@ from .walkthrough import (
     lesson_table,
     load_plan,
     next_row,
-    note,
     redraft,
     run_walk,
     status_text,
@@ -58,42 +57,36 @@ MAX_TABLE_ROWS = 24
 AUTO_LAYER = "auto"  # the layer dropdown's value for "each step's default" (a Dropdown cannot hold None)
 LOAD_STEPS: tuple[int, ...] = tuple(2**i for i in range(9))  # the load slider: 1, 2, 4, …, 256 requests in flight
 
-TEXT: Mapping[str, Mapping[str, str]] = MappingProxyType(
-    {
-        "auto": {"vi": "tự động", "en": "auto"},
-        "recomputed": {"vi": "đã tính lại", "en": "recomputed"},
-        "display_only": {"vi": "chỉ hiển thị lại", "en": "display only"},
-        "forward": {"vi": "forward của prompt", "en": "prompt forward"},
-        "draft": {"vi": "vòng DSpark", "en": "DSpark round"},
-        "views": {"vi": "bảng", "en": "views"},
-        "layer_fallback": {
-            "vi": "Bước {step} không có dữ liệu ở lớp {layer}; đang hiện lớp {shown} (có: {allowed}).",
-            "en": "Step {step} has no data at layer {layer}; showing layer {shown} (available: {allowed}).",
-        },
-        "inspector": {"vi": "Bộ soi bước 6B", "en": "Step 6B inspector"},
-        "verify_col": {"vi": "Kết quả verify", "en": "Verify"},
-        "load_title": {"vi": "Bộ lập lịch khi tải cao", "en": "The scheduler under load"},
-        "load_line": {
-            "vi": "R = {r} yêu cầu đang chạy: chính sách dspark (Algorithm 1) sẽ verify ℓ = {l} trong k = {k} token "
-            "nháp của vòng này (B = {b} token trong batch, ℓ trung bình = {m}, Θ = {t} token/giây kỳ vọng).",
-            "en": "R = {r} requests in flight: the dspark policy (Algorithm 1) would verify ℓ = {l} of this round's "
-            "k = {k} drafts (B = {b} batch tokens, mean ℓ = {m}, Θ = {t} expected tokens/s).",
-        },
-        "load_sim": {
-            "vi": "Mô phỏng: c của vòng này xếp chồng R lần thành đầu vào [R, k], với bảng SPS(B) đo sẵn của lab; "
-            "● = sẽ gửi đi verify, ○ = không gửi. Vòng ở trên dùng chính sách cố định ℓ = {l} (thanh trượt ℓ).",
-            "en": "A simulation: this round's c stacked R times as the [R, k] input, with the lab's shipped SPS(B) "
-            "table; ● = would be sent to verify, ○ = not sent. The round above used a fixed policy, ℓ = {l} "
-            "(the ℓ slider).",
-        },
-        "load_sweep": {"vi": "ℓ theo R", "en": "ℓ by R"},
-    }
-)
-
-
-def tx(key: str, lang: str, **fmt: Any) -> str:
-    """A widget text in `lang`."""
-    return TEXT[key][check_lang(lang)].format(**fmt)
+TEXT = {
+    "auto": {"vi": "tự động", "en": "auto"},
+    "recomputed": {"vi": "đã tính lại", "en": "recomputed"},
+    "display_only": {"vi": "chỉ hiển thị lại", "en": "display only"},
+    "forward": {"vi": "forward của prompt", "en": "prompt forward"},
+    "draft": {"vi": "vòng DSpark", "en": "DSpark round"},
+    "views": {"vi": "bảng", "en": "views"},
+    "layer_fallback": {
+        "vi": "Bước {step} không có dữ liệu ở lớp {layer}; đang hiện lớp {shown} (có: {allowed}).",
+        "en": "Step {step} has no data at layer {layer}; showing layer {shown} (available: {allowed}).",
+    },
+    "inspector": {"vi": "Bộ soi bước 6B", "en": "Step 6B inspector"},
+    "verify_col": {"vi": "Kết quả verify", "en": "Verify"},
+    "load_title": {"vi": "Bộ lập lịch khi tải cao", "en": "The scheduler under load"},
+    "load_line": {
+        "vi": "R = {r} yêu cầu đang chạy: chính sách dspark (Algorithm 1) sẽ verify ℓ = {l} trong k = {k} token "
+        "nháp của vòng này (B = {b} token trong batch, ℓ trung bình = {m}, Θ = {t} token/giây kỳ vọng).",
+        "en": "R = {r} requests in flight: the dspark policy (Algorithm 1) would verify ℓ = {l} of this round's "
+        "k = {k} drafts (B = {b} batch tokens, mean ℓ = {m}, Θ = {t} expected tokens/s).",
+    },
+    "load_sim": {
+        "vi": "Mô phỏng: c của vòng này xếp chồng R lần thành đầu vào [R, k], với bảng SPS(B) đo sẵn của lab; "
+        "● = sẽ gửi đi verify, ○ = không gửi. Vòng ở trên dùng chính sách cố định ℓ = {l} (thanh trượt ℓ).",
+        "en": "A simulation: this round's c stacked R times as the [R, k] input, with the lab's shipped SPS(B) "
+        "table; ● = would be sent to verify, ○ = not sent. The round above used a fixed policy, ℓ = {l} "
+        "(the ℓ slider).",
+    },
+    "load_sweep": {"vi": "ℓ theo R", "en": "ℓ by R"},
+}
+TEXT = Texts(TEXT, "widget")
 
 
 # ---- the state ---------------------------------------------------------------------------------------
@@ -250,9 +243,9 @@ def check_weights(weights: Any) -> str:
 def describe_update(recomputed: set[str], lang: str) -> str:
     """ "recomputed: prompt forward, DSpark round, views" — the status line after a change."""
     if not recomputed:
-        return tx("display_only", lang)
-    parts = [tx(p, lang) for p in ("forward", "draft", "views") if p in recomputed]
-    return f"{tx('recomputed', lang)}: {', '.join(parts)}"
+        return TEXT("display_only", lang)
+    parts = [TEXT(p, lang) for p in ("forward", "draft", "views") if p in recomputed]
+    return f"{TEXT('recomputed', lang)}: {', '.join(parts)}"
 
 
 # ---- figures inside widgets ----------------------------------------------------------------------------
@@ -316,7 +309,7 @@ def panel_layer(state: LabState, step_id: str) -> tuple[int | None, str | None]:
     if state.layer is None or state.layer in allowed:
         return resolve_layer(walk, sid, state.layer), None
     shown = default_layer(walk, sid)
-    return shown, tx(
+    return shown, TEXT(
         "layer_fallback", state.lang, step=sid, layer=state.layer, shown=shown, allowed=", ".join(map(str, allowed))
     )
 
@@ -403,20 +396,20 @@ def panel_html(content: dict[str, Any], part: str = "head") -> str:
     if part == "head":
         bullets = "".join(f"<li>{e(b)}</li>" for b in content["look_at"])
         note = f"<p style='color:#b45309'>{e(content['layer_note'])}</p>" if content["layer_note"] else ""
-        layer = f" · {ui('layer', lang)} {content['layer']}" if content["layer"] is not None else ""
+        layer = f" · {UI('layer', lang)} {content['layer']}" if content["layer"] is not None else ""
         return (
             f"<h3 style='margin:4px 0'>{e(content['title'])}</h3>"
-            f"<div style='color:#555'>{e(ui('column', lang))} {e(content['column'])}{e(layer)}</div>"
+            f"<div style='color:#555'>{e(UI('column', lang))} {e(content['column'])}{e(layer)}</div>"
             f"<p>{e(content['what'])}</p>"
-            f"<p><b>{e(ui('equation', lang))}:</b> <code>{e(content['equation'])}</code></p>"
-            f"<b>{e(ui('look_at', lang))}:</b><ul>{bullets}</ul>{note}"
+            f"<p><b>{e(UI('equation', lang))}:</b> <code>{e(content['equation'])}</code></p>"
+            f"<b>{e(UI('look_at', lang))}:</b><ul>{bullets}</ul>{note}"
         )
     if part != "body":
         raise ValueError(f"part = {part!r} is invalid: allowed 'head', 'body'")
     out = []
     if content["shapes"]:
         shapes = " · ".join(f"{n} [{', '.join(map(str, s))}]" for n, s in content["shapes"])
-        out.append(f"<p><b>{e(ui('shapes', lang))}:</b> <code>{e(shapes)}</code></p>")
+        out.append(f"<p><b>{e(UI('shapes', lang))}:</b> <code>{e(shapes)}</code></p>")
     if content["facts"]:
         out.append(
             "<ul>" + "".join(f"<li><b>{e(str(n))}:</b> {e(cell_text(v))}</li>" for n, v in content["facts"]) + "</ul>"
@@ -426,7 +419,7 @@ def panel_html(content: dict[str, Any], part: str = "head") -> str:
         mark, colour = ("✓", "#15803d") if c["ok"] else ("✗", "#b91c1c")
         out.append(f"<div style='color:{colour}'>{mark} {e(c['name'])}: {c['value']:.3g} (≤ {c['threshold']:g})</div>")
     out += [f"<div style='color:#92400e'>ℹ {e(n)}</div>" for n in content["notes"]]
-    out.append(f"<p style='color:#777'>{e(ui('real_scale', lang))}: {e(content['real_scale'])}</p>")
+    out.append(f"<p style='color:#777'>{e(UI('real_scale', lang))}: {e(content['real_scale'])}</p>")
     return "".join(out)
 
 
@@ -476,7 +469,7 @@ def flow_text(lang: str = "en") -> str:
     for a, b in zip(STEP_IDS, STEP_IDS[1:], strict=False):
         both = any(e.bidirectional and {e.src, e.dst} == {a, b} for e in FLOW)
         parts += ["↔" if both else "→", b]
-    return f"{ui('flow', lang)}: " + " ".join(parts)
+    return f"{UI('flow', lang)}: " + " ".join(parts)
 
 
 def button_label(step: Step, lang: str) -> str:
@@ -596,7 +589,7 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
         "n_accepted": rd.n_accepted,
         "tau": rd.tau,
         "verdict": verdict_text(walk, lang),
-        "numbers_note": note("t0_note", lang) if greedy else note("t_note", lang, t=f"{walk.temperature:g}"),
+        "numbers_note": NOTES("t0_note", lang) if greedy else NOTES("t_note", lang, t=f"{walk.temperature:g}"),
         "lesson": {"title": lesson.title, "columns": lesson.columns, "rows": lesson.rows},
         "logits": logits_bar(walk, 10, lang),
         "strip": draft_strip(rd, walk.tokenizer, lang, temperature=walk.temperature),
@@ -607,9 +600,9 @@ def draft_table_html(content: dict[str, Any], lang: str) -> str:
     """The draft positions as an HTML table, one `dspark-draft-row` per draft position (then the target's own
     token), with the numbers verify used; at T = 0 a last column holds the softmax T = 1 values (not used)."""
     greedy = content["temperature"] == 0
-    columns = ["#", ui("draft_token", lang)]
-    columns += [note(k, lang) for k in ("pd_col", "pt_col", "ratio_col", "c_col", "argmax_col")]
-    columns += [tx("verify_col", lang)] + ([note("soft_col", lang)] if greedy else [])
+    columns = ["#", UI("draft_token", lang)]
+    columns += [NOTES(k, lang) for k in ("pd_col", "pt_col", "ratio_col", "c_col", "argmax_col")]
+    columns += [TEXT("verify_col", lang)] + ([NOTES("soft_col", lang)] if greedy else [])
 
     def num(x: float | None, fmt: str = ".4g") -> str:
         return "—" if x is None else f"{x:{fmt}}"
@@ -623,7 +616,7 @@ def draft_table_html(content: dict[str, Any], lang: str) -> str:
     nxt = content["next"]
     rows.append([nxt["position"], nxt["token"], "", "", "", "", nxt["target_token"], nxt["status_text"]])
     rows[-1] += [""] if greedy else []
-    title = f"{ui('draft_token', lang)} · k = {content['k']} · ℓ = {content['verify_len']}"
+    title = f"{UI('draft_token', lang)} · k = {content['k']} · ℓ = {content['verify_len']}"
     classes = ["dspark-draft-row" + ("" if r["sent"] else " dspark-not-sent") for r in content["rows"]]
     return table_html({"title": title, "columns": columns, "rows": rows}, classes + ["dspark-next-row"])
 
@@ -651,7 +644,7 @@ def load_content(state: LabState, requests: int) -> dict[str, Any]:
 def load_html(content: dict[str, Any], lang: str) -> str:
     """The load section: one line with ℓ, the drafts marked ● sent / ○ not sent, ℓ at every load, the caveat."""
     e = html.escape
-    line = tx(
+    line = TEXT(
         "load_line",
         lang,
         r=content["requests"],
@@ -671,10 +664,10 @@ def load_html(content: dict[str, Any], lang: str) -> str:
         (f"<b>R = {r}: ℓ = {n}</b>" if r == content["requests"] else f"R = {r}: ℓ = {n}") for r, n in content["sweep"]
     )
     return (
-        f"<div style='margin:6px 0'><b>{e(tx('load_title', lang))}</b><p>{e(line)}</p>"
+        f"<div style='margin:6px 0'><b>{e(TEXT('load_title', lang))}</b><p>{e(line)}</p>"
         f"<div>{''.join(cells)}</div>"
-        f"<p style='font-size:12px'>{e(tx('load_sweep', lang))}: {sweep}</p>"
-        f"<p style='color:#92400e'>ℹ {e(tx('load_sim', lang, l=content['fixed_verify_len']))}</p></div>"
+        f"<p style='font-size:12px'>{e(TEXT('load_sweep', lang))}: {sweep}</p>"
+        f"<p style='color:#92400e'>ℹ {e(TEXT('load_sim', lang, l=content['fixed_verify_len']))}</p></div>"
     )
 
 
@@ -723,12 +716,12 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
         lang = state.lang
         content = inspector_6b_content(state)
         title.value = (
-            f"<h3 style='margin:4px 0'>{html.escape(tx('inspector', lang))} · "
+            f"<h3 style='margin:4px 0'>{html.escape(TEXT('inspector', lang))} · "
             f"{html.escape(get_step('6B').t('title', lang))}</h3>"
             f"<p>{html.escape(content['verdict'])}</p>"
         )
-        block.description, temp.description = "ℓ", ui("temperature", lang)
-        load.description = ui("requests_in_flight", lang)
+        block.description, temp.description = "ℓ", UI("temperature", lang)
+        load.description = UI("requests_in_flight", lang)
         block.value, temp.value = state.block, state.temperature  # no-op updates when already equal
         if changed is None or recomputed & {"forward", "views"}:  # a new draft leaves the logits as they are
             set_figure(logits_out, content["logits"])
@@ -808,12 +801,12 @@ class LabApp:
 
     def weight_options(self) -> list[tuple[str, str]]:
         lang = self.state.lang
-        return [(ui(w, lang), w) for w in WEIGHTS]
+        return [(UI(w, lang), w) for w in WEIGHTS]
 
     def layer_options(self) -> list[tuple[str, int | str]]:
         lang = self.state.lang
         layers = range(self.state.walk.cfg.n_layers)
-        return [(tx("auto", lang), AUTO_LAYER)] + [(f"{ui('layer', lang)} {i}", i) for i in layers]
+        return [(TEXT("auto", lang), AUTO_LAYER)] + [(f"{UI('layer', lang)} {i}", i) for i in layers]
 
     def control_value(self, name: str) -> Any:
         """The state's value of `name` as its control holds it (layer None ↔ AUTO_LAYER)."""
@@ -876,13 +869,13 @@ class LabApp:
         self.syncing = True
         try:
             for name, key in names.items():
-                c[name].description = ui(key, lang)
+                c[name].description = UI(key, lang)
                 c[name].style.description_width = "initial"
             c["weights"].options, c["weights"].value = self.weight_options(), self.state.weights
             c["layer"].options, c["layer"].value = self.layer_options(), self.control_value("layer")
         finally:
             self.syncing = False
-        self.flow.value = f"<i>{html.escape(flow_text(lang))}</i> — {html.escape(ui('map_hint', lang))}"
+        self.flow.value = f"<i>{html.escape(flow_text(lang))}</i> — {html.escape(UI('map_hint', lang))}"
 
 
 def lab_app(

@@ -14,7 +14,8 @@ import pytest
 
 from lab.cli import main
 from lab.steps import STEP_IDS
-from lab.walkthrough import DEFAULT_PROMPT, run_walk
+from lab.text import DEFAULT_PROMPT
+from lab.walkthrough import run_walk
 
 ROOT = Path(__file__).resolve().parents[1]
 

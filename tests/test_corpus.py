@@ -348,7 +348,7 @@ def test_render_description(small, desc, lang):
     text = console.export_text()
     for d in C.DOMAINS:
         assert d in text
-    assert C.label("entropy_bits", lang) in text and C.label("title", lang).format(seed=0) in text
+    assert C.LABELS("entropy_bits", lang) in text and C.LABELS("title", lang, seed=0) in text
     assert f"{desc['chat']['entropy_bits']:.3f}" in text
     assert ("Xin chào" in text or "User:" in text) and small["math"][0].rstrip("\n") in text
 
@@ -357,7 +357,7 @@ def test_render_and_labels_reject_bad_language(desc):
     with pytest.raises(ValueError, match="'fr'"):
         C.render_description(Console(record=True), desc, "fr")
     with pytest.raises(ValueError, match="'nope'"):
-        C.label("nope", "en")
+        C.LABELS("nope", "en")
 
 
 def test_main_data_json_and_files(tmp_path, capsys):

@@ -37,7 +37,8 @@ from lab.diagrams import (  # noqa: E402
     node_id,
     write_all,
 )
-from lab.steps import COLUMNS, FLOW, LANGS, STEPS, get_step, ui  # noqa: E402
+from lab.steps import COLUMNS, FLOW, STEPS, get_step
+from lab.text import LANGS, UI  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NODE_DEF = re.compile(r"^([A-Za-z_][\w-]*)(\[\[|\[\(|\(\[|\(\(|\{\{|\[/|\[\\|\[|\(|\{|>)")
@@ -208,7 +209,7 @@ def test_flow_6b_content(lang):
     assert ("verify bằng forward thật" if lang == "vi" else "verify with the real forward") in src
     keys = ("accepted", "rejected", "resampled", "bonus", "not_sent", "tap_layers", "draft_probability", "confidence")
     for key in keys:
-        assert ui(key, lang) in src, key
+        assert UI(key, lang) in src, key
     # numbers from the lab and flash presets
     k = get_config("lab").dspark_block_size
     for needle in (

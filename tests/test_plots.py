@@ -18,7 +18,8 @@ from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import layer_roles
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 from lab import plots
-from lab.steps import LANGS, STEP_IDS
+from lab.steps import STEP_IDS
+from lab.text import LANGS
 from lab.walkthrough import redraft, run_walk, sinkhorn_errors, verify_rows
 
 NO_LAYER_STEPS = ("1A", "3A", "6A", "6B")

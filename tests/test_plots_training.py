@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 from lab import plots
-from lab.steps import LANGS
+from lab.text import LANGS
 from lab.weights import report as shipped_report
 
 

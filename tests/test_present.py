@@ -20,8 +20,9 @@ from dspark_mini.tokenizer import default_tokenizer
 from lab.present import presenter
 from lab.present.page import asset
 from lab.present.rounds import scheduled_rounds
-from lab.steps import LANGS, STEP_IDS
-from lab.walkthrough import DEFAULT_PROMPT, naive_lengths
+from lab.steps import STEP_IDS
+from lab.text import DEFAULT_PROMPT, LANGS
+from lab.walkthrough import naive_lengths
 from lab.weights import lab_model
 
 

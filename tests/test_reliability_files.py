@@ -235,9 +235,10 @@ def test_train_all_out_symlink_keeps_the_link_and_replaces_where_it_points(tmp_p
     )
     assert link.is_symlink() and os.readlink(link) == str(real)  # still the same link …
     assert (real / "report.json").read_bytes() != old_report and check_shipped(real) == []  # … to the new set
-    assert json.loads(out)["recipe"]["target_steps"] == json.loads((real / "report.json").read_text())["recipe"][
-        "target_steps"
-    ]
+    assert (
+        json.loads(out)["recipe"]["target_steps"]
+        == json.loads((real / "report.json").read_text())["recipe"]["target_steps"]
+    )
     assert sorted(p.name for p in link.parent.iterdir()) == ["weights"]  # no `.old-PID` link left
     assert sorted(p.name for p in real.parent.iterdir()) == ["weights"]  # no partial or old folder
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from lab import steps
-from lab.steps import COLUMNS, FLOW, LANGS, STEPS, TEXT_FIELDS, UI
+from lab.steps import COLUMNS, FLOW, STEPS, TEXT_FIELDS
+from lab.text import LANGS, UI
 
 FLOW_ORDER = ("1A", "1B", "2A", "3A", "3B", "3C", "4A", "6A", "5A", "6B")
 COLUMN_STEPS = {1: ("1A", "1B", "2A"), 2: ("3A", "3B", "3C"), 3: ("4A", "6A"), 4: ("5A", "6B")}
@@ -136,7 +137,7 @@ def test_bad_language_names_it_and_the_allowed_ones():
     with pytest.raises(ValueError, match="'jp'"):
         COLUMNS[0].t("title", "jp")
     with pytest.raises(ValueError, match="'xx'.*'vi', 'en'"):
-        steps.ui("step", "xx")
+        UI("step", "xx")
     assert STEPS[0].t("title", "EN") == STEPS[0].title["en"]
 
 
@@ -152,7 +153,7 @@ def test_ui_has_both_languages_for_every_key():
     for key, by_lang in UI.items():
         assert set(by_lang) == set(LANGS), key
         assert all(v.strip() for v in by_lang.values()), key
-        assert steps.ui(key, "vi") == by_lang["vi"] and steps.ui(key, "en") == by_lang["en"]
+        assert UI(key, "vi") == by_lang["vi"] and UI(key, "en") == by_lang["en"]
     for key in (
         "step",
         "column",
@@ -196,7 +197,7 @@ def test_ui_has_both_languages_for_every_key():
 
 def test_bad_ui_key_names_it():
     with pytest.raises(ValueError, match="'no_such_key'"):
-        steps.ui("no_such_key", "en")
+        UI("no_such_key", "en")
 
 
 def test_draft_probability_and_confidence_are_named_apart():

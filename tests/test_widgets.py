@@ -10,7 +10,8 @@ import ipywidgets as widgets
 import pytest
 
 from lab import widgets as W
-from lab.steps import COLUMNS, FLOW, LANGS, STEP_IDS, get_step
+from lab.steps import COLUMNS, FLOW, STEP_IDS, get_step
+from lab.text import LANGS
 from lab.walkthrough import redraft, run_walk
 
 

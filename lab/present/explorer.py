@@ -46,7 +46,7 @@ from dspark_mini.speculative import Verdict, prefill, speculative_round, verify_
 from dspark_mini.tokenizer import default_tokenizer
 
 from ..evaluation import eval_prompts
-from ..steps import LANGS, UI
+from ..text import LANGS, UI
 from ..walkthrough import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
 from .page import asset, render
 from .presenter import DEFAULT_REQUESTS
@@ -309,7 +309,7 @@ def rounded(t: torch.Tensor, decimals: int) -> list:
 
 def default_prompts() -> list[dict[str, Any]]:
     """The page's prompts: two held-out prompts per domain (lab.evaluation.eval_prompts), then the walk's default."""
-    from ..walkthrough import DEFAULT_PROMPT
+    from ..text import DEFAULT_PROMPT
 
     out = []
     for domain in DOMAINS:

@@ -25,7 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..steps import LANGS, STEP_IDS, UI, check_lang, say_symlink
+from ..steps import STEP_IDS
+from ..text import LANGS, UI, check_lang, say_symlink
 from .page import asset, render
 
 DEFAULT_HOST = "127.0.0.1"
@@ -175,7 +176,7 @@ def build_data(
     from dspark_mini.tokenizer import default_tokenizer
 
     from ..diagrams import map_svg
-    from ..walkthrough import DEFAULT_PROMPT
+    from ..text import DEFAULT_PROMPT
     from ..widgets import LabState
     from . import explorer
     from .rounds import scheduled_rounds

@@ -36,7 +36,7 @@ def main_checkpoint(args: argparse.Namespace, console: Console, lang: str) -> di
     from dspark_mini import get_config
     from dspark_mini.files import check_folder
 
-    from ..steps import say_symlink
+    from ..text import say_symlink
     from ..weights import lab_model
     from .export import CHECKPOINT_KINDS, export_checkpoint
     from .inspect import inspect_checkpoint, write_header_only

@@ -167,7 +167,7 @@ def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
             f"the checkpoint's vocabulary ({cfg.vocab_size} ids) is not the lab tokenizer's: no --prompt text"
         )
     if args.prompt is None:
-        from lab.walkthrough import DEFAULT_PROMPT
+        from lab.text import DEFAULT_PROMPT
 
         text = DEFAULT_PROMPT
     else:

@@ -15,12 +15,12 @@ from rich.console import Console
 from rich.text import Text
 
 from ..render import simple_table
-from ..steps import check_lang, ui
+from ..text import UI, Texts
 from .sps import SPSTable, save_table
 
 DEFAULT_SPS_OUT = Path("runs") / "sps.json"
 
-TEXT: dict[str, dict[str, str]] = {
+TEXT = {
     "measuring": {"vi": "đang đo SPS(B) của forward verify…", "en": "measuring SPS(B) of the verify forward…"},
     "sps_title": {
         "vi": "SPS(B): số bước verify mỗi giây theo số token của batch B (trung vị, ép đơn điệu)",
@@ -78,10 +78,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "streams: {n} recorded requests, {rows} rounds, k = {k}, τ with the full block = {tau:.2f}",
     },
 }
-
-
-def tt(key: str, lang: str, **fmt: Any) -> str:
-    return TEXT[key][check_lang(lang)].format(**fmt)
+TEXT = Texts(TEXT, "serving")
 
 
 # ---- profile --sps ------------------------------------------------------------------------------------------
@@ -90,7 +87,7 @@ def main_profile_sps(args: argparse.Namespace, console: Console, lang: str) -> d
     from .profile_sps import profile_sps
 
     out = Path(args.out) if args.out is not None else DEFAULT_SPS_OUT
-    with console.status(tt("measuring", lang)) if not args.json else nullcontext():
+    with console.status(TEXT("measuring", lang)) if not args.json else nullcontext():
         table = profile_sps(args.batch_tokens, args.reps, args.cache_length, args.weights, args.seed)
     save_table(table, out)
     if not args.json:
@@ -107,20 +104,20 @@ def render_sps(console: Console, table: SPSTable, lang: str, path: Path | None =
         r, s = (1, b) if b <= rows_per else (b // rows_per, rows_per)
         ms = [f"{st[q] * 1e3:.2f}" if st else "–" for q in ("p50", "p95", "p99")]
         rows.append([str(b), f"{r}×{s}", *ms, f"{raw:.1f}", f"{forced:.1f}", f"{b * forced:,.0f}"])
-    cols = ["B", tt("layout", lang), tt("p50_ms", lang), tt("p95_ms", lang), tt("p99_ms", lang)]
-    cols += [tt("sps_raw", lang), tt("sps_forced", lang), tt("tok_s", lang)]
-    console.print(simple_table(tt("sps_title", lang), cols, rows))
+    cols = ["B", TEXT("layout", lang), TEXT("p50_ms", lang), TEXT("p95_ms", lang), TEXT("p99_ms", lang)]
+    cols += [TEXT("sps_raw", lang), TEXT("sps_forced", lang), TEXT("tok_s", lang)]
+    console.print(simple_table(TEXT("sps_title", lang), cols, rows))
     raised = sum(f < r for f, r in zip(table.forced_steps_per_s, table.raw_steps_per_s, strict=True))
     if raised:
-        console.print(tt("forced_note", lang, n=raised))
+        console.print(TEXT("forced_note", lang, n=raised))
     if path is not None:
-        console.print(tt("saved", lang, path=path))
-        console.print(tt("use_it", lang, path=path))
+        console.print(TEXT("saved", lang, path=path))
+        console.print(TEXT("use_it", lang, path=path))
     conditions(console, table.conditions, lang)
 
 
 def conditions(console: Console, cond: dict[str, Any], lang: str) -> None:
-    console.print(Text(ui("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in cond.items())))
+    console.print(Text(UI("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in cond.items())))
 
 
 # ---- schedule -----------------------------------------------------------------------------------------------
@@ -141,16 +138,16 @@ def main_schedule(args: argparse.Namespace, console: Console, lang: str) -> dict
     path = SHIPPED_STREAMS if args.streams is None else Path(args.streams)
     if args.record:
         path = Path(args.streams) if args.streams is not None else DEFAULT_STREAMS_OUT
-        with console.status(tt("recording", lang)) if not args.json else nullcontext():
+        with console.status(TEXT("recording", lang)) if not args.json else nullcontext():
             streams, streams_cond = record_default_streams()
         save_streams(path, streams, streams_cond)
         if not args.json:
             n = sum(len(s) for s in streams)
-            console.print(tt("recorded", lang, n=len(streams), rows=n, path=path))
+            console.print(TEXT("recorded", lang, n=len(streams), rows=n, path=path))
     else:
         streams = read_streams(args.streams)
         streams_cond = streams_conditions(args.streams)
-    with console.status(tt("simulating", lang)) if not args.json else nullcontext():
+    with console.status(TEXT("simulating", lang)) if not args.json else nullcontext():
         report = schedule_report(
             streams,
             measured,
@@ -175,7 +172,7 @@ def fmt_tok(x: float) -> str:
 def render_schedule(console: Console, report: dict[str, Any], lang: str) -> None:
     sim, cond = report["sim"], report["conditions"]
     s = cond["streams"]
-    console.print(tt("streams", lang, n=s["streams"], rows=s["rows"], k=s["k"], tau=s["tau_full_block"]))
+    console.print(TEXT("streams", lang, n=s["streams"], rows=s["rows"], k=s["k"], tau=s["tau_full_block"]))
     for name, per_policy in sim.items():
         policies = list(per_policy)
         rs = list(next(iter(per_policy.values())))
@@ -190,19 +187,19 @@ def render_schedule(console: Console, report: dict[str, Any], lang: str) -> None
             for r in rs
         ]
         console.print(Text(""))
-        console.print(simple_table(tt("sim_title", lang, table=name), ["R", *policies], rows))
+        console.print(simple_table(TEXT("sim_title", lang, table=name), ["R", *policies], rows))
         last = rs[-1]
         if "dspark" in per_policy and "fixed" in per_policy:
             d, f = per_policy["dspark"][last], per_policy["fixed"][last]
             ratio = d["throughput"] / f["throughput"]
-            console.print(tt("verdict", lang, r=last, ratio=ratio, l1=f["mean_verify_len"], l2=d["mean_verify_len"]))
+            console.print(TEXT("verdict", lang, r=last, ratio=ratio, l1=f["mean_verify_len"], l2=d["mean_verify_len"]))
         if "dspark" in per_policy and "dspark-async" in per_policy:
             stalled = [r for r in rs if per_policy["dspark"][r]["mean_verify_len"] == 0.0]
             if stalled:
                 ls = ", ".join(f"{per_policy['dspark-async'][r]['mean_verify_len']:.2f}" for r in stalled)
-                console.print(tt("stall", lang, rs=", ".join(stalled), ls=ls))
+                console.print(TEXT("stall", lang, rs=", ".join(stalled), ls=ls))
             elif name == "staircase":
-                console.print(tt("no_stall", lang))
+                console.print(TEXT("no_stall", lang))
     cost = report["scheduler_cost"]
     rows = []
     for p, per_r in cost.items():
@@ -218,9 +215,9 @@ def render_schedule(console: Console, report: dict[str, Any], lang: str) -> None
                     f"{c['plan_over_verify']:.2%}",
                 ]
             )
-    cols = [tt("policy", lang), "R", "B", tt("plan_p50", lang), tt("plan_p95", lang), tt("verify_ms", lang)]
+    cols = [TEXT("policy", lang), "R", "B", TEXT("plan_p50", lang), TEXT("plan_p95", lang), TEXT("verify_ms", lang)]
     console.print(Text(""))
-    console.print(simple_table(tt("cost_title", lang), [*cols, tt("share", lang)], rows))
+    console.print(simple_table(TEXT("cost_title", lang), [*cols, TEXT("share", lang)], rows))
     measured = cond["tables"]["measured"]["conditions"]
     keys = ("cpu", "threads", "dtype", "cache_length", "reps", "source")
     conditions(console, {k: measured[k] for k in keys if k in measured}, lang)

@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 from dspark_mini.validate import check_int
 
 from ..plots import finish
-from ..steps import check_lang
+from ..text import Texts, check_lang
 from .sps import SPSTable
 
 POLICY_COLOURS: Mapping[str, str] = {
@@ -33,7 +33,7 @@ POLICY_COLOURS: Mapping[str, str] = {
 DEFAULT_MAX_B = 1536  # 256 requests × 6 rows
 TABLE_COLOURS: Mapping[str, str] = {"measured": "#4c78a8", "smooth": "#54a24b", "staircase": "#e45756"}
 
-TEXT: Mapping[str, Mapping[str, str]] = {
+TEXT = {
     "sps_title": {
         "vi": "SPS(B): số bước verify mỗi giây và thông lượng token B·SPS(B) theo số token của batch B",
         "en": "SPS(B): verify steps per second and token throughput B·SPS(B) vs batch tokens B",
@@ -54,10 +54,7 @@ TEXT: Mapping[str, Mapping[str, str]] = {
     "throughput": {"vi": "token/giây", "en": "tokens/s"},
     "verify_len": {"vi": "ℓ (token nháp được verify)", "en": "ℓ (drafts verified)"},
 }
-
-
-def tr(key: str, lang: str, **fmt: Any) -> str:
-    return TEXT[key][check_lang(lang)].format(**fmt)
+TEXT = Texts(TEXT, "serving figure")
 
 
 def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_tokens: int | None = None) -> go.Figure:
@@ -72,7 +69,7 @@ def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_token
     if max_batch_tokens is not None:
         top = check_int(max_batch_tokens, "max_batch_tokens", 2)
     b = torch.unique(torch.logspace(0, torch.log10(torch.tensor(float(top))), 200).round().long())
-    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("sps_panel", lang), tr("tok_panel", lang)))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(TEXT("sps_panel", lang), TEXT("tok_panel", lang)))
     for name, t in tables.items():
         colour = TABLE_COLOURS.get(name, None)
         sps = t.steps_per_s(b)
@@ -104,7 +101,7 @@ def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_token
                         x=bt,
                         y=y,
                         mode="markers",
-                        name=tr("measured_points", lang, name=name),
+                        name=TEXT("measured_points", lang, name=name),
                         legendgroup=name + "-points",
                         showlegend=col == 1,
                         marker={"color": colour, "size": 7},
@@ -114,9 +111,9 @@ def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_token
                     row=1,
                     col=col,
                 )
-    fig.update_xaxes(type="log", title_text=tr("batch_tokens", lang))
+    fig.update_xaxes(type="log", title_text=TEXT("batch_tokens", lang))
     fig.update_yaxes(type="log")
-    return finish(fig, tr("sps_title", lang), 420, legend={"orientation": "h", "y": -0.3})
+    return finish(fig, TEXT("sps_title", lang), 420, legend={"orientation": "h", "y": -0.3})
 
 
 def sim_of(report: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -162,13 +159,13 @@ def _per_request(
                 row=1,
                 col=i,
             )
-    fig.update_xaxes(type="log", dtick=0.30102999566, title_text=tr("requests", lang))  # a tick per power of 2
+    fig.update_xaxes(type="log", dtick=0.30102999566, title_text=TEXT("requests", lang))  # a tick per power of 2
     if metric == "throughput":
         fig.update_yaxes(type="log")
     else:
         fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text=tr(axis, lang), row=1, col=1)
-    return finish(fig, tr(title, lang), 420, legend={"orientation": "h", "y": -0.3})
+    fig.update_yaxes(title_text=TEXT(axis, lang), row=1, col=1)
+    return finish(fig, TEXT(title, lang), 420, legend={"orientation": "h", "y": -0.3})
 
 
 def throughput_vs_requests(
