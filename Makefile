@@ -34,8 +34,8 @@ notebooks: install
 	$(PY) -m jupyter lab notebooks/00_overview.ipynb
 
 sync: install
-	$(PY) -m lab.nbsync --write
-	$(PY) -m lab.diagrams --write
+	$(PY) -m lab.lesson.nbsync --write
+	$(PY) -m lab.lesson.diagrams --write
 
 # the suite in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them (their session fixtures
 # built once per process); TEST_WORKERS=0 runs it in this process, as a plain `pytest` does

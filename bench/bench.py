@@ -9,8 +9,8 @@ Sections (each a function in SECTIONS returning a dict, printed by its pair):
                depth, vocab, dtype and active parameters. Wall time p50/p95 (the two interleaved step by step, the
                cache copied before each step and not timed, under torch.inference_mode), their ratio, and the aten
                ops one step dispatches (counted at the dispatcher: deterministic), the lab's split by source file.
-  verify       verify(k) ÷ one decode step for k = 1..5 at cache lengths 32 and 200 (`lab.profiling.verify_steps`:
-               one forward over k + 1 rows without commit vs single-token steps, on copies of one cache).
+  verify       verify(k) ÷ one decode step for k = 1..5 at cache lengths 32 and 200 (evaluation.profiling's
+               `verify_steps`: one forward over k + 1 rows without commit vs one-token steps, on copies of a cache).
   speculative  speculative ÷ plain wall time for k = 1..5 (greedy, batch 1, the shipped DSpark draft), on held-out
                corpus prompts and on short free-form prompts ("hello", "the cat", …); τ = tokens per round and the
                bound τ / (verify(k) + draft) in decode steps, both costs measured in this run. Each rep runs plain
@@ -20,7 +20,7 @@ Sections (each a function in SECTIONS returning a dict, printed by its pair):
                normal install has it (written once to a temporary pycache folder, not into the tree). The CLI ends
                with os._exit once its output is flushed, skipping the interpreter teardown that `import torch` pays;
                so the section also times `import torch` ending that way and reports each command's own work over it.
-  widgets      the time a control change takes to redraw the lab app (`lab.widgets.LabApp`): ℓ slider,
+  widgets      the time a control change takes to redraw the lab app (`lab.lesson.widgets.LabApp`): ℓ slider,
                temperature slider, language toggle, layer menu, prompt — set on the widget, as a click does.
 Every section prints its run conditions; timings depend on the machine and its load: compare ratios measured in
 one run, and quote the conditions. The weights are whatever `lab/weights` ships at the time of the run.
@@ -48,8 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plain_transformer import lab_active_params, plain_like  # noqa: E402
 
 from dspark_mini.files import write_atomic  # noqa: E402
-from lab.evaluation import FREE_FORM  # noqa: E402  (the prompts `train all` reports free-form τ on)
-from lab.profiling import cpu_model, percentiles, verify_steps  # noqa: E402
+from lab.evaluation.profiling import cpu_model, percentiles, verify_steps  # noqa: E402
+from lab.evaluation.quality import FREE_FORM  # noqa: E402  (the prompts `train all` reports free-form τ on)
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "dspark_mini"
@@ -115,7 +115,7 @@ def count_ops(step, cache) -> OpCounter:
 
 def decode_section(args, model) -> dict:
     from lab.corpus import DOMAINS
-    from lab.evaluation import eval_prompts
+    from lab.evaluation.quality import eval_prompts
 
     reps, cache_len = (60 if args.quick else 200), 32
     plain = plain_like(model)
@@ -203,7 +203,7 @@ def print_verify(r: dict) -> None:
 def prompt_sets(n_held: int) -> dict[str, list[torch.Tensor]]:
     from dspark_mini.tokenizer import default_tokenizer
     from lab.corpus import DOMAINS
-    from lab.evaluation import eval_prompts
+    from lab.evaluation.quality import eval_prompts
 
     held = [p[None] for d in DOMAINS for p in eval_prompts(d, n_held, 16, seed=5)]  # [1, 16] each
     tok = default_tokenizer()
@@ -249,7 +249,7 @@ def speculative_section(args, model) -> dict:
 
     reps, n_held, new = (2, 1, 24) if args.quick else (3, 2, 40)
     from lab.corpus import DOMAINS
-    from lab.evaluation import eval_prompts
+    from lab.evaluation.quality import eval_prompts
 
     sets = prompt_sets(n_held)
     costs = step_costs(model, eval_prompts(DOMAINS[0], 1, 32, seed=5), 9 if args.quick else 21)
@@ -366,7 +366,7 @@ def print_cli(r: dict) -> None:
 # ---- widgets: a control change until the app has redrawn -------------------------------------------------------
 def widgets_section(args, model=None) -> dict:
     try:
-        from lab.widgets import LabApp, LabState
+        from lab.lesson.widgets import LabApp, LabState
     except ImportError as err:  # the notebook extra (ipywidgets, plotly) is not installed
         return {"skipped": f"{err} (pip install -e '.[notebook]')"}
 

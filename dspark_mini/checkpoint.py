@@ -539,7 +539,7 @@ def load_model(
     if path_draft is not None:
         meta = load(model, path_draft)
     if model.mtp is not None and meta.get("confidence_temperatures") is not None:
-        try:  # STS calibration fitted after training (lab/calibration.py)
+        try:  # STS calibration fitted after training (lab/evaluation/calibration.py)
             model.mtp.set_confidence_temperatures(meta["confidence_temperatures"])
         except ValueError as e:
             raise CheckpointError(f"{str(path_draft or path_target)!r}: {e}") from e

@@ -129,7 +129,7 @@ class DSparkDraft(nn.Module):
             else MarkovHead(cfg.vocab_size, cfg.dspark_markov_rank, dt)
         )
         self.confidence_head = Linear(cfg.dim + cfg.dspark_markov_rank, 1, bias=False, dtype=hp)  # w [1, D + r]
-        # STS calibration (lab/calibration.py): c_i = σ(logit_i / T_i); None = raw head (all T_i = 1)
+        # STS calibration (lab/evaluation/calibration.py): c_i = σ(logit_i / T_i); None = raw head (all T_i = 1)
         self.confidence_temperatures: tuple[float, ...] | None = None
         # what `ring_rows` reads at every target forward, looked up once (`quant.Prepared`): the draft layers'
         # wkv weights and their kv_norm weights side by side [n, Dh] in the norm's precision

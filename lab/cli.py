@@ -54,7 +54,7 @@ exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 141 output pipe
 """
 
 # Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
-# lab/train_all.py Recipe (target_steps, draft_steps, baseline_steps) and lab/evaluation.py.
+# lab/training/rebuild.py Recipe (target_steps, draft_steps, baseline_steps) and lab/evaluation/quality.py.
 TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 400, "mtp1": 400}
 EVAL_PROMPTS, EVAL_NEW_TOKENS = 12, 40
 # Upper bounds of the options that have no natural one (the model-dependent ones come from the lab config).
@@ -432,7 +432,7 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help=f"(target, draft) optimizer steps: 1..{MAX_STEPS:,}; default per kind, as the shipped recipe: target "
         f"{TRAIN_STEPS['target']}, dspark / dspark-rnn / dflash {TRAIN_STEPS['dspark']} (the model's draft layers), "
-        f"eagle3 / mtp1 {TRAIN_STEPS['eagle3']} (their own small modules); `all` follows lab/train_all.py Recipe",
+        f"eagle3 / mtp1 {TRAIN_STEPS['eagle3']} (their own small modules); `all` follows training/rebuild.py's Recipe",
     )
     t.add_argument(
         "--batch", type=int, default=16, help=f"(target, draft) sequences per step: 1..{MAX_BATCH} (default 16)"
@@ -611,7 +611,7 @@ def check_args(args: argparse.Namespace) -> None:
         if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
             raise ValueError(f"--out = {args.out!r} is a file: allowed a folder (data writes <domain>.txt into it)")
     elif args.command == "eval":
-        from .evaluation import PROMPT_TOKENS
+        from .evaluation.quality import PROMPT_TOKENS
 
         check_int(args.prompts, "--prompts", 1, MAX_EVAL_PROMPTS)
         why = f"max_seq_len {cfg.max_seq_len} − a {PROMPT_TOKENS}-token prompt"
@@ -869,9 +869,9 @@ def run(args: argparse.Namespace, console: Any) -> None:
     lang = check_lang(args.lang)
     check_args(args)
     if args.command == "walk":
-        from .render import render_walk
+        from .lesson.render import render_walk
+        from .lesson.walk import run_walk
         from .text import DEFAULT_PROMPT
-        from .walkthrough import run_walk
 
         prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
         walk = run_walk(
@@ -900,7 +900,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
         else:
             render_walk(console, walk, lang)
     elif args.command == "generate":
-        from .generation import compare
+        from .lesson.generation import compare
 
         report = compare(
             args.prompt,
@@ -917,7 +917,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
         if args.json:
             print_json(report.to_json())
         else:
-            from .render import render_generate
+            from .lesson.render import render_generate
 
             render_generate(console, report, lang)
     elif args.command == "data":
@@ -925,13 +925,13 @@ def run(args: argparse.Namespace, console: Any) -> None:
 
         main_data(args, console)
     elif args.command == "train":
-        from .train_cli import main_train
+        from .training.cli import main_train
 
         report = main_train(args, console)
         if args.json:
             print_json(report)
     elif args.command == "eval":
-        from .eval_cli import main_eval
+        from .evaluation.cli import main_eval
 
         report = main_eval(args, console, lang)
         if args.json:
@@ -949,7 +949,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
         if args.json:
             print_json(report)
     elif args.command == "profile":
-        from .profiling import profile
+        from .evaluation.profiling import profile
 
         with console.status("profiling step 6B…"):
             report = profile(
@@ -965,7 +965,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
         if args.json:
             print_json(report)
         else:
-            from .render import render_profile
+            from .lesson.render import render_profile
 
             render_profile(console, report, lang)
     elif args.command == "serve":
@@ -996,7 +996,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
         if report["problems"]:
             raise CheckpointProblems(f"{len(report['problems'])} problem(s) in {args.checkpoint}")
     else:
-        from .walkthrough import inspect_model
+        from .lesson.walk import inspect_model
 
         if args.preset == "flash" and not args.json:
             with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):
@@ -1006,7 +1006,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
         if args.json:
             print_json(report)
         else:
-            from .render import render_inspect
+            from .lesson.render import render_inspect
 
             render_inspect(console, report, lang)
 

@@ -17,10 +17,10 @@ SEED = 0
 
 import torch
 
-from lab import widgets
-from lab.diagrams import architecture_map, display_mermaid, flow_string
-from lab.exercises import check
-from lab.steps import COLUMNS, STEPS, successors
+from lab.lesson import widgets
+from lab.lesson.diagrams import architecture_map, display_mermaid, flow_string
+from lab.lesson.exercises import check
+from lab.lesson.steps import COLUMNS, STEPS, successors
 
 torch.set_num_threads(1)
 print(flow_string(LANG))
@@ -29,10 +29,10 @@ for col in COLUMNS:
 
 # %% [markdown]
 # ## The map / Sơ đồ
-# **EN** — The same registry (`lab/steps.py`) draws this mermaid map, the clickable map below, the CLI and the notebooks.
+# **EN** — The same registry (`lab/lesson/steps.py`) draws this mermaid map, the clickable map below, the CLI and the notebooks.
 # Both maps read each column top to bottom: 1A at the top of column 1, 6B at the foot of column 4.
 #
-# **VI** — Cùng một sổ đăng ký (`lab/steps.py`) vẽ sơ đồ mermaid này, sơ đồ bấm được bên dưới, CLI và các notebook.
+# **VI** — Cùng một sổ đăng ký (`lab/lesson/steps.py`) vẽ sơ đồ mermaid này, sơ đồ bấm được bên dưới, CLI và các notebook.
 # Cả hai sơ đồ đọc mỗi cột từ trên xuống: 1A ở đỉnh cột 1, 6B ở chân cột 4.
 
 # %%

@@ -18,10 +18,10 @@ PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
 import torch
 from rich import print as show
 
-from lab import plots
-from lab.exercises import check
-from lab.render import render_view
-from lab.walkthrough import run_walk
+from lab.lesson import plots
+from lab.lesson.exercises import check
+from lab.lesson.render import render_view
+from lab.lesson.walk import run_walk
 
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)

@@ -19,10 +19,10 @@ import torch
 from rich import print as show
 
 from dspark_mini.quant import fp4_qdq
-from lab import plots
-from lab.exercises import check
-from lab.render import render_view
-from lab.walkthrough import run_walk
+from lab.lesson import plots
+from lab.lesson.exercises import check
+from lab.lesson.render import render_view
+from lab.lesson.walk import run_walk
 
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)

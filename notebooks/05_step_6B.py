@@ -24,11 +24,11 @@ import torch
 from rich import print as show
 
 from dspark_mini.speculative import acceptance_stats, generate_speculative
-from lab import plots, widgets
-from lab.evaluation import eval_prompts
-from lab.exercises import check
-from lab.render import render_view
-from lab.walkthrough import load_plans, redraft, run_walk
+from lab.lesson import plots, widgets
+from lab.evaluation.quality import eval_prompts
+from lab.lesson.exercises import check
+from lab.lesson.render import render_view
+from lab.lesson.walk import load_plans, redraft, run_walk
 
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)  # the shipped trained weights (lab/weights)
@@ -58,7 +58,7 @@ plots.logits_bar(walk, 10, lang=LANG)
 # `main_x` mà bộ vẽ nháp thật sự nhận. Lấy sai lớp hay trộn sai thì độ lệch sẽ ≫ 0.
 
 # %%
-from lab.profiling import hooked_forward, main_x_error  # noqa: E402
+from lab.evaluation.profiling import hooked_forward, main_x_error  # noqa: E402
 
 _, hooked = hooked_forward(walk.model, walk.tokens)  # a second forward; hooks catch layers 3 and 4's inputs
 err = main_x_error(walk.model, walk.trace.get("6B", "main_x"), hooked)

@@ -21,8 +21,8 @@ import torch
 
 from dspark_mini import build_model, get_config
 from dspark_mini.speculative import generate_plain, generate_speculative, speculative_round, token_distribution
-from lab.exercises import check
-from lab.profiling import chi_square_test
+from lab.lesson.exercises import check
+from lab.evaluation.profiling import chi_square_test
 
 torch.set_num_threads(1)
 cfg = get_config("lab", dspark_block_size=5)  # a draft block of up to 5, like the real model

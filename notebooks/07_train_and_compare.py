@@ -26,10 +26,10 @@ SEED = 0
 import torch
 
 from dspark_mini import get_config
-from lab import plots
-from lab.calibration import DEFAULT_GRID
-from lab.evaluation import collect_rounds, decay, eval_prompts, summarize
-from lab.exercises import check
+from lab.lesson import plots
+from lab.evaluation.calibration import DEFAULT_GRID
+from lab.evaluation.quality import collect_rounds, decay, eval_prompts, summarize
+from lab.lesson.exercises import check
 from lab.weights import DRAFTERS, load_drafter, report
 
 # ruff: noqa: E402 (imports below the language switch)

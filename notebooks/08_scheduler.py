@@ -34,8 +34,8 @@ from dspark_mini.scheduler import (
     survival,
 )
 from dspark_mini.speculative import verify_block
-from lab.exercises import check
-from lab.profiling import chi_square_test
+from lab.lesson.exercises import check
+from lab.evaluation.profiling import chi_square_test
 from lab.serving import plots
 from lab.serving.schedule import read_streams, read_table, schedule_report, stream_summary, tables_for
 from lab.serving.simulate import replay

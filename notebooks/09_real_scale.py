@@ -31,7 +31,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from dspark_mini import build_model, count_params, get_config
-from lab.exercises import check
+from lab.lesson.exercises import check
 from lab.realscale import inspect_checkpoint, write_header_only
 from lab.realscale.distributed import Parallel, ShardingError, check_shardable, engram_rows, rank_selector
 from lab.realscale.placement import check_fits, estimate_ranks, read_stored

@@ -25,9 +25,9 @@ from dspark_mini.config import ConfigError
 from dspark_mini.sampling import token_distribution
 from dspark_mini.speculative import generate_plain, generate_speculative
 from dspark_mini.validate import check_float, check_int, check_seed, check_temperature
-from lab.generation import compare
-from lab.profiling import profile
-from lab.walkthrough import run_walk
+from lab.evaluation.profiling import profile
+from lab.lesson.generation import compare
+from lab.lesson.walk import run_walk
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN, INF = float("nan"), float("inf")
@@ -210,14 +210,14 @@ def interrupt(*args, **kwargs):
 
 
 def test_ctrl_c_in_walk_is_one_line_and_130(workdir, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("lab.walkthrough.run_walk", interrupt)
+    monkeypatch.setattr("lab.lesson.walk.run_walk", interrupt)
     assert cli.main(["walk", "--json"]) == 130
     out, err = capsys.readouterr()
     assert err == "interrupted\n" and out == ""
 
 
 def test_ctrl_c_during_training_leaves_no_checkpoint(workdir, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("lab.train_cli.train_target", interrupt)
+    monkeypatch.setattr("lab.training.cli.train_target", interrupt)
     before = snapshot(workdir)
     argv = ["train", "target", "--steps", "2", "--lines", "20", "--seq-len", "16", "--out", "t.safetensors"]
     assert cli.main(argv) == 130
@@ -251,7 +251,9 @@ def strict_json(text: str):
 
 
 def test_json_output_is_strict_and_says_where_numbers_were_not_finite(workdir, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("lab.profiling.profile", lambda *a, **k: {"ratio": INF, "rows": [1.0, NAN], "ok": 0.5})
+    monkeypatch.setattr(
+        "lab.evaluation.profiling.profile", lambda *a, **k: {"ratio": INF, "rows": [1.0, NAN], "ok": 0.5}
+    )
     assert cli.main(["profile", "--json"]) == 0
     report = strict_json(capsys.readouterr().out)
     assert report["ratio"] is None and report["rows"] == [1.0, None] and report["ok"] == 0.5
@@ -273,8 +275,8 @@ def help_of(capsys, *argv: str) -> str:
 def test_eval_defaults_are_the_readmes(capsys) -> None:
     import inspect
 
-    from lab.evaluation import evaluate_drafters
-    from lab.train_all import Recipe
+    from lab.evaluation.quality import evaluate_drafters
+    from lab.training.rebuild import Recipe
 
     args = cli.parser().parse_args(["eval"])
     assert (args.prompts, args.max_new_tokens) == (12, 40) == (Recipe().eval_prompts, Recipe().max_new_tokens)
@@ -285,7 +287,7 @@ def test_eval_defaults_are_the_readmes(capsys) -> None:
 
 
 def test_train_help_states_each_kinds_steps(capsys) -> None:
-    from lab.train_all import Recipe
+    from lab.training.rebuild import Recipe
     from lab.weights import BASELINE_DRAFTERS, MODEL_DRAFTERS
 
     r = Recipe()
@@ -311,7 +313,7 @@ def test_top_level_help_says_what_train_trains(capsys) -> None:
 
 def test_help_ranges_match_the_model(capsys) -> None:
     from lab.corpus import MAX_LINES_PER_DOMAIN
-    from lab.evaluation import PROMPT_TOKENS
+    from lab.evaluation.quality import PROMPT_TOKENS
 
     cfg = get_config("lab")
     assert f"1..{cfg.max_seq_len - cfg.dspark_block_size - 1} " in help_of(capsys, "profile")

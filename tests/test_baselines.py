@@ -29,7 +29,7 @@ from dspark_mini.checkpoint import CheckpointError, config_to_dict
 from dspark_mini.checkpoint import save as save_model
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.corpus import build_corpus, mix, token_stream
-from lab.train_baselines import eagle3_losses, mtp1_losses, train_eagle3, train_mtp1
+from lab.training.baselines import eagle3_losses, mtp1_losses, train_eagle3, train_mtp1
 
 torch.set_num_threads(1)
 

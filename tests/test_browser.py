@@ -220,8 +220,8 @@ def test_explorer_scheduler_follows_the_load(tab):
     stored greedy draft's confidences): the readout and the strip's ○ "not sent" cells follow Python's scheduler."""
     import json
 
+    from lab.lesson.walk import load_plan
     from lab.present.explorer import StoredRound
-    from lab.walkthrough import load_plan
 
     path = REPO / "docs" / "explorer.html"
     html = path.read_text(encoding="utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lab.calibration import calibration_report, ece, fit_sts, prefix_labels, survival, to_logits
+from lab.evaluation.calibration import calibration_report, ece, fit_sts, prefix_labels, survival, to_logits
 
 
 def naive_ece(pred: list[float], label: list[float], n_bins: int) -> float:

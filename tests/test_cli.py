@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from lab.cli import main
-from lab.steps import STEP_IDS
+from lab.lesson.steps import STEP_IDS
+from lab.lesson.walk import run_walk
 from lab.text import DEFAULT_PROMPT
-from lab.walkthrough import run_walk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -219,7 +219,7 @@ def test_profile_json(capsys) -> None:
 
 
 def test_redraft_and_language_switch_reuse_the_forward(walk_en) -> None:
-    from lab.walkthrough import build_views, redraft
+    from lab.lesson.walk import build_views, redraft
 
     w2 = redraft(walk_en, 1, 0.0)
     assert w2.trace is walk_en.trace and w2.model is walk_en.model  # no new forward over the prompt

@@ -10,7 +10,7 @@ from dspark_mini.drafters import DSparkDrafter
 from dspark_mini.speculative import ACCEPTED, NOT_VERIFIED, REJECTED, Round
 from dspark_mini.tokenizer import default_tokenizer
 from lab.corpus import build_corpus
-from lab.evaluation import collect_rounds, decay, eval_prompts, speed, summarize, threshold_sweep
+from lab.evaluation.quality import collect_rounds, decay, eval_prompts, speed, summarize, threshold_sweep
 
 
 def fake_round(n: int, conf: list[float]) -> Round:

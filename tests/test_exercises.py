@@ -1,10 +1,10 @@
-"""The notebooks' exercise check (lab/exercises.py): ✓ / ✗ once answered, a "not answered yet" reminder before."""
+"""The notebooks' exercise check (lesson/exercises.py): ✓ / ✗ once answered, a "not answered yet" reminder before."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab.exercises import MESSAGES, check
+from lab.lesson.exercises import MESSAGES, check
 
 
 @pytest.mark.parametrize("lang", ["en", "vi"])

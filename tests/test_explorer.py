@@ -17,6 +17,8 @@ import torch
 import lab.explorer
 from dspark_mini.model import draft
 from dspark_mini.scheduler import plan_round
+from lab.evaluation.profiling import chi_square_test
+from lab.lesson.walk import load_plan, shipped_sps
 from lab.present import explorer
 from lab.present.explorer import (
     FIX_COMMAND,
@@ -28,9 +30,7 @@ from lab.present.explorer import (
     simulate_round,
     verify_length,
 )
-from lab.profiling import chi_square_test
 from lab.serving.sps import SPSTable
-from lab.walkthrough import load_plan, shipped_sps
 from lab.weights import lab_model
 
 REPO = Path(__file__).resolve().parents[1]

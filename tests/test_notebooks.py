@@ -31,7 +31,7 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from lab.nbsync import NOTEBOOKS, check_all, sources
+from lab.lesson.nbsync import NOTEBOOKS, check_all, sources
 
 NB_TIMEOUT_S = 240  # per cell; the budget for a whole notebook is 60 s on 2 cores (measured, reported)
 
@@ -115,7 +115,7 @@ def numbers(text: str) -> list[str]:
 def test_notebooks_exist_and_are_in_sync() -> None:
     names = [p.stem for p in sources()]
     assert names, "no notebooks found"
-    assert check_all() == [], "run: python -m lab.nbsync --write"
+    assert check_all() == [], "run: python -m lab.lesson.nbsync --write"
 
 
 def test_every_notebook_has_an_answer_key() -> None:
@@ -166,7 +166,7 @@ def recompute_06(nb) -> list[tuple[str, str, list[str]]]:
     seeded generator after a seeded draft (tests/test_dspark.py::test_seeded_sampling_is_deterministic)."""
     from dspark_mini import build_model, get_config
     from dspark_mini.speculative import token_distribution, verify_block
-    from lab.profiling import chi_square_test
+    from lab.evaluation.profiling import chi_square_test
 
     seed, anchor, n_drafts = 0, 7, 20000
     cfg = get_config("lab", dspark_block_size=5)
@@ -199,7 +199,7 @@ def recompute_07(nb) -> list[tuple[str, str, list[str]]]:
     Its line (a) (DSpark, 12 prompts, one at a time) is compared inside the notebook by a probe with the report
     (τ to 1e-9, the same number of rounds, every conditional acceptance): a run that printed other numbers there
     fails already. Every other number 07 prints is read from the shipped report.json."""
-    from lab.evaluation import collect_rounds, eval_prompts, summarize
+    from lab.evaluation.quality import collect_rounds, eval_prompts, summarize
     from lab.weights import load_drafter, report
 
     r = report()["recipe"]

@@ -14,7 +14,7 @@ import torch
 
 from dspark_mini import build_model, get_config
 from dspark_mini.packed import state_bytes
-from lab.generation import compare
+from lab.lesson.generation import compare
 from lab.realscale import export as export_mod
 from lab.realscale import export_checkpoint, load_checkpoint, write_header_only
 from lab.realscale.distributed import SINGLE, Parallel, held_bytes, load_sharded
@@ -184,7 +184,7 @@ def test_greedy_speculative_equals_plain_at_any_dtype(dtype) -> None:
 
 def test_float32_logits_are_float64_within_the_stated_tolerance(trained) -> None:
     from lab.corpus import DOMAINS
-    from lab.evaluation import eval_prompts
+    from lab.evaluation.quality import eval_prompts
     from lab.weights import in_dtype
 
     x = torch.cat([eval_prompts(d, 4, 12) for d in DOMAINS])  # [12, 12] held-out prompts

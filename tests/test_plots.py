@@ -1,4 +1,4 @@
-"""The plotly figures (lab/plots.py): each step's figure in both languages, the numbers they draw equal the
+"""The plotly figures (lab/lesson/plots.py): each step's figure in both languages, the numbers they draw equal the
 trace's, masked entries are blank, bad step ids / layers / arguments raise ValueError naming what is allowed."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dspark_mini import get_config
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import layer_roles
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
-from lab import plots
-from lab.steps import STEP_IDS
+from lab.lesson import plots
+from lab.lesson.steps import STEP_IDS
+from lab.lesson.walk import redraft, run_walk, sinkhorn_errors, verify_rows
 from lab.text import LANGS
-from lab.walkthrough import redraft, run_walk, sinkhorn_errors, verify_rows
 
 NO_LAYER_STEPS = ("1A", "3A", "6A", "6B")
 
@@ -366,7 +366,7 @@ def test_6b_acceptance_by_position_from_real_rounds(walk):
 
 
 def test_6b_verify_cost_curve_p50_with_p95_error_bars():
-    from lab.profiling import profile
+    from lab.evaluation.profiling import profile
 
     report = profile(prompts=2, new_tokens=4, reps=2, cache_len=12)
     fig = plots.verify_cost_curve(report, "vi")

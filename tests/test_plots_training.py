@@ -1,4 +1,4 @@
-"""The figures of notebook 07 (lab/plots.py, from `target_curve` on): built from a small synthetic report with known
+"""The figures of notebook 07 (lesson/plots.py, from `target_curve` on): built from a small synthetic report with known
 numbers, they draw exactly those numbers, in both languages; a report without what a figure needs raises ValueError
 naming what is allowed; the shipped report draws without error."""
 
@@ -9,7 +9,7 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from lab import plots
+from lab.lesson import plots
 from lab.text import LANGS
 from lab.weights import report as shipped_report
 

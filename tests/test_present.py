@@ -17,12 +17,12 @@ import torch
 from dspark_mini.files import OWNER
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, generate_plain
 from dspark_mini.tokenizer import default_tokenizer
+from lab.lesson.steps import STEP_IDS
+from lab.lesson.walk import naive_lengths
 from lab.present import presenter
 from lab.present.page import asset
 from lab.present.rounds import scheduled_rounds
-from lab.steps import STEP_IDS
 from lab.text import DEFAULT_PROMPT, LANGS
-from lab.walkthrough import naive_lengths
 from lab.weights import lab_model
 
 
@@ -107,7 +107,7 @@ def test_engram_history_is_the_last_tokens_compressed(run, trained):
 
 
 def test_verify_lengths_and_statuses(run):
-    """ℓ is Algorithm 1 as the paper writes it (lab.walkthrough.naive_lengths, one candidate at a time) at the run's
+    """ℓ is Algorithm 1 as the paper writes it (lab.lesson.walk.naive_lengths, one candidate at a time) at the run's
     load; survival is the running product of c; the strip reads accepted…, rejected, not verified…, not sent…"""
     for r in run["rounds"]:
         k, ell, n = len(r["draft"]), r["verify_len"], r["n_accepted"]

@@ -25,12 +25,12 @@ import pytest
 import dspark_mini.checkpoint as ckpt
 from dspark_mini.checkpoint import load_model, save
 from dspark_mini.files import OWNER, WriteError, atomic_path, folder_swap, read_owner, write_atomic
-from lab import train_all as train_all_mod
 from lab.cli import main
 from lab.present import presenter
 from lab.serving import profile_sps as profile_sps_mod
 from lab.serving.sps import load_table
-from lab.train_all import check_shipped
+from lab.training import rebuild as train_all_mod
+from lab.training.rebuild import check_shipped
 from lab.weights import DRAFTERS, WEIGHTS_DIR
 
 REPO = Path(__file__).resolve().parents[1]

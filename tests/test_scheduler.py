@@ -27,7 +27,7 @@ from dspark_mini.scheduler import (
     survival,
 )
 from dspark_mini.speculative import verify_block
-from lab.profiling import chi_square_test
+from lab.evaluation.profiling import chi_square_test
 from lab.serving.sps import SPSTable, smooth_table, staircase_table
 
 F64 = torch.float64

@@ -1,4 +1,4 @@
-"""What the screens compute and show (lab/walkthrough.py views, lab/render.py, lab/profiling.py):
+"""What the screens compute and show (lab/lesson/walk.py views, lab/lesson/render.py, lab/evaluation/profiling.py):
 
 - every step shows at least one check, and every check compares two different computations — so each one turns ✗
   when one of its inputs is tampered with (proved below, check by check);
@@ -22,13 +22,13 @@ import torch
 from rich.cells import cell_len
 from rich.console import Console
 
-from lab import walkthrough as W
 from lab.cli import main
-from lab.generation import compare
-from lab.profiling import hooked_forward, main_x_error, tap_check
-from lab.render import STRIP, render_generate, render_profile, render_view, strip_text
-from lab.steps import STEP_IDS, get_step
-from lab.walkthrough import StepView, redraft, run_walk
+from lab.evaluation.profiling import hooked_forward, main_x_error, tap_check
+from lab.lesson import walk as W
+from lab.lesson.generation import compare
+from lab.lesson.render import STRIP, render_generate, render_profile, render_view, strip_text
+from lab.lesson.steps import STEP_IDS, get_step
+from lab.lesson.walk import StepView, redraft, run_walk
 
 SAMPLED = {"en": "sampled, not argmax", "vi": "lấy mẫu, không phải argmax"}
 
@@ -609,7 +609,7 @@ def test_vietnamese_output_has_no_english_ui_strings(capsys):
 
 
 def test_profile_renders_in_both_languages():
-    from lab.profiling import profile
+    from lab.evaluation.profiling import profile
 
     report = profile(reps=1, cache_len=8, prompts=2, new_tokens=6)
     assert report["tap_mix"]["max_abs_diff"] == 0.0 and report["tap_mix"]["threshold"] > 0

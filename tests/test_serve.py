@@ -15,7 +15,7 @@ from dspark_mini import build_model, get_config
 from dspark_mini.model import forward_ragged
 from dspark_mini.speculative import NOT_SENT, draft_requests, generate_plain, verify_ragged
 from lab.cli import main
-from lab.evaluation import eval_prompts
+from lab.evaluation.quality import eval_prompts
 from lab.serving.serve import serve
 from lab.weights import lab_model
 from tests.helpers import assert_same_snapshot

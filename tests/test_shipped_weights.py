@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from dspark_mini.speculative import generate_plain, generate_speculative
-from lab.evaluation import decay, eval_prompts, quality
-from lab.train_all import Recipe, check_shipped, corpus_streams
-from lab.training import evaluate
-from lab.walkthrough import run_walk
+from lab.evaluation.quality import decay, eval_prompts, quality
+from lab.lesson.walk import run_walk
+from lab.training.rebuild import Recipe, check_shipped, corpus_streams
+from lab.training.train import evaluate
 from lab.weights import DRAFTERS, WEIGHTS_DIR, lab_model, load_drafter, report
 
 

@@ -1,4 +1,4 @@
-"""The step registry (lab/steps.py): ids, columns, flow, vi/en text and UI strings."""
+"""The step registry (lab/lesson/steps.py): ids, columns, flow, vi/en text and UI strings."""
 
 import subprocess
 import sys
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import steps
-from lab.steps import COLUMNS, FLOW, STEPS, TEXT_FIELDS
+from lab.lesson import steps
+from lab.lesson.steps import COLUMNS, FLOW, STEPS, TEXT_FIELDS
 from lab.text import LANGS, UI
 
 FLOW_ORDER = ("1A", "1B", "2A", "3A", "3B", "3C", "4A", "6A", "5A", "6B")
@@ -267,6 +267,6 @@ def test_registry_is_immutable_and_hashable():
 
 def test_importing_the_registry_loads_neither_torch_nor_the_model():
     root = Path(steps.__file__).resolve().parents[1]
-    code = "import sys, lab.steps; print(sorted(m for m in sys.modules if m in ('torch', 'dspark_mini')))"
+    code = "import sys, lab.lesson.steps; print(sorted(m for m in sys.modules if m in ('torch', 'dspark_mini')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

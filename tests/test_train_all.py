@@ -15,7 +15,7 @@ from safetensors import safe_open
 
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.cli import main
-from lab.train_all import (
+from lab.training.rebuild import (
     QUICK,
     Recipe,
     check_shipped,
@@ -127,7 +127,7 @@ def test_self_distilled_windows_are_the_targets_own_continuations():
     """Each row starts with its prompt and goes on with exactly what the target writes for it alone; the prompts
     are seeded and in range. Can still fail: a row taken from another prompt's batch, a wrong split or offset."""
     from dspark_mini import build_model, get_config
-    from lab.training import distill_prompts, self_distill
+    from lab.training.train import distill_prompts, self_distill
 
     model = build_model(get_config("lab"), seed=1)
     train_ids, _ = corpus_streams(QUICK)
@@ -145,7 +145,7 @@ def test_self_distilled_windows_are_the_targets_own_continuations():
 
 def test_draft_training_refuses_bad_distilled_input():
     from dspark_mini import build_model, get_config
-    from lab.training import train_draft
+    from lab.training.train import train_draft
 
     model = build_model(get_config("lab"), seed=1)
     train_ids, _ = corpus_streams(QUICK)

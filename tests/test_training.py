@@ -13,7 +13,7 @@ from dspark_mini import build_model, get_config
 from dspark_mini.checkpoint import load_model, read_header
 from lab.cli import main
 from lab.corpus import build_corpus, mix, split, token_stream
-from lab.training import evaluate, train_target, windows
+from lab.training.train import evaluate, train_target, windows
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_data_command_json(capsys) -> None:
 
 
 def test_draft_losses_match_a_naive_computation() -> None:
-    from lab.training import draft_losses
+    from lab.training.train import draft_losses
 
     g = torch.Generator().manual_seed(0)
     logits, conf = torch.randn(2, 3, 7, generator=g), torch.randn(2, 3, generator=g)
@@ -136,7 +136,7 @@ def test_draft_losses_match_a_naive_computation() -> None:
 
 
 def test_draft_training_changes_only_the_draft_and_raises_acceptance(trained, streams) -> None:
-    from lab.training import train_draft
+    from lab.training.train import train_draft
 
     model, _ = trained
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -172,7 +172,7 @@ def test_cli_trains_a_draft_against_a_saved_target(tmp_path, capsys) -> None:
 
 
 def test_dflash_baseline_trains_without_the_sequential_part(streams) -> None:
-    from lab.training import train_draft
+    from lab.training.train import train_draft
 
     model = build_model(get_config("lab"), seed=5)
     conf_before = model.mtp.confidence_head.weight.detach().clone()
@@ -214,7 +214,7 @@ def test_cli_trains_every_drafter_kind(tmp_path, capsys, kind) -> None:
 
 def test_model_for_draft_refuses_a_draft_file_and_a_bad_kind(tmp_path) -> None:
     from dspark_mini.checkpoint import CheckpointError, save
-    from lab.training import model_for_draft
+    from lab.training.train import model_for_draft
 
     model = build_model(get_config("lab"), seed=0)
     save(model, tmp_path / "target.safetensors", part="target")
@@ -234,7 +234,7 @@ def test_training_blocks_draft_what_inference_drafts() -> None:
     the absolute rotation)."""
     import dataclasses
 
-    from lab.training import anchor_blocks, block_rings
+    from lab.training.train import anchor_blocks, block_rings
 
     cfg = dataclasses.replace(get_config("lab"), kv_quant=False)
     model = build_model(cfg, seed=2).eval()

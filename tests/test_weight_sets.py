@@ -1,4 +1,4 @@
-"""Nothing lost, ever: a weights folder is one set (lab/weights.py, lab/train_all.py).
+"""Nothing lost, ever: a weights folder is one set (lab/weights.py, lab/training/rebuild.py).
 
 `train all` builds the set in a sibling folder and swaps it in at the end, so an interrupted run leaves the old
 set byte for byte; `manifest.json` records every file's sha256 and each drafter's header the target's, so a
@@ -20,15 +20,15 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-import lab.train_all as train_all_mod
-import lab.train_cli as train_cli_mod
+import lab.training.cli as train_cli_mod
+import lab.training.rebuild as train_all_mod
 import lab.weights as weights_mod
 from dspark_mini import build_model, get_config
 from dspark_mini import checkpoint as ckpt
 from dspark_mini.baselines import Eagle3Draft, load_baseline, save_baseline
 from dspark_mini.checkpoint import CheckpointError, load, load_model, save, stamp_target
 from lab.cli import main
-from lab.train_all import QUICK, check_shipped, train_all
+from lab.training.rebuild import QUICK, check_shipped, train_all
 from lab.weights import (
     DRAFTERS,
     MANIFEST,

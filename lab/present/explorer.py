@@ -45,9 +45,9 @@ from dspark_mini.scheduler import DEFAULT_THRESHOLD, plan_round
 from dspark_mini.speculative import Verdict, prefill, speculative_round, verify_block
 from dspark_mini.tokenizer import default_tokenizer
 
-from ..evaluation import eval_prompts
+from ..evaluation.quality import eval_prompts
+from ..lesson.walk import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
 from ..text import LANGS, UI
-from ..walkthrough import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
 from .page import asset, render
 from .presenter import DEFAULT_REQUESTS
 
@@ -63,7 +63,7 @@ DECIMALS = {"logits": 2, "markov": 3, "confidence": 4}
 POLICIES = ("fixed", "threshold", "dspark")  # the page's verify-length control: dspark_mini/scheduler.py's policies
 LOADS = tuple(2**i for i in range(MAX_LOAD.bit_length()))  # the R slider: 1, 2, 4, …, 256 requests in flight
 
-# lab/steps.py UI strings the page reuses as they are; the page's own strings follow
+# lab/lesson/steps.py UI strings the page reuses as they are; the page's own strings follow
 SHARED = (
     "prompt", "seed", "language", "temperature", "token", "position", "probability", "draft_token",
     "draft_probability", "confidence", "target_token", "accepted", "rejected", "not_verified", "resampled", "bonus",
@@ -275,7 +275,7 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "walk_prompt": {"vi": "lời nhắc mặc định của dspark-lab walk", "en": "dspark-lab walk's default prompt"},
 }
-MARKERS = {  # the verify outcomes' markers, as lab/render.py's STRIP: the marker alone tells them apart
+MARKERS = {  # the verify outcomes' markers, as lab/lesson/render.py's STRIP: the marker alone tells them apart
     "anchor": "▸",
     "accepted": "✓",
     "rejected": "✗",
@@ -287,11 +287,11 @@ MARKERS = {  # the verify outcomes' markers, as lab/render.py's STRIP: the marke
 
 
 def strings() -> dict[str, dict[str, str]]:
-    """Every string the page shows, {key: {vi, en}}: lab/steps.py's shared terms and this module's own."""
+    """Every string the page shows, {key: {vi, en}}: lab/lesson/steps.py's shared terms and this module's own."""
     shared = {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED}
     clash = set(UI) & set(TEXT)
     if clash:
-        raise ValueError(f"explorer strings {sorted(clash)} are also lab/steps.py UI keys: reuse them instead")
+        raise ValueError(f"explorer strings {sorted(clash)} are also lab/lesson/steps.py UI keys: reuse them instead")
     return shared | TEXT
 
 
@@ -308,7 +308,7 @@ def rounded(t: torch.Tensor, decimals: int) -> list:
 
 
 def default_prompts() -> list[dict[str, Any]]:
-    """The page's prompts: two held-out prompts per domain (lab.evaluation.eval_prompts), then the walk's default."""
+    """The page's prompts: two held-out prompts per domain (eval_prompts), then the walk's default."""
     from ..text import DEFAULT_PROMPT
 
     out = []

@@ -1,7 +1,7 @@
 """`make pictures` (`python -m lab.present.pictures`): the README's pictures, drawn offline by the lab's own pages.
 
 Chromium (the system's, driven by Playwright, as in tests/test_browser.py) renders what the lab already makes and
-screenshots one element of it: the map (lab.diagrams' SVG), a draft strip and the acceptance-by-position chart (the
+screenshots one element of it: the map (lesson.diagrams' SVG), a draft strip and the acceptance-by-position chart (the
 DSpark Explorer, docs/explorer.html) and the presenter on its 6B rounds page (lab/present/presenter.py). Nothing is
 drawn twice: a picture is exactly what a learner sees. Written to docs/img/*.png (checked in, small).
 """
@@ -36,7 +36,7 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
 
     from dspark_mini.files import write_atomic
 
-    from ..diagrams import map_svg
+    from ..lesson.diagrams import map_svg
     from .presenter import build_data, render_page, serve_in_thread, url_of
 
     shots: list[bytes] = []

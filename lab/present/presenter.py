@@ -1,8 +1,8 @@
 """Presenter mode: `dspark-lab present` walks 1A → 6B on a projector, then steps through 6B round by round.
 
 One page, served by Python's own http.server on 127.0.0.1 (offline: no CDN, no Jupyter kernel, nothing to install
-beyond the lab): the 4-column map with the active block lit (lab.diagrams' SVG), the step's panel (the notebooks'
-panel: explanation, equation, figures, tables, checks — lab.widgets), Next/Previous with the arrow keys (and a
+beyond the lab): the 4-column map with the active block lit (lab.lesson.diagrams' SVG), the step's panel (the notebooks'
+panel: explanation, equation, figures, tables, checks — lab.lesson.widgets), Next/Previous with the arrow keys (and a
 clicker's PageUp/PageDown), vi/en, a font-size control and full screen. After 6B the same Next walks the rounds of a
 scheduled speculative run (lab/present/rounds.py) like a debugger: the draft strip, ℓ the scheduler sent, the
 verdicts, and what the window ring, the compressor carry, the Engram history and the draft ring hold after each
@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..steps import STEP_IDS
+from ..lesson.steps import STEP_IDS
 from ..text import LANGS, UI, check_lang, say_symlink
 from .page import asset, render
 
@@ -48,7 +48,7 @@ PUBLIC_WARNING = {
     "en": "warning: --public: the presenter listens on {host} port {port}: other machines on the network can open it",
 }
 
-# lab/steps.py UI strings the page reuses as they are; the page's own strings follow
+# lab/lesson/steps.py UI strings the page reuses as they are; the page's own strings follow
 SHARED = (
     "step", "language", "prompt", "seed", "temperature", "position", "draft_token", "draft_probability",
     "confidence", "target_token", "accepted", "rejected", "not_verified", "not_sent", "resampled", "bonus",
@@ -138,18 +138,18 @@ TEXT: dict[str, dict[str, str]] = {
 
 
 def strings() -> dict[str, dict[str, str]]:
-    """Every string the page shows, {key: {vi, en}}: lab/steps.py's shared terms and this module's own."""
+    """Every string the page shows, {key: {vi, en}}: lab/lesson/steps.py's shared terms and this module's own."""
     clash = set(UI) & set(TEXT)
     if clash:
-        raise ValueError(f"presenter strings {sorted(clash)} are also lab/steps.py UI keys: reuse them instead")
+        raise ValueError(f"presenter strings {sorted(clash)} are also lab/lesson/steps.py UI keys: reuse them instead")
     return {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED} | TEXT
 
 
 # ---- the data ------------------------------------------------------------------------------------------------
 def step_panels(state: Any) -> dict[str, dict[str, Any]]:
     """Every step's panel in the state's language, as the notebooks show it: {step: {head, body, figures}} (HTML
-    from lab.widgets.panel_html, figures as plotly JSON)."""
-    from ..widgets import panel_html, step_panel_content
+    from lab.lesson.widgets.panel_html, figures as plotly JSON)."""
+    from ..lesson.widgets import panel_html, step_panel_content
 
     out = {}
     for sid in STEP_IDS:
@@ -175,9 +175,9 @@ def build_data(
 
     from dspark_mini.tokenizer import default_tokenizer
 
-    from ..diagrams import map_svg
+    from ..lesson.diagrams import map_svg
+    from ..lesson.widgets import LabState
     from ..text import DEFAULT_PROMPT
-    from ..widgets import LabState
     from . import explorer
     from .rounds import scheduled_rounds
 
@@ -392,7 +392,7 @@ def check_present_args(args: argparse.Namespace) -> None:
     """The options' ranges, before the model runs."""
     from dspark_mini.validate import check_int, check_seed, check_temperature
 
-    from ..walkthrough import MAX_LOAD
+    from ..lesson.walk import MAX_LOAD
     from .rounds import MAX_ROUNDS
 
     if args.lang not in LANGS:

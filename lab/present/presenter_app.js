@@ -26,7 +26,7 @@
   const slideId = () => data.slides[state.slide];
   const onRounds = () => slideId() === "6B-rounds";
 
-  // ---- the map: lab.diagrams' SVG, the active block lit, a click opens a step -------------------------------
+  // ---- the map: lab.lesson.diagrams' SVG, the active block lit, a click opens a step -------------------------------
   function drawMap() {
     $("map").innerHTML = data.maps[state.lang];
     for (const g of $("map").querySelectorAll('g[id^="step-"]')) {

@@ -72,7 +72,7 @@ def layout(b: int, rows: int) -> tuple[int, int]:
 def corpus_rows(n: int, length: int, seed: int) -> torch.Tensor:
     """n held-out corpus snippets of `length` tokens, the three domains in turn.  → [n, length] int64"""
     from lab.corpus import DOMAINS
-    from lab.evaluation import eval_prompts
+    from lab.evaluation.quality import eval_prompts
 
     per = -(-n // len(DOMAINS))
     parts = [eval_prompts(d, per, length, seed) for d in DOMAINS]
@@ -133,7 +133,7 @@ def profile_sps(
 ) -> SPSTable:
     """Measure the lab model's verify forward at each B of `sizes` → the forced-monotone SPS table with its run
     conditions. `model` defaults to `lab.weights.lab_model(weights, seed)`."""
-    from lab.profiling import run_conditions
+    from lab.evaluation.profiling import run_conditions
     from lab.weights import lab_model
 
     check_seed(seed)

@@ -33,8 +33,8 @@ def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[st
 
     from dspark_mini import get_tokenizer
 
-    from ..evaluation import eval_prompts
-    from ..profiling import run_conditions
+    from ..evaluation.profiling import run_conditions
+    from ..evaluation.quality import eval_prompts
     from ..weights import lab_model
     from .schedule import read_table
     from .serve import serve

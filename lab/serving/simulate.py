@@ -219,13 +219,13 @@ def record_streams(
     on_progress: Callable[[str], None] | None = None,
 ) -> list[Stream]:
     """Rows from real rounds: the trained lab model with its DSpark drafter (`load_drafter("dspark")` unless
-    given), batch 1 on held-out prompts (lab.evaluation.eval_prompts), the full trained block verified every
+    given), batch 1 on held-out prompts (lab.evaluation.quality.eval_prompts), the full trained block verified every
     round (generate_speculative); one stream per prompt. Rounds cut short at the end of a generation (fewer than
     k drafts) are dropped so every row has the same k. Temperature 1 by default, as the paper's offline numbers
     and the STS fit."""
     from dspark_mini.speculative import check_block, generate_speculative
     from lab.corpus import DOMAINS
-    from lab.evaluation import MAX_NEW_TOKENS, eval_prompts
+    from lab.evaluation.quality import MAX_NEW_TOKENS, eval_prompts
     from lab.weights import load_drafter
 
     if model is None:

@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .corpus import DOMAINS
-from .evaluation import evaluate_drafters, public_json
-from .text import Texts
-from .weights import check_drafter, load_drafter
+from ..corpus import DOMAINS
+from ..text import Texts
+from ..weights import check_drafter, load_drafter
+from .quality import evaluate_drafters, public_json
 
 TEXT = {
     "tau": {"en": "accepted length τ (kept drafts + 1)", "vi": "độ dài chấp nhận τ (token nháp giữ + 1)"},

@@ -189,7 +189,7 @@ def profile(
     """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
     (the language they learned); untrained ones after random token ids. `verify_steps` gives verify(k) ÷ one
     decode step for k = 1..block at each of `verify_lengths` (`verify_cost[k]["steps"]` at `cache_len`)."""
-    from .weights import lab_model
+    from ..weights import lab_model
 
     check_seed(seed)
     check_int(reps, "reps", 1)
@@ -205,8 +205,8 @@ def profile(
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)
     if weights == "trained":
-        from .corpus import DOMAINS
-        from .evaluation import eval_prompts
+        from ..corpus import DOMAINS
+        from .quality import eval_prompts
 
         per = -(-prompts // len(DOMAINS))
         batch = torch.cat([eval_prompts(d, per, 12, seed) for d in DOMAINS])[:prompts]

@@ -18,9 +18,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..text import UI, Texts, verify_label
 from .steps import get_column
-from .text import UI, Texts, verify_label
-from .walkthrough import NOTES, StepView, ViewTable, equation, fmt_params
+from .walk import NOTES, StepView, ViewTable, equation, fmt_params
 
 # strings of the generate and profile screens, both languages (step views use walkthrough.NOTES)
 TEXT = {

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from dspark_mini import Transformer
 from dspark_mini.baselines import Eagle3Draft, MTP1Draft, config_diff
-from lab.training import TrainLog, windows
+from lab.training.train import TrainLog, windows
 
 
 def mtp1_losses(module: MTP1Draft, target: Transformer, x: torch.Tensor) -> dict[str, torch.Tensor]:

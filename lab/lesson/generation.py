@@ -11,8 +11,8 @@ from dspark_mini import get_config, get_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from .text import DEFAULT_PROMPT
-from .weights import lab_model
+from ..text import DEFAULT_PROMPT
+from ..weights import lab_model
 
 
 @dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .text import LANGS, check_lang
+from ..text import LANGS, check_lang
 
 TEXT_FIELDS: tuple[str, ...] = ("title", "short", "what", "look_at", "real_scale")
 SHORT_MAX_CHARS = 90  # map blocks and tooltips

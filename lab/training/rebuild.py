@@ -32,9 +32,9 @@ from dspark_mini.checkpoint import CheckpointError, load_model, read_header, sav
 from dspark_mini.drafters import DSparkDrafter
 from dspark_mini.files import atomic_path, folder_swap, write_atomic
 
-from .calibration import calibration_report, fit_sts
-from .corpus import build_corpus, mix, split, token_stream
-from .evaluation import (
+from ..corpus import build_corpus, mix, split, token_stream
+from ..evaluation.calibration import calibration_report, fit_sts
+from ..evaluation.quality import (
     calibration_rounds,
     conditions,
     decay,
@@ -44,9 +44,8 @@ from .evaluation import (
     quality,
     speed,
 )
-from .evaluation import eval_prompts as held_out_prompts
-from .training import distill_prompts, evaluate, model_for_draft, self_distill, train_draft, train_target
-from .weights import (
+from ..evaluation.quality import eval_prompts as held_out_prompts
+from ..weights import (
     DRAFTERS,
     MANIFEST,
     MODEL_DRAFTERS,
@@ -57,6 +56,7 @@ from .weights import (
     stamp_set,
     verify_set,
 )
+from .train import distill_prompts, evaluate, model_for_draft, self_distill, train_draft, train_target
 
 
 def strict_json(x: Any) -> Any:
@@ -86,7 +86,9 @@ class Recipe:
     draft_context: int = 32
     draft_anchors: int = 24  # blocks cut from each window per step (of the 32 anchors a 37-token window has)
     draft_lr: float = 6e-3
-    distill_prompts: int = 2048  # self-distillation: sequences the target writes itself (`lab.training.self_distill`)
+    distill_prompts: int = (
+        2048  # self-distillation: sequences the target writes itself (`lab.training.train.self_distill`)
+    )
     distill_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
     distill_sampled: float = 0.25  # … their share continued at temperature 1 (the rest greedy)
     distill_rows: int = 6  # of the draft_batch windows per step, drawn from them (DSpark and DSpark-RNN)
@@ -176,7 +178,7 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
             model.mtp.set_confidence_temperatures(temps)
         save(model, out / f"{kind}.safetensors", part="draft", meta=meta, target_sha256=target_sha256)
     else:
-        from .train_baselines import train_eagle3, train_mtp1
+        from .baselines import train_eagle3, train_mtp1
 
         trainer = train_eagle3 if kind == "eagle3" else train_mtp1
         model = load_model(out / "target.safetensors")

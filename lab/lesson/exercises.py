@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .text import check_lang
+from ..text import check_lang
 
 MESSAGES = {
     "ok": {"en": "✓ correct", "vi": "✓ đúng rồi"},

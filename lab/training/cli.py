@@ -13,10 +13,10 @@ from rich.table import Table
 from dspark_mini import get_config
 from dspark_mini.checkpoint import save
 
-from .corpus import build_corpus, mix, split, token_stream
-from .text import check_lang, say_symlink
-from .training import evaluate, model_for_draft, train_draft, train_target
-from .weights import check_out, file_sha256, record_file
+from ..corpus import build_corpus, mix, split, token_stream
+from ..text import check_lang, say_symlink
+from ..weights import check_out, file_sha256, record_file
+from .train import evaluate, model_for_draft, train_draft, train_target
 
 
 def progress(console: Console, quiet: bool) -> Progress:
@@ -101,10 +101,10 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 
 def main_train_all(args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    """`dspark-lab train all`: every shipped file from scratch (see lab/train_all.py)."""
+    """`dspark-lab train all`: every shipped file from scratch (see lab/training/rebuild.py)."""
     import dataclasses
 
-    from .train_all import QUICK, Recipe, train_all
+    from .rebuild import QUICK, Recipe, train_all
 
     base = QUICK if args.quick else Recipe()
     recipe = dataclasses.replace(base, seed=args.seed)
@@ -193,7 +193,7 @@ def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, o
     """Eagle3-style or MTP-1 drafter against the frozen target, saved as its own module file."""
     from dspark_mini.baselines import save_baseline
 
-    from .train_baselines import train_eagle3, train_mtp1
+    from .baselines import train_eagle3, train_mtp1
 
     target_sha256 = file_sha256(args.target)  # recorded in the module's header: it loads only beside this target
     corpus = build_corpus(args.seed, args.lines)

@@ -30,11 +30,11 @@ from dspark_mini.speculative import ACCEPTED, BONUS, NOT_SENT, NOT_VERIFIED, REJ
 from dspark_mini.tokenizer import LabTokenizer
 from dspark_mini.validate import check_temperature
 
-from .profiling import reliability
+from ..evaluation.profiling import reliability
+from ..text import UI, Texts, check_lang, verify_label
 from .steps import STEP_IDS, get_step
-from .text import UI, Texts, check_lang, verify_label
-from .walkthrough import Walk, role_name, round_verify_rows, sinkhorn_errors
-from .walkthrough import status_text as row_status  # "accepted (sampled, not argmax)"
+from .walk import Walk, role_name, round_verify_rows, sinkhorn_errors
+from .walk import status_text as row_status  # "accepted (sampled, not argmax)"
 
 TEMPLATE = "plotly_white"
 SUBLAYERS: tuple[str, ...] = ("attn", "ffn")
@@ -970,7 +970,7 @@ def verify_cost_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
         or not all(isinstance(v, Mapping) and "verify_s" in v and "k_decodes_s" in v for v in cost.values())
     ):
         raise ValueError(
-            "report must be lab.profiling.profile()'s dict (or its 'verify_cost' part: "
+            "report must be lab.evaluation.profiling.profile()'s dict (or its 'verify_cost' part: "
             "{k: {'verify_s': {...}, 'k_decodes_s': {...}}})"
         )
     ks = sorted(cost, key=int)

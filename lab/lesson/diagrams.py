@@ -1,9 +1,9 @@
 """Diagrams generated from the step registry: the 4-column map and the 6B flow, as mermaid and as SVG.
 
-Everything here is derived from `lab/steps.py` (ids, titles, columns, FLOW, UI strings) and, for the 6B
+Everything here is derived from `lab/lesson/steps.py` (ids, titles, columns, FLOW, UI strings) and, for the 6B
 flow's numbers (tap layers, block size, Markov rank, draft layers), from the `lab` and `flash` presets, so
-a title or a number changes in one place and `python -m lab.diagrams --check` notices the committed files
-going stale. `python -m lab.diagrams --write` regenerates them:
+a title or a number changes in one place and `python -m lab.lesson.diagrams --check` notices the committed files
+going stale. `python -m lab.lesson.diagrams --write` regenerates them:
 
   diagrams/architecture_map.{vi,en}.mmd   the 4 columns / 10 blocks (1A → 6B)
   diagrams/flow_6b.{vi,en}.mmd            input hidden lanes → draft block → confidences → scheduler ℓ → verify
@@ -39,13 +39,13 @@ from xml.sax.saxutils import escape
 from mermaid.flowchart import FlowChart, Link, Node
 from mermaid.style import Style
 
+from ..text import LANGS, UI, Texts, check_lang
 from .steps import COLUMNS, FLOW, STEPS, Edge, get_step
-from .text import LANGS, UI, Texts, check_lang
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DIAGRAM_DIR = "diagrams"
 SVG_FILES = {"en": "docs/map.svg", "vi": "docs/map.vi.svg"}
-FIX_COMMAND = "python -m lab.diagrams --write"
+FIX_COMMAND = "python -m lab.lesson.diagrams --write"
 
 TEXT = {
     "map_title": {
@@ -53,8 +53,8 @@ TEXT = {
         "en": "DeepSeek-V4.1-Flash · 4 columns · 10 blocks (1A → 6B)",
     },
     "generated": {
-        "vi": f"Sinh từ lab/steps.py bằng {FIX_COMMAND}; đừng sửa tay",
-        "en": f"Generated from lab/steps.py by {FIX_COMMAND}; do not edit",
+        "vi": f"Sinh từ lab/lesson/steps.py bằng {FIX_COMMAND}; đừng sửa tay",
+        "en": f"Generated from lab/lesson/steps.py by {FIX_COMMAND}; do not edit",
     },
     "flow_6b_title": {
         "vi": "6B · DSpark: vẽ khối token nháp, bộ lập lịch chọn ℓ theo đầu tin cậy, rồi verify bằng forward thật",
@@ -628,7 +628,8 @@ def check_all(root: str | Path = REPO_ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lab.diagrams", description="Generate the mermaid diagrams and the map SVG from lab/steps.py."
+        prog="python -m lab.lesson.diagrams",
+        description="Generate the mermaid diagrams and the map SVG from lab/lesson/steps.py.",
     )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="(re)write every generated file")
@@ -641,7 +642,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stale = check_all(args.root)
     if stale:
-        print("These generated diagram files are out of date with lab/steps.py (or the presets):", file=sys.stderr)
+        print(
+            "These generated diagram files are out of date with lab/lesson/steps.py (or the presets):", file=sys.stderr
+        )
         for rel in stale:
             print(f"  {rel}", file=sys.stderr)
         root_arg = "" if args.root.resolve() == REPO_ROOT else f" --root {args.root}"

@@ -24,7 +24,7 @@ from dspark_mini.drafters import Drafter
 from dspark_mini.speculative import Round, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.tokenizer import default_tokenizer
 
-from .corpus import DOMAINS, check_domain, generate, token_stream
+from ..corpus import DOMAINS, check_domain, generate, token_stream
 
 HELD_OUT_SEED = 10_000  # corpus seed offset for evaluation prompts (training uses the seed itself)
 THRESHOLDS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -30,10 +30,10 @@ from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, 
 from dspark_mini.tokenizer import LabTokenizer
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
-from .profiling import hooked_forward, main_x_error
+from ..evaluation.profiling import hooked_forward, main_x_error
+from ..text import UI, Texts, check_lang, verify_label
+from ..weights import lab_model
 from .steps import STEP_IDS, Step, get_step
-from .text import UI, Texts, check_lang, verify_label
-from .weights import lab_model
 
 DEFAULT_PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
 WALK_PRESETS = ("lab",)
@@ -1389,7 +1389,7 @@ MAX_LOAD = 256  # the most requests in flight the 6B screens simulate (the inspe
 @functools.lru_cache(maxsize=1)
 def shipped_sps() -> StepRate:
     """The measured SPS(B) table that ships with the lab (read once)."""
-    from .serving.schedule import read_table
+    from ..serving.schedule import read_table
 
     return read_table(None)
 

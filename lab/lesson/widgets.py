@@ -22,10 +22,10 @@ import plotly.graph_objects as go
 
 from dspark_mini.validate import check_seed, check_temperature
 
+from ..text import DEFAULT_PROMPT, UI, Texts, check_lang
 from .plots import default_layer, draft_strip, logits_bar, resolve_layer, step_figures, step_layers, token_text
 from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
-from .text import DEFAULT_PROMPT, UI, Texts, check_lang
-from .walkthrough import (
+from .walk import (
     NOTES,
     StepView,
     Walk,
