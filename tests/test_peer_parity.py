@@ -941,6 +941,13 @@ def test_indexer_score(hf, cfg):
     assert_parity("indexer_score", torch.where(seen, scores, 0.0), torch.where(seen, scores_h, 0.0))
 
 
+def test_one_transformers_pin_everywhere():
+    """The version the float64 rewrite was made for is the one CI installs and the extra names."""
+    assert f"transformers=={TRANSFORMERS_PIN}\n" in (ROOT / "requirements-parity.txt").read_text(encoding="utf-8")
+    assert f'parity = ["transformers=={TRANSFORMERS_PIN}"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert "make install-parity" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
 # ---- the committed table ----------------------------------------------------------------------------------------
 def committed_doc() -> dict:
     return json.loads(DOC_JSON.read_text(encoding="utf-8"))
