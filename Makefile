@@ -14,7 +14,7 @@ TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.installed
 
-.PHONY: install lab notebooks test bench lint sync weights pictures present clean-venv
+.PHONY: install install-parity lab notebooks test bench lint sync weights pictures present clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -26,6 +26,11 @@ $(STAMP): $(PY) requirements.txt pyproject.toml
 	  || $(PY) -m pip install -q --retries 0 --timeout 15 --extra-index-url $(TORCH_INDEX) "$(TORCH_PIN)"
 	$(PY) -m pip install -q -r requirements.txt -e .
 	@touch $(STAMP)
+
+# transformers, pinned (requirements-parity.txt): the independent DeepseekV4 that tests/test_peer_parity.py checks the
+# lab's modules against. Outside CI the test skips without it; .ci/run installs it, so there it always runs.
+install-parity: install
+	$(PY) -m pip install -q -r requirements-parity.txt
 
 lab: install
 	$(PY) -m lab walk

@@ -43,6 +43,7 @@ class Block(nn.Module):
             cfg.expert_quant,
             dt,
             hp,
+            cfg.expert_act_quant,
         )
         self.attn_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps, dt)

@@ -42,6 +42,9 @@ DRAFT_PREFIX = "mtp."
 SUFFIX = ".safetensors"
 # config fields that shape only the draft: a "target" part loads into a model whatever they say
 DRAFT_ONLY_FIELDS = ("dspark_markov_kind",)
+# fields added to ModelConfig after files were written: a config without one is read with the value that file was
+# computed (and its weights trained) with — the behaviour it had before the field existed
+ADDED_FIELDS: dict[str, Any] = {"expert_act_quant": False}
 TARGET_KEY = "target_sha256"  # header key of a draft file: the sha256 of the target file it was trained against
 # the largest model a header may ask for: a bigger one is refused before anything is built (the lab model is
 # 12 MB; DeepSeek-V4.1-Flash itself is far above this and is only ever built on the meta device)
@@ -124,11 +127,13 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
 def config_from_dict(d: dict[str, Any]) -> ModelConfig:
     """The validated config of a dict made by `config_to_dict` (or read from JSON).
 
-    Every field except `extra` (free notes) must be present and no other key may be; each error names them."""
+    Every field except `extra` (free notes) must be present and no other key may be; each error names them. A field
+    of `ADDED_FIELDS` missing from the dict takes the value written there (files older than the field)."""
     if not isinstance(d, dict):
         raise CheckpointError(f"config must be a JSON object (got {type(d).__name__})")
     fields = _fields()
     unknown = sorted(set(d) - set(fields))
+    d = {**{n: v for n, v in ADDED_FIELDS.items() if n not in d}, **d}
     missing = [n for n in fields if n not in d and n != "extra"]
     if unknown or missing:
         parts = []

@@ -195,6 +195,9 @@ class ModelConfig:
     dtype: str = "float64"  # compute dtype | "bfloat16" (fp32 for mHC, router, head as the reference)
     kv_quant: bool = True  # simulate FP8 window / FP4 compressed KV / FP4 index keys (QDQ) | True
     expert_quant: bool = True  # simulate MXFP4 routed-expert weights (QDQ) | True
+    # the reference's GEMMs quantize their inputs: x before w1/w3 and h before w2, routed and shared experts, E4M3
+    # with a power-of-two scale per 32 values. Off in `lab`: its shipped weights were trained without it
+    expert_act_quant: bool = False  # simulate FP8 inputs of the expert matmuls (QDQ) | True
     engram_table_quant: bool = True  # simulate FP8 Engram table rows (E8M0 per 32) | True
     extra: dict = field(default_factory=dict, compare=False)  # free notes, ignored by the model
 
@@ -261,7 +264,7 @@ class ModelConfig:
         ):
             v = getattr(self, name)
             need(is_finite(v) and v > 0, name, "a finite number > 0 (not NaN or ±inf)")
-        for name in ("kv_quant", "expert_quant", "engram_table_quant"):
+        for name in ("kv_quant", "expert_quant", "expert_act_quant", "engram_table_quant"):
             need(isinstance(getattr(self, name), bool), name, "True or False")
         for name in ("name", "score_func", "dtype", "dspark_tap_mix", "dspark_markov_kind"):
             need(isinstance(getattr(self, name), str), name, "a string")
@@ -300,9 +303,10 @@ class ModelConfig:
         if self.kv_quant:
             need(self.head_dim % 32 == 0, "head_dim", "a multiple of 32 when kv_quant is on")
             need(self.index_head_dim % 32 == 0, "index_head_dim", "a multiple of 32 when kv_quant is on")
-        if self.expert_quant:
-            need(self.dim % 32 == 0, "dim", "a multiple of 32 when expert_quant is on")
-            need(self.moe_inter_dim % 32 == 0, "moe_inter_dim", "a multiple of 32 when expert_quant is on")
+        for switch in ("expert_quant", "expert_act_quant"):
+            if getattr(self, switch):
+                need(self.dim % 32 == 0, "dim", f"a multiple of 32 when {switch} is on")
+                need(self.moe_inter_dim % 32 == 0, "moe_inter_dim", f"a multiple of 32 when {switch} is on")
         if self.engram_table_quant:
             need(self.engram_head_dim % 32 == 0, "engram_head_dim", "a multiple of 32 when engram_table_quant is on")
 
@@ -482,5 +486,6 @@ def flash_config(**changes: Any) -> ModelConfig:
         dspark_n_routed_experts=128,
         dspark_n_activated_experts=3,
         dtype="bfloat16",
+        expert_act_quant=True,
     )
     return dataclasses.replace(cfg, **check_field_names(changes)).validate()

@@ -7,6 +7,9 @@ Expert:  y = w2( w · silu(min(w1 x, L)) · clamp(w3 x, −L, L) )  — the up b
          the gate branch only from above; the routing weight multiplies before the down projection.
 Routed-expert weights are MXFP4 in the checkpoint (E2M1 with an E8M0 scale per 32 inputs); the lab
 simulates that with quantize→dequantize (`expert_quant`). One shared expert sees every token.
+The reference's GEMMs also quantize their *inputs*: x before w1/w3 and h (routing weight applied) before w2 are
+FP8 E4M3 with a power-of-two scale per 32 values, in every routed expert (FP4 GEMMs) and the shared one (FP8);
+`expert_act_quant` simulates that (`quant.fp8_act_qdq`). The router reads the unquantized x.
 
 The routed experts run as serving engines run them: their weights stacked (gate and up side by side,
 w13ᵀ [E, D, 2I], and w2ᵀ [E, I, D], QDQ'd once — `quant.Prepared`) and two batched matmuls for all chosen
@@ -25,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .linear import Linear, cast
-from .quant import Prepared, fake_quant, forget_prepared, fp4_qdq, qdq_ste
+from .quant import Prepared, fake_quant, forget_prepared, fp4_qdq, fp8_act_qdq, qdq_ste
 
 
 class Gate(nn.Module):
@@ -67,14 +70,17 @@ def route(logits: torch.Tensor, bias: torch.Tensor, topk: int, route_scale: floa
 
 
 class Expert(nn.Module):
-    """One SwiGLU FFN: w1 (gate), w3 (up), w2 (down); optionally MXFP4-simulated weights."""
+    """One SwiGLU FFN: w1 (gate), w3 (up), w2 (down); optionally MXFP4-simulated weights and FP8-simulated inputs
+    of its matmuls (`act_fp8`)."""
 
-    def __init__(self, dim: int, inter_dim: int, swiglu_limit: float, fp4: bool, dtype: torch.dtype):
+    def __init__(
+        self, dim: int, inter_dim: int, swiglu_limit: float, fp4: bool, dtype: torch.dtype, act_fp8: bool = False
+    ):
         super().__init__()
         self.w1 = Linear(dim, inter_dim, bias=False, dtype=dtype)  # [I, D]
         self.w2 = Linear(inter_dim, dim, bias=False, dtype=dtype)  # [D, I]
         self.w3 = Linear(dim, inter_dim, bias=False, dtype=dtype)  # [I, D]
-        self.limit, self.fp4 = swiglu_limit, fp4
+        self.limit, self.fp4, self.act_fp8 = swiglu_limit, fp4, act_fp8
 
     def weight(self, name: str) -> torch.Tensor:
         """The weight as the kernel sees it: MXFP4-QDQ'd when `fp4` (straight-through gradient when training).
@@ -88,6 +94,7 @@ class Expert(nn.Module):
         return fp4_qdq(w, 32, "e8m0")
 
     def forward(self, x: torch.Tensor, route_weight: torch.Tensor | None = None) -> torch.Tensor:
+        x = act_qdq(x, self.act_fp8)  # [N, D] as w1 and w3 read it
         gate = F.linear(x, self.weight("w1"))  # [N, I]
         up = F.linear(x, self.weight("w3"))  # [N, I]
         if self.limit > 0:
@@ -96,7 +103,13 @@ class Expert(nn.Module):
         h = F.silu(gate) * up
         if route_weight is not None:
             h = cast(route_weight, h.dtype) * h
-        return F.linear(h, self.weight("w2"))  # [N, D]
+        return F.linear(act_qdq(h, self.act_fp8), self.weight("w2"))  # [N, D]
+
+
+def act_qdq(x: torch.Tensor, on: bool) -> torch.Tensor:
+    """An expert matmul's input as the reference's GEMM reads it (`quant.fp8_act_qdq`: FP8, a scale per 32 values
+    along the last dim) when `on`; x itself when off."""
+    return fp8_act_qdq(x, 32) if on else x
 
 
 class RouterInfo(Mapping):
@@ -136,13 +149,18 @@ class MoE(nn.Module):
         fp4: bool,
         dtype: torch.dtype,
         hp_dtype: torch.dtype,
+        act_fp8: bool = False,
     ):
         super().__init__()
-        self.n_experts, self.fp4 = n_experts, fp4
+        self.n_experts, self.fp4, self.act_fp8 = n_experts, fp4, act_fp8
         self.topk, self.route_scale, self.gate_temp = topk, route_scale, gate_temp
         self.gate = Gate(dim, n_experts, topk, route_scale, gate_temp, dtype, hp_dtype)
-        self.experts = nn.ModuleList(Expert(dim, inter_dim, swiglu_limit, fp4, dtype) for _ in range(n_experts))
-        self.shared_experts = Expert(dim, inter_dim * n_shared, swiglu_limit, False, dtype) if n_shared else None
+        self.experts = nn.ModuleList(
+            Expert(dim, inter_dim, swiglu_limit, fp4, dtype, act_fp8) for _ in range(n_experts)
+        )
+        self.shared_experts = (
+            Expert(dim, inter_dim * n_shared, swiglu_limit, False, dtype, act_fp8) if n_shared else None
+        )
         # one shared expert has the routed experts' shape: it rides in the stack as expert E, route weight 1
         self.shared_in_stack = n_shared == 1
         # few experts (the lab: 8 + 1 shared, top-2): running all of them costs at most 3× the chosen ones'
@@ -172,8 +190,8 @@ class MoE(nn.Module):
             matmuls over chosen experts (`swiglu`);
           when `dense`: w_in_t [D, E + (E+1)·2I] = [gate; w1_0; w3_0; w1_1; …]ᵀ (the router's projection and every
             expert's gate and up, one matmul; transposed, [in, out], the layout a matmul of a few rows reads
-            fastest) — or w13_t [D, (E+1)·2I] alone when the router runs in another dtype — and w2 [(E+1)·I, D] =
-            every expert's w2ᵀ stacked;
+            fastest) — or w13_t [D, (E+1)·2I] alone when the router runs in another dtype or reads another input
+            (the experts' FP8-QDQ'd x, `act_fp8`) — and w2 [(E+1)·I, D] = every expert's w2ᵀ stacked;
         and the router's bias [E] and the dense routing template (1 on the shared expert) [1, E(+1)]."""
 
         def stack(name: str) -> torch.Tensor:
@@ -189,7 +207,7 @@ class MoE(nn.Module):
         if self.dense:
             gw = self.gate.weight
             w13 = w13.flatten(0, 1)  # [(E+1)·2I, D]
-            if gw.dtype == self.gate.bias.dtype == w13.dtype:
+            if gw.dtype == self.gate.bias.dtype == w13.dtype and not self.act_fp8:
                 out["w_in_t"] = torch.cat([gw, w13]).mT.contiguous()  # [D, E + (E+1)·2I]
             else:
                 out["w13_t"] = w13.mT.contiguous()  # [D, (E+1)·2I]
@@ -206,13 +224,15 @@ class MoE(nn.Module):
     def swiglu(self, xs: torch.Tensor, w13t: torch.Tensor, w2t: torch.Tensor, rw: torch.Tensor | None):
         """Batched experts: xs [G, C, D] through w13ᵀ [G, D, 2I] and w2ᵀ [G, I, D], routing weights rw [G, C, 1]
         (None: 1) applied before w2.  → [G, C, D]
-        Naive, per row x of group g:  w2_g( rw · silu(min(w1_g x, L)) · clamp(w3_g x, ±L) )."""
+        Naive, per row x of group g:  w2_g( rw · silu(min(w1_g x, L)) · clamp(w3_g x, ±L) ).
+        xs is the experts' input as given (already FP8-QDQ'd under `act_fp8`); h is QDQ'd here before w2."""
         gate, up = torch.bmm(xs, w13t).chunk(2, dim=-1)  # [G, C, I] each: w1 x and w3 x in one matmul
         if self.limit > 0:
             up = up.clamp(-self.limit, self.limit)
             gate = gate.clamp(max=self.limit)
         h = F.silu(gate) * up
-        return torch.bmm(h if rw is None else cast(rw, h.dtype) * h, w2t)  # [G, C, D]
+        h = h if rw is None else cast(rw, h.dtype) * h
+        return torch.bmm(act_qdq(h, self.act_fp8), w2t)  # [G, C, D]
 
     def dense_ffn(self, gu: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor, w: dict) -> torch.Tensor:
         """Every expert on every token, as one wide SwiGLU FFN whose hidden units are grouped by expert and scaled
@@ -226,6 +246,7 @@ class MoE(nn.Module):
             gu = torch.clamp(gu.view(N, n_stack, -1), w["lo"], w["hi"])  # [N, E(+1), 2I]
         gate, up = gu.view(N, n_stack, -1).chunk(2, dim=-1)  # [N, E(+1), I] each
         h = F.silu(gate) * up * cast(rw, up.dtype).unsqueeze(-1)  # [N, E(+1), I] weighted before w2
+        h = act_qdq(h, self.act_fp8)  # blocks of 32 inside each expert's I units (I % 32 == 0)
         return torch.mm(h.view(N, -1), w["w2"])  # [N, D]: the sum over experts is the matmul's sum
 
     def routed(self, x: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor, load: torch.Tensor) -> torch.Tensor:
@@ -244,15 +265,17 @@ class MoE(nn.Module):
           expert, so each token's experts are added in ascending order, as a loop over experts would), placed in
           a zero-padded [E, C, D] batch (C = the busiest expert's count), run through every expert at once, added
           back; the shared expert runs once over all tokens.
-        x [N, D], weights/indices [N, k], load [E] pairs per expert → [N, D].
+        x [N, D], weights/indices [N, k], load [E] pairs per expert → [N, D]. Under `act_fp8` every expert reads
+        x FP8-QDQ'd (xq), and each one's h is QDQ'd before its w2 (`swiglu`, `dense_ffn`).
         """
         N, k = indices.shape
         E, D = self.n_experts, x.size(-1)
         w = self.stacked.get()
         w13t, w2t = w["w13t"], w["w2t"]  # [E(+1), D, 2I], [E(+1), I, D]
         shared = self.shared_in_stack
+        xq = act_qdq(x, self.act_fp8)  # [N, D] the experts' input (x itself when off)
         if self.dense:
-            gu = torch.matmul(x, w["w_in_t"][:, E:] if "w_in_t" in w else w["w13_t"])  # [N, (E+1)·2I]
+            gu = torch.matmul(xq, w["w_in_t"][:, E:] if "w_in_t" in w else w["w13_t"])  # [N, (E+1)·2I]
             y = self.dense_ffn(gu, weights, indices, w)
         elif N * k <= 2 * E:  # gather each pair's weights: at most two copies of the stack
             if shared:  # one more pair per token: expert E with weight 1 (1 · h = h exactly)
@@ -260,7 +283,7 @@ class MoE(nn.Module):
                 weights = torch.cat([weights, weights.new_ones(N, 1)], dim=1)
                 k += 1
             expert = indices.flatten()  # [P] the expert of each (token, slot) pair, token-major (P = N·k)
-            xs = x.repeat_interleave(k, dim=0).unsqueeze(1)  # [P, 1, D]
+            xs = xq.repeat_interleave(k, dim=0).unsqueeze(1)  # [P, 1, D]
             out = self.swiglu(xs, w13t.index_select(0, expert), w2t.index_select(0, expert), weights.view(-1, 1, 1))
             y = out.view(N, k, D).sum(dim=1)  # [N, D] slots added in order, the shared expert last
         else:
@@ -272,14 +295,14 @@ class MoE(nn.Module):
             first = load.cumsum(0) - load  # [E] where each expert's group starts in the sorted list
             slot = torch.arange(N * k, device=x.device) - first[e_sorted]  # [P] place inside its expert's group
             C = int(load.max())
-            xs = x.new_zeros(E, C, D).index_put((e_sorted, slot), x[token])  # [E, C, D]
+            xs = x.new_zeros(E, C, D).index_put((e_sorted, slot), xq[token])  # [E, C, D]
             rw = weights.new_zeros(E, C, 1).index_put((e_sorted, slot), weights.flatten()[order, None])  # [E, C, 1]
             out = self.swiglu(xs, w13t[:E], w2t[:E], rw)  # [E, C, D]
             y = x.new_zeros(N, D).index_add(0, token, out[e_sorted, slot])  # [N, D]
             if shared:
-                y = y + self.swiglu(x.unsqueeze(0), w13t[E:], w2t[E:], None)[0]
+                y = y + self.swiglu(xq.unsqueeze(0), w13t[E:], w2t[E:], None)[0]
         if self.shared_experts is not None and not shared:
-            y = y + self.shared_experts(x)
+            y = y + self.shared_experts(x)  # QDQs its own input under act_fp8
         return y
 
     def forward(self, x: torch.Tensor):
@@ -287,7 +310,7 @@ class MoE(nn.Module):
         shape = x.shape
         flat = x.reshape(-1, shape[-1])  # [N, D]
         w = self.stacked.get()
-        if "w_in_t" in w:  # dense, one dtype: the router's projection and every expert's gate and up in one matmul
+        if "w_in_t" in w:  # dense, one dtype, one input: the router's projection and every expert's gate/up, one matmul
             E, w_in_t = self.n_experts, w["w_in_t"]  # [D, E + (E+1)·2I]
             logits, gu = torch.mm(flat, w_in_t).split_with_sizes([E, w_in_t.size(1) - E], -1)  # [N, E], [N, (E+1)·2I]
             weights, indices, scores = route(logits, w["bias"], self.topk, self.route_scale, self.gate_temp)

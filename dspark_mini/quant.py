@@ -262,6 +262,13 @@ def fake_quant(x: torch.Tensor, fn: Callable[..., torch.Tensor], *args: object) 
     return fn(x, *args)
 
 
+def fp8_act_qdq(x: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """An activation as the reference's FP8/FP4 GEMMs read it: its `linear` quantizes the input first
+    (`act_quant(x, 32, ue8m0)`), FP8 E4M3 with one power-of-two scale per `block` values along the last dim
+    (`fp8_qdq`); with autograd on, the straight-through gradient, as the weights' QDQ has.  x [..., n] → [..., n]"""
+    return fake_quant(x, fp8_qdq, block)
+
+
 # ---- static weights, prepared once ----------------------------------------------------------------
 # A weight's QDQ depends only on the weight: at inference it is computed once and kept (`Prepared`), as a
 # serving engine stores its FP4/FP8 weights once. Activations and KV entries are new at every step and keep

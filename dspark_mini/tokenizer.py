@@ -13,7 +13,9 @@ run (it is its own char token); "\\n" is a token, tabs are not in the vocabulary
 
 Engram (step 1B) reads a *compressed* id instead of the raw one: tokens whose text is equal after
 NFKC → NFD → drop combining marks → lowercase → collapse whitespace (a lone space is kept as a sentinel)
-→ strip, share one id ("Xin", "xin", "▁Xin", "▁xin" → one id; "à", "á", "a" → one id).
+→ strip, share one id ("Xin", "xin", "▁Xin", "▁xin" → one id; "à", "á", "a" → one id). `normalize_text` is that
+rule exactly as the reference applies it to any tokenizer's decoded texts (`hf_tokenizer` uses it for a real
+checkpoint's `tokenizer.json`); `normalize_token` reads a lab token's "▁" as its leading space first.
 
 Differs from the real model: DeepSeek-V4.1-Flash uses a 129,280-entry byte-level BPE (compressed to
 99,092 ids for Engram); here the vocabulary is < 512 entries, readable, and built deterministically in
@@ -28,6 +30,7 @@ import unicodedata
 from collections.abc import Iterable
 
 import torch
+from tokenizers import Regex, normalizers
 
 
 class TokenizerError(ValueError):
@@ -341,15 +344,43 @@ def _build_vocab() -> tuple[str, ...]:
     return tuple(vocab)
 
 
+@functools.lru_cache(maxsize=1)
+def _engram_normalizer() -> normalizers.Normalizer:
+    """The reference's normalizer sequence, with the `tokenizers` library the reference builds it with (its Unicode
+    tables decide which characters are marks or decompose: the 99,092 of the real vocabulary depend on them)."""
+    return normalizers.Sequence(
+        [
+            normalizers.NFKC(),
+            normalizers.NFD(),
+            normalizers.StripAccents(),  # every combining mark (Mn, Mc, Me)
+            normalizers.Lowercase(),  # character by character: no final-sigma rule
+            normalizers.Replace(Regex(r"[ \t\r\n]+"), " "),  # only these four: a form feed stays a character
+            normalizers.Replace(Regex(r"^ $"), SPACE_SENTINEL),  # a text of one space survives the strip
+            normalizers.Strip(),  # Unicode White_Space at both ends
+            normalizers.Replace(SPACE_SENTINEL, " "),
+        ]
+    )
+
+
+def normalize_text(text: str) -> str:
+    """Engram key of a token's decoded text, as the reference computes it: NFKC → NFD → drop combining marks →
+    lowercase → each run of space, tab, CR and LF → one space → strip (a text that is exactly one space keeps it; a
+    private-use U+E000 reads as a space). "" when nothing is left: the compressed vocabulary then keys the token by
+    its text (`compressed_vocabulary`). "Xin", " xin" → "xin"; "chào", "Chao" → "chao"; "\n", " " → " "."""
+    return _engram_normalizer().normalize_str(text)
+
+
 def normalize_token(text: str) -> str:
-    """Engram key of a token's text: NFKC → NFD → drop marks → lowercase → one space → strip."""
-    s = text.replace(SPACE_MARK, " ")
-    s = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", s))
-    s = "".join(ch for ch in s if unicodedata.category(ch) != "Mn")
-    s = re.sub(r"\s+", " ", s.lower())
-    if s == " ":
-        s = SPACE_SENTINEL
-    return s.strip()
+    """Engram key of a lab token's text ("▁" is its leading space): `normalize_text`."""
+    return normalize_text(text.replace(SPACE_MARK, " "))
+
+
+def compressed_vocabulary(keys: Iterable[str]) -> tuple[tuple[int, ...], int]:
+    """Token ids → compressed ids from each token's key (in id order): tokens with equal keys share one id, ids
+    given in order of first appearance.  → (compress map [V], compressed vocabulary size)"""
+    ids: dict[str, int] = {}
+    cmap = tuple(ids.setdefault(k, len(ids)) for k in keys)
+    return cmap, len(ids)
 
 
 class LabTokenizer:
@@ -369,12 +400,10 @@ class LabTokenizer:
         for t in self.vocab[len(SPECIALS) :]:  # every word must be spellable with the char tokens
             for ch in t.replace(SPACE_MARK, " "):
                 assert ch in self._ids, f"token {t!r} uses unsupported char {ch!r}"
-        keys: dict[str, int] = {}
-        cmap: list[int] = []
-        for t in self.vocab:
-            cmap.append(keys.setdefault(normalize_token(t), len(keys)))
-        self.compress_map: tuple[int, ...] = tuple(cmap)  # raw id → compressed id
-        self.compressed_vocab_size: int = len(keys)
+        # raw id → compressed id; a text that normalizes to nothing is keyed by itself (none in the lab vocabulary)
+        self.compress_map, self.compressed_vocab_size = compressed_vocabulary(
+            normalize_token(t) or t for t in self.vocab
+        )
 
     # ---- text ↔ ids -----------------------------------------------------------------------------
     def _char_id(self, ch: str, pos: int) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 
 import torch
 
@@ -31,3 +33,17 @@ def assert_same_snapshot(a: dict, b: dict, atol: float = 0.0) -> None:
             torch.testing.assert_close(a[k], b[k], rtol=0, atol=atol, msg=k)
         else:
             assert torch.equal(a[k], b[k]), k
+
+
+# Unicode's White_Space: what the reference's Strip removes at the ends (Python's str.strip also takes U+001C..U+001F)
+WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def naive_normalize(text: str) -> str:
+    """The reference's Engram key rule written out in Python: NFKC, NFD, drop every mark (M*), lower each character,
+    collapse runs of space / tab / CR / LF into one space, keep a lone space, strip White_Space at the ends."""
+    s = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
+    s = re.sub(r"[ \t\r\n]+", " ", "".join(c.lower() for c in s if not unicodedata.category(c).startswith("M")))
+    return s if s == " " else s.strip(WHITE_SPACE)

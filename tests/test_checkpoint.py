@@ -9,6 +9,7 @@ leaves neither a temp file nor a broken checkpoint.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -113,6 +114,19 @@ def test_config_from_dict_names_unknown_and_missing_keys(cfg):
     with pytest.raises(CheckpointError, match="missing keys \\['window_size'\\]") as e:
         config_from_dict(d)
     assert "unknown keys ['windw_size']" in str(e.value)
+
+
+def test_config_from_dict_reads_files_older_than_a_field():
+    """A config written before `expert_act_quant` existed (the shipped weights' headers) reads as the behaviour it
+    had then: off, even for flash, whose preset now turns it on; present, the field is read as written."""
+    for preset in ("lab", "flash"):
+        d = config_to_dict(get_config(preset))
+        del d["expert_act_quant"]
+        assert config_from_dict(d) == get_config(preset, expert_act_quant=False)
+    assert config_from_dict(config_to_dict(get_config("flash"))).expert_act_quant is True
+    header = read_header(Path(__file__).resolve().parents[1] / "lab" / "weights" / "target.safetensors")
+    assert "expert_act_quant" not in header["config"]  # the shipped files predate the field
+    assert config_from_dict(header["config"]).expert_act_quant is False
 
 
 def test_config_from_dict_validates(cfg):

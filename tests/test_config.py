@@ -67,6 +67,14 @@ INVALID = [
     ("rope_eq_head_dim", lab(rope_head_dim=64), "rope_head_dim", 64, "even number < head_dim (64)"),
     ("rope_gt_head_dim", lab(rope_head_dim=128), "rope_head_dim", 128, "< head_dim (64)"),
     ("head_dim_not_mult32_kv_quant", lab(head_dim=48), "head_dim", 48, "multiple of 32 when kv_quant"),
+    ("expert_act_quant_not_bool", lab(expert_act_quant=1), "expert_act_quant", 1, "True or False"),
+    (
+        "moe_inter_not_mult32_act_quant",
+        lab(expert_quant=False, expert_act_quant=True, moe_inter_dim=48),
+        "moe_inter_dim",
+        48,
+        "multiple of 32 when expert_act_quant",
+    ),
     ("beta_fast_eq_slow", lab(beta_fast=1), "beta_fast", 1, "> beta_slow (1)"),
     ("beta_fast_lt_slow", lab(beta_fast=2, beta_slow=4), "beta_fast", 2, "> beta_slow (4)"),
     ("dtype_unknown", lab(dtype="float16"), "dtype", "float16", "one of"),
@@ -315,6 +323,8 @@ def test_lab_contract() -> None:
     assert r[cfg.n_encoder_layers] == 1 and cfg.n_encoder_layers in cfg.kv_source_layers
     assert all(x in (0, 2) for x in r[: cfg.n_encoder_layers])
     assert all(x == 1 for x in r[cfg.n_encoder_layers : cfg.n_layers])
+    # the shipped weights were trained with MXFP4 expert weights and unquantized expert inputs
+    assert cfg.expert_quant and not cfg.expert_act_quant
 
 
 def test_unknown_field_names_the_valid_ones() -> None:
@@ -392,6 +402,8 @@ FLASH_EXPECTED = {  # research dossier §1.2
     "dspark_n_activated_experts": 3,
     "dspark_tap_mix": "concat_proj",
     "gate_temp": 1.0,
+    "expert_quant": True,
+    "expert_act_quant": True,  # the reference quantizes every expert GEMM's input to FP8 (dossier §6.3)
 }
 
 

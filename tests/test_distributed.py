@@ -31,6 +31,7 @@ import torch
 
 from dspark_mini import get_config
 from lab.realscale.distributed import (
+    ExpertParallelMoE,
     Parallel,
     ShardingError,
     check_shardable,
@@ -344,6 +345,27 @@ def test_a_rank_reads_only_its_experts():
     assert keep("mtp.layers.0.ffn.experts.2.w3.weight") and not keep("mtp.layers.1.ffn.experts.1.w3.weight")
     for name in ("embed.weight", "head.weight", "layers.0.ffn.gate.weight", "layers.0.ffn.shared_experts.w1.weight"):
         assert keep(name)
+
+
+@pytest.mark.parametrize("act_fp8", [False, True])
+def test_expert_parallel_shares_sum_to_the_moe(act_fp8):
+    """Each rank's share of the routed experts (no collective: the shares are added here) plus the shared expert is
+    the MoE's output, with and without the FP8 expert inputs (`expert_act_quant`)."""
+    from dspark_mini.moe import MoE
+
+    F64 = torch.float64
+    moe = MoE(32, 32, 8, 2, 1, 1.5, 1.0, 2.0, True, F64, F64, act_fp8=act_fp8)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in moe.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=F64) * 0.4)
+    x = torch.randn(10, 32, generator=g, dtype=F64) * 2
+    with torch.no_grad():
+        weights, indices, _ = moe.gate(x)
+        load = torch.bincount(indices.flatten(), minlength=8)
+        shares = [ExpertParallelMoE(moe, Parallel(rank=r, size=2)).local(x, weights, indices, load) for r in (0, 1)]
+        y = shares[0] + shares[1] + moe.shared_experts(x)
+        torch.testing.assert_close(y, moe(x[None])[0][0], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("packed", [False, True])

@@ -11,8 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from dspark_mini import build_model, get_config
 from dspark_mini.moe import Expert, Gate, MoE
-from dspark_mini.quant import fp4_qdq
+from dspark_mini.quant import fp4_qdq, fp8_qdq
 
 F64 = torch.float64
 
@@ -295,3 +296,122 @@ def test_model_router_matches_naive_and_load_sums(lab_model, traced_run, lab_cfg
         idx, wts = tr.get("5A", "indices", 2)[0, s].tolist(), tr.get("5A", "weights", 2)[0, s].tolist()
         got = dict(zip(idx, wts, strict=True))
         assert set(got) == set(want) and all(abs(got[e] - want[e]) < 1e-12 for e in want)
+
+
+# ---- FP8 expert inputs (expert_act_quant) ----------------------------------------------------------------
+def act(v: torch.Tensor) -> torch.Tensor:
+    """A vector [n] as the reference's expert GEMM reads it: FP8 per 32 (`fp8_qdq`, checked against a naive
+    per-block loop in test_quant)."""
+    return fp8_qdq(v[None], 32)[0]
+
+
+def naive_expert_act(x: torch.Tensor, w1, w2, w3, limit: float, route_weight: float = 1.0) -> torch.Tensor:
+    """naive_expert with the reference's input QDQ: x before w1/w3, the weighted h before w2."""
+    x, w1, w2, w3 = act(x.detach()), w1.detach(), w2.detach(), w3.detach()
+    g = torch.where(w1 @ x > limit, torch.full_like(x[:1], limit), w1 @ x)
+    u = (w3 @ x).clamp(-limit, limit)
+    h = g / (1 + torch.exp(-g)) * u
+    return w2 @ act(route_weight * h)
+
+
+@pytest.mark.parametrize("fp4", [False, True])
+def test_expert_act_quant_matches_naive(fp4):
+    D, I = 32, 64
+    ex = fill_random(Expert(D, I, 1.5, fp4, F64, act_fp8=True), 5, std=0.6)
+    x = torch.randn(7, D, generator=torch.Generator().manual_seed(6), dtype=F64)
+    rw = torch.rand(7, 1, generator=torch.Generator().manual_seed(7), dtype=F64) * 2
+    W = {n: getattr(ex, n).weight.detach() for n in ("w1", "w2", "w3")}
+    if fp4:
+        W = {n: fp4_qdq(w, 32, "e8m0") for n, w in W.items()}
+    with torch.no_grad():
+        y = ex(x, rw)
+        plain = Expert(D, I, 1.5, fp4, F64)
+        plain.load_state_dict(ex.state_dict())
+        assert float((y - plain(x, rw)).abs().max()) > 1e-4  # the inputs really are quantized
+    for n in range(7):
+        want = naive_expert_act(x[n], W["w1"], W["w2"], W["w3"], 1.5, float(rw[n]))
+        torch.testing.assert_close(y[n], want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("fp4", [False, True])
+@pytest.mark.parametrize("path", ["dense", "gather", "sorted", "shared apart"])
+def test_moe_act_quant_matches_naive_per_expert_loop(fp4, path):
+    """Every expert code path with FP8 inputs equals a loop over each token's experts with the input QDQ:
+    dense (every expert on every token), gather (few pairs), sorted (many pairs, grouped by expert), and two shared
+    experts (one wider Expert outside the stack)."""
+    D, I, E, k = 32, 32, 6, 2
+    n_shared = 2 if path == "shared apart" else 1
+    moe = fill_random(MoE(D, I, E, k, n_shared, 1.5, 1.0, 2.0, fp4, F64, F64, act_fp8=True), 12, std=0.4)
+    moe.dense = path == "dense"
+    S = 1 if path == "gather" else 5
+    assert path != "gather" or 2 * S * k <= 2 * E  # few (token, expert) pairs: the gather path
+    x = torch.randn(2, S, D, generator=torch.Generator().manual_seed(13), dtype=F64) * 2
+    with torch.no_grad():
+        y, info = moe(x)
+    q = (lambda w: fp4_qdq(w, 32, "e8m0")) if fp4 else (lambda w: w)
+    flat = x.reshape(-1, D)
+    for n in range(flat.size(0)):
+        chosen, _ = naive_gate(flat[n], moe.gate.weight, moe.gate.bias, k, 1.5, 1.0)  # the router reads x itself
+        assert set(chosen) == set(info["indices"].reshape(-1, k)[n].tolist())
+        want = torch.zeros(D, dtype=F64)
+        for e, w in chosen.items():
+            ex = moe.experts[e]
+            want = want + naive_expert_act(flat[n], q(ex.w1.weight), q(ex.w2.weight), q(ex.w3.weight), 2.0, w)
+        sh = moe.shared_experts
+        want = want + naive_expert_act(flat[n], sh.w1.weight, sh.w2.weight, sh.w3.weight, 2.0)
+        torch.testing.assert_close(y.reshape(-1, D)[n], want, rtol=0, atol=1e-12)
+
+
+def test_act_quant_moves_the_output_not_the_routing():
+    D, I, E, k = 32, 32, 6, 2
+    on = fill_random(MoE(D, I, E, k, 1, 1.5, 1.0, 2.0, True, F64, F64, act_fp8=True), 14, std=0.4)
+    off = MoE(D, I, E, k, 1, 1.5, 1.0, 2.0, True, F64, F64)
+    off.load_state_dict(on.state_dict())
+    x = torch.randn(2, 5, D, generator=torch.Generator().manual_seed(15), dtype=F64)
+    with torch.no_grad():
+        (y_on, i_on), (y_off, i_off) = on(x), off(x)
+    assert torch.equal(i_on["indices"], i_off["indices"])  # the router reads x, never the QDQ'd input
+    # (off, the dense path fuses the router into the experts' matmul: the same weights up to the last bit)
+    torch.testing.assert_close(i_on["weights"], i_off["weights"], rtol=0, atol=1e-14)
+    rel = float((y_on - y_off).abs().max() / y_off.abs().max())
+    assert 1e-4 < rel < 0.2  # FP8 rounding of the inputs: a few % of the output, not a different function
+
+
+def test_act_quant_gradients_flow_straight_through():
+    """Training with FP8 inputs: the forward sees the QDQ values, the gradient passes the QDQ as identity (as the
+    MXFP4 weights' does), so every weight and the input get gradients; dL/dw2 of one expert is Σ_n g_n ⊗ act(h_n)."""
+    D, I, E, k = 32, 32, 6, 2
+    moe = fill_random(MoE(D, I, E, k, 1, 1.5, 1.0, 2.0, True, F64, F64, act_fp8=True), 16, std=0.4)
+    moe.dense = False  # the sorted path, as a training batch runs it
+    x = (torch.randn(2, 8, D, generator=torch.Generator().manual_seed(17), dtype=F64) * 2).requires_grad_(True)
+    y, info = moe(x)
+    with torch.no_grad():
+        torch.testing.assert_close(y, moe(x)[0], rtol=0, atol=1e-12)  # the same values with and without autograd
+    y.square().sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    used = set(info["indices"].flatten().tolist())
+    for e in used:
+        for n in ("w1", "w2", "w3"):
+            assert getattr(moe.experts[e], n).weight.grad.abs().sum() > 0, (e, n)
+    assert moe.shared_experts.w2.weight.grad.abs().sum() > 0 and moe.gate.weight.grad.abs().sum() > 0
+
+    ex = fill_random(Expert(D, I, 2.0, False, F64, act_fp8=True), 18, std=0.4)
+    xs = torch.randn(5, D, generator=torch.Generator().manual_seed(19), dtype=F64) * 2
+    g = torch.randn(5, D, generator=torch.Generator().manual_seed(20), dtype=F64)
+    (ex(xs) * g).sum().backward()
+    with torch.no_grad():
+        xq = fp8_qdq(xs, 32)
+        h = F.silu(F.linear(xq, ex.w1.weight).clamp(max=2.0)) * F.linear(xq, ex.w3.weight).clamp(-2.0, 2.0)
+        torch.testing.assert_close(ex.w2.weight.grad, g.T @ fp8_qdq(h, 32), rtol=0, atol=1e-12)
+
+
+def test_model_runs_with_expert_act_quant():
+    """The switch reaches every MoE of the model (backbone and draft), and moves the logits a little."""
+    cfg_on = get_config("lab", expert_act_quant=True)
+    on, off = build_model(cfg_on, seed=0).eval(), build_model(get_config("lab"), seed=0).eval()
+    assert all(m.act_fp8 for m in on.modules() if isinstance(m, MoE))
+    assert len([m for m in on.modules() if isinstance(m, MoE)]) == cfg_on.n_layers + cfg_on.n_mtp_layers
+    tokens = torch.randint(0, cfg_on.vocab_size, (1, 12), generator=torch.Generator().manual_seed(21))
+    with torch.no_grad():
+        lo, lf = on(tokens).logits, off(tokens).logits
+    assert torch.isfinite(lo).all() and 0 < float((lo - lf).abs().max()) < 0.5 * float(lf.abs().max())

@@ -23,6 +23,7 @@ from dspark_mini.quant import (
     e4m3_round,
     fp4_bytes,
     fp4_qdq,
+    fp8_act_qdq,
     fp8_bytes,
     fp8_qdq,
     qdq_ste,
@@ -500,3 +501,46 @@ def test_qdq_ste_forward_and_gradient(dtype: torch.dtype, fn, args: tuple) -> No
     x.grad = None
     (qdq_ste(x, fn, *args) * g).sum().backward()
     assert torch.equal(x.grad, g)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 7. fp8_act_qdq: an expert matmul's input as the reference's GEMM reads it
+
+
+def _naive_act_qdq(x: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """Block by block in Python: s = the smallest power of two ≥ max(amax, 1e-4) / 448 (in the work dtype), each
+    value → nearest E4M3 of v / s (brute force, ties to even) · s."""
+    wd = _np_work(x)
+    rows = x.double().reshape(-1, x.shape[-1]).numpy()
+    out = np.empty_like(rows)
+    for r, row in enumerate(rows):
+        for b in range(0, row.size, block):
+            v = row[b : b + block]
+            amax = max(wd(np.abs(v).max()), wd(1e-4))
+            s = _pow2_ceil_ref(float(amax / wd(448.0)))
+            out[r, b : b + block] = naive_e4m3(v / s) * s
+    return torch.from_numpy(out).reshape(x.shape).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fp8_act_qdq_matches_naive_per_block_loop(dtype: torch.dtype) -> None:
+    x = _blocky(torch.Generator().manual_seed(30), (2, 3, 96), 32, dtype, lo=-16, hi=10)
+    x[0, 0, :32] = 0.0  # an all-zero block
+    x[0, 1, 32:64] *= 1e-9  # a block below the amax floor
+    y = fp8_act_qdq(x)
+    assert y.shape == x.shape and y.dtype == dtype
+    assert torch.equal(y, _naive_act_qdq(x))
+    assert not torch.equal(y, x)
+
+
+def test_fp8_act_qdq_is_straight_through_with_autograd() -> None:
+    """Training sees the QDQ values and the identity gradient (the weights' QAT rule), so gradients reach x."""
+    gen = torch.Generator().manual_seed(31)
+    x = (torch.randn(4, 64, generator=gen, dtype=torch.float64) * 5).requires_grad_(True)
+    g = torch.randn(4, 64, generator=gen, dtype=torch.float64)
+    y = fp8_act_qdq(x)
+    assert torch.equal(y.detach(), fp8_qdq(x.detach(), 32))
+    (y * g).sum().backward()
+    assert torch.equal(x.grad, g)
+    with torch.no_grad():
+        assert torch.equal(fp8_act_qdq(x), fp8_qdq(x, 32))

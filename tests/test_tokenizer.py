@@ -14,8 +14,10 @@ from dspark_mini.tokenizer import (
     LabTokenizer,
     TokenizerError,
     default_tokenizer,
+    normalize_text,
     normalize_token,
 )
+from tests.helpers import naive_normalize
 
 TEXTS = [
     "The model predicts the next token.",
@@ -159,9 +161,37 @@ def test_normalize_token() -> None:
     assert normalize_token("▁Xin") == normalize_token("xin") == "xin"
     assert normalize_token("Đ") == "đ"  # đ is its own letter, not d + mark
     assert normalize_token("ẫ") == "a"
-    assert normalize_token(" ") == "\ue000"
+    assert normalize_token(" ") == normalize_token("\n") == " "  # a lone space keeps its key (sentinel vs strip)
     assert normalize_token("▁chào") == "chao"
     assert normalize_token("<pad>") == "<pad>"
+
+
+EDGE_TEXTS = [
+    "ΟΔΟΣ",  # per-character lowercase: σ, not the final ς
+    "\x0c",  # a form feed is stripped at the ends but never collapsed into a space
+    "a\x0cb",
+    " \x1c",  # U+001C is not White_Space: it stays
+    "İstanbul",  # İ → i + a dot mark, dropped
+    "ﬁne",  # NFKC splits the ligature
+    "\u3000x",  # ideographic space: NFKC → space, stripped
+    " \t\n ",
+    "नमस्ते",  # Devanagari: the vowel signs are spacing marks (Mc), dropped too
+    "Chào Đà Nẵng",
+    "▁x",  # U+2581 is a character like any other here (only the lab's token texts use it as a space)
+    "",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS)
+def test_normalize_text_follows_the_reference_rule(text: str) -> None:
+    assert normalize_text(text) == naive_normalize(text)
+
+
+def test_normalize_token_on_the_lab_vocabulary(tok: LabTokenizer) -> None:
+    """Every lab token: the rule above, with "▁" read as a space; no token normalizes to nothing."""
+    for t in tok.vocab:
+        key = normalize_token(t)
+        assert key == naive_normalize(t.replace(SPACE_MARK, " ")) and key != "", t
 
 
 def test_compressed_vocabulary(tok: LabTokenizer) -> None:

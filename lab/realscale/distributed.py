@@ -75,7 +75,7 @@ from dspark_mini.config import ModelConfig
 from dspark_mini.engram import Engram
 from dspark_mini.linear import cast
 from dspark_mini.model import Recorder
-from dspark_mini.moe import MoE
+from dspark_mini.moe import MoE, act_qdq
 from dspark_mini.packed import PackedLinear, PackedWeight, drop_weight_caches, replace_module, slice_packed
 from dspark_mini.quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 
@@ -444,7 +444,8 @@ class ExpertParallelMoE(nn.Module):
     engines dispatch only the tokens instead (all-to-all), which moves less data at large batch but sums the same.
 
     Same math as MoE for each expert: y += w2_e( w · silu(min(w1_e x, L)) · clamp(w3_e x, ±L) ), the weights
-    MXFP4-QDQ'd as `Expert.weight` does it (stacked once for the local experts, `quant.Prepared`)."""
+    MXFP4-QDQ'd as `Expert.weight` does it (stacked once for the local experts, `quant.Prepared`), x and h FP8-QDQ'd
+    before their matmuls under `expert_act_quant` (`moe.act_qdq`), as in MoE."""
 
     def __init__(self, moe: MoE, par: Parallel):
         super().__init__()
@@ -456,7 +457,7 @@ class ExpertParallelMoE(nn.Module):
         # reference's MoE), so experts[e] is this rank's expert e or None
         self.experts = nn.ModuleList(moe.experts[e] if self.lo <= e < self.hi else None for e in range(E))
         self.shared_experts = moe.shared_experts
-        self.limit = moe.experts[self.lo].limit
+        self.limit, self.act_fp8 = moe.experts[self.lo].limit, moe.act_fp8
         self.group, self.size, self.rank = par.group, par.size, par.rank
         self.stacked = Prepared(self.stack_local, self.local_params)  # (w13ᵀ, w2ᵀ) of the local experts: a cache
         self.register_load_state_dict_post_hook(forget_prepared)
@@ -482,6 +483,7 @@ class ExpertParallelMoE(nn.Module):
         """This rank's share: Σ over the (token, slot) pairs that chose a local expert.  x [N, D] → [N, D]"""
         w13t, w2t = self.stacked.get()  # [E/N, D, 2I], [E/N, I, D]
         y = x.new_zeros(x.shape)  # [N, D]
+        x = act_qdq(x, self.act_fp8)  # the experts' input
         for j, count in enumerate(load[self.lo : self.hi].tolist()):
             if count == 0:
                 continue
@@ -491,7 +493,7 @@ class ExpertParallelMoE(nn.Module):
                 up = up.clamp(-self.limit, self.limit)
                 gate = gate.clamp(max=self.limit)
             h = F.silu(gate) * up * cast(weights[tok, slot], up.dtype).unsqueeze(-1)  # [n, I] weighted before w2
-            y.index_add_(0, tok, torch.matmul(h, w2t[j]))  # [n, D]
+            y.index_add_(0, tok, torch.matmul(act_qdq(h, self.act_fp8), w2t[j]))  # [n, D]
         return y
 
     def forward(self, x: torch.Tensor):
