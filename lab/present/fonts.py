@@ -69,7 +69,8 @@ def wanted_text() -> str:
     ascii_ = "".join(map(chr, range(0x20, 0x7F)))
     latin1 = "".join(map(chr, range(0xA0, 0x100)))
     equations = "".join(s.equation for s in STEPS)
-    return "".join(sorted(set(ascii_ + latin1 + vietnamese_letters() + COMBINING + SYMBOLS + vocab + equations)))
+    every = set(ascii_ + latin1 + vietnamese_letters() + COMBINING + SYMBOLS + vocab + equations)
+    return "".join(sorted(c for c in every if ord(c) >= 0x20))  # no control characters (the vocabulary's "\n")
 
 
 # ---- reading the committed faces (no fontTools) -----------------------------------------------------------------
@@ -114,7 +115,7 @@ def font_face_css(family: str = FAMILY) -> str:
         for weight in face["weight"].split():
             rules.append(
                 f'@font-face {{ font-family: "{family}"; font-style: normal; font-weight: {weight}; '
-                f"font-display: block; src: url(data:font/woff2;base64,{b64}) format(\"woff2\"); "
+                f'font-display: block; src: url(data:font/woff2;base64,{b64}) format("woff2"); '
                 f"unicode-range: {face['unicode_range']}; }}"
             )
     return "\n".join(rules) + "\n"
@@ -139,6 +140,7 @@ def subset_face(source: Path, codepoints: set[int], family: str) -> tuple[bytes,
     sub = subset.Subsetter(options)
     sub.populate(unicodes=kept)
     sub.subset(font)
+    kept = sorted(font.getBestCmap())  # what the subset holds (fontTools may keep a mirrored form too: ∋ with ∈)
     style = font["name"].getDebugName(2) or "Regular"
     for record in font["name"].names:
         if record.nameID in (1, 16):
