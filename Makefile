@@ -14,7 +14,7 @@ TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-parity lab notebooks test bench lint sync weights pictures present clean-venv
+.PHONY: install install-parity lab notebooks test bench lint sync weights pictures fonts present clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -56,6 +56,12 @@ bench: install
 # the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)
 pictures: install
 	$(PY) -m lab.present.pictures
+
+# the pages' monospace face (lab/present/fonts/): a Vietnamese-complete subset of Debian's fonts-noto-mono and
+# fonts-dejavu-core (apt-get install fonts-noto-mono fonts-dejavu-core first); FONT_ROOT: where they are
+FONT_ROOT ?= /usr/share/fonts/truetype
+fonts: install
+	$(PY) -m lab.present.fonts --write --root $(FONT_ROOT)
 
 # presenter mode for a projector: serves one page on 127.0.0.1 and prints its URL (`dspark-lab present`)
 present: install

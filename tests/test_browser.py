@@ -2,7 +2,8 @@
 
 - JupyterLab on 127.0.0.1 opens 00_overview (a copy without outputs), runs all cells, shows the mermaid map as an
   SVG; a click on 6B opens its panel, the ℓ slider re-drafts the inspector, the language switch turns it Vietnamese;
-- `python -m lab.present` (what `dspark-lab present` runs) prints its URL, the page loads, Next moves the lit block;
+- `python -m lab.present` (what `dspark-lab present` runs) prints its URL, the page loads, Next walks a step's
+  builds and then moves the lit block (the deck itself: tests/test_browser_deck.py);
 - docs/explorer.html from file:// redraws its strip when the temperature slider moves, and with its verify-length
   policy switched to the dspark scheduler, moving R changes ℓ (as Python's scheduler says) and the ○ not-sent cells.
 A console error or an uncaught exception on any page fails its test. Screenshots: build/screenshots/ (gitignored).
@@ -177,27 +178,36 @@ def presenter_url(tmp_path_factory, chromium_path):
 def test_presenter_loads_and_next_moves_the_highlight(presenter_url, tab):
     page = tab.page
     page.goto(presenter_url)
-    lit = page.locator("#map g.active")
+    lit = page.locator("#map .block.active")
     assert lit.get_attribute("id") == "step-1A"
-    assert "1A" in page.locator("#panel h3").first.inner_text()
-    page.locator("#next").click()
-    assert lit.get_attribute("id") == "step-1B"
-    page.keyboard.press("ArrowRight")  # the keyboard does what Next does
-    assert lit.get_attribute("id") == "step-2A"
-    page.keyboard.press("ArrowLeft")
-    assert lit.get_attribute("id") == "step-1B"
+    assert "1A" in page.locator("#slide h2").inner_text()
 
-    page.keyboard.press("End")  # the 6B rounds page: Next now walks the rounds
-    assert lit.get_attribute("id") == "step-6B"
+    def next_block(key: str) -> str:
+        """Press `key` until the lit block changes (a step has several builds); the block lit then."""
+        start = lit.get_attribute("id")
+        for _ in range(20):
+            page.keyboard.press(key)
+            if lit.get_attribute("id") != start:
+                return lit.get_attribute("id")
+        pytest.fail(f"{key} never left {start}")
+
+    page.locator("#next").click()
+    assert lit.get_attribute("id") == "step-1A"  # 1A's next build, still 1A
+    assert next_block("PageDown") == "step-1B"
+    assert next_block("ArrowRight") == "step-2A"  # the keyboard does what Next does
+    assert next_block("ArrowLeft") == "step-1B"
+
+    page.keyboard.press("]")  # the 6B rounds: Next now walks the rounds, phase by phase
+    assert lit.count() == 0 and page.locator(".rounds").get_attribute("data-round") == "0"
     page.locator("#next").click()
     assert page.locator(".rounds").get_attribute("data-round") == "1"
     assert page.locator("#strip").count() == 1 and page.locator("#window-ring .slot").count() == 8
 
-    size = page.evaluate("() => getComputedStyle(document.documentElement).fontSize")
+    size = page.evaluate("() => getComputedStyle(document.getElementById('slide')).fontSize")
     page.locator("#font-up").click()
-    assert page.evaluate("() => getComputedStyle(document.documentElement).fontSize") != size
+    assert page.evaluate("() => getComputedStyle(document.getElementById('slide')).fontSize") != size
     page.locator("#lang-vi").click()
-    assert "từng vòng" in page.locator("#panel h2").inner_text()
+    assert "Vòng" in page.locator("#slide h2").inner_text()
     tab.assert_no_errors()
 
 
@@ -245,7 +255,7 @@ def test_explorer_scheduler_follows_the_load(tab):
     page.keyboard.press("Home")  # T = 0
     assert page.locator("#requests").is_disabled()  # R counts for the scheduler only
     page.select_option("#policy", "dspark")
-    assert page.locator("#k").is_disabled() and page.locator("#requests").is_enabled()
+    assert page.locator("#ell").is_disabled() and page.locator("#requests").is_enabled()
     not_sent = page.locator("#strip tr:nth-child(2) td.not_sent")
     page.locator("#requests").focus()
     for key, r in (("Home", 1), ("End", 256)):

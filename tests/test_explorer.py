@@ -125,6 +125,8 @@ def trained():
 def test_page_is_small_and_offline(page):
     assert len(page.encode("utf-8")) <= MAX_BYTES
     low = page.lower()
+    assert set(re.findall(r"url\(([a-z]+:[a-z0-9/+-]*)", low)) == {"data:font/woff2"}  # only the inlined font faces
+    low = re.sub(r"url\(data:font/woff2;base64,[a-z0-9+/=]+\)", "", low)
     for bad in ("http://", "https://", "//cdn", "@import", "url(", "<link", "<iframe", "fetch(", "xmlhttprequest"):
         assert bad not in low, f"the page must not reach the network: found {bad!r}"
     assert not re.search(r"\bsrc\s*=", low), "every script is inlined: no src= attribute"

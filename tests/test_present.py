@@ -22,7 +22,7 @@ from lab.lesson.walk import naive_lengths
 from lab.present import presenter
 from lab.present.page import asset
 from lab.present.rounds import scheduled_rounds
-from lab.text import DEFAULT_PROMPT, LANGS
+from lab.text import DEFAULT_PROMPT, LANGS, UI
 from lab.weights import lab_model
 
 
@@ -154,12 +154,41 @@ def page(data) -> str:
 def test_page_has_every_slide_and_language(data):
     assert data["slides"] == [*STEP_IDS, presenter.ROUNDS_SLIDE]
     for lang in LANGS:
+        on_map = [s["id"] for col in data["map"][lang]["columns"] for s in col["steps"]]
+        assert sorted(on_map) == sorted(STEP_IDS)  # every block of the map, once
+        slides = data["deck"][lang]["slides"]
+        assert [s["step"] for s in slides] == sorted((s["step"] for s in slides), key=STEP_IDS.index)  # in order
         for sid in STEP_IDS:
-            assert f'id="step-{sid}"' in data["maps"][lang]  # the map block the page lights
-            assert sid in data["panels"][lang][sid]["head"]
-    vi, en = (data["panels"][lang]["1A"]["head"] for lang in ("vi", "en"))
-    assert vi != en  # each language has its own panels
+            kinds = [s["kind"] for s in slides if s["step"] == sid]
+            assert kinds[:2] == ["text", "equation"] and kinds[-1] == "checks", (sid, kinds)  # text → … → checks
+            assert kinds.count("figure") == len(data["deck"][lang]["figures"][sid]), sid  # one slide per figure
+    vi, en = (data["deck"][lang]["slides"][0]["html"] for lang in ("vi", "en"))
+    assert vi != en  # each language has its own slides
     assert len(data["debugger"]["rounds"]) == 6
+
+
+def test_6b_draft_table_is_narrated_with_the_cells_it_speaks_about(data):
+    """The 6B draft-block table's slide has five sentences, each lighting cells that exist on that slide, and the
+    verdict sentence says the kept count the table's own status column shows."""
+    for lang in LANGS:
+        [slide] = [s for s in data["deck"][lang]["slides"] if "narration" in s]
+        assert slide["step"] == "6B" and slide["kind"] == "table"
+        assert len(slide["narration"]) == 5
+        for said in slide["narration"]:
+            for sel in said["lit"]:
+                attr, value = re.fullmatch(r'(?:tr)?\[data-(col|row)="(\d+)"\]', sel).groups()
+                assert f'data-{attr}="{value}"' in slide["html"], (lang, sel)
+        kept = slide["html"].count(f">{UI['accepted'][lang]}<")
+        assert f" {kept}" in slide["narration"][3]["text"], slide["narration"][3]["text"]
+
+
+def test_default_load_holds_drafts_back():
+    """At the default R some rounds send fewer than k drafts (the ○ "not sent" cells appear) and one rejects."""
+    run = presenter.build_data()["debugger"]
+    lengths = [r["verify_len"] for r in run["rounds"]]
+    assert run["requests"] == presenter.DEFAULT_REQUESTS
+    assert any(n < run["k"] for n in lengths), lengths
+    assert any("rejected" in r["status"] for r in run["rounds"])
 
 
 def test_strings_in_both_languages(data):

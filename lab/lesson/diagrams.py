@@ -584,9 +584,7 @@ def map_svg(lang: str = "en") -> str:
         tail = ' marker-start="url(#tail)"' if edge.bidirectional else ""
         out.append(f'<path d="{d}" marker-end="url(#head)"{tail}/>')
     out.append("</g>")
-    out.append(
-        f'<text x="{_MARGIN}" y="{height - 16}" font-size="11" fill="#777">{escape(TEXT("generated", lang))}</text>'
-    )
+    # the "generated, do not edit" line for developers stays in <desc>: it is not text on the map
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

@@ -132,10 +132,10 @@ TEXT = {
     },
     "uniform": {"vi": "đều 1/V", "en": "uniform 1/V"},
     "strip": {
-        "vi": "Token nháp d1..dk và kết quả verify (○ = không gửi đi verify, sau vạch ℓ); ô cuối: token của "
+        "vi": "Token nháp d1..dk và kết quả verify<br>(○ = không gửi đi verify, sau vạch ℓ); ô cuối: token của "
         "forward thật",
-        "en": "Draft tokens d1..dk and what verify did (○ = not sent to verify, past the ℓ line); last cell: the "
-        "target's own token",
+        "en": "Draft tokens d1..dk and what verify did<br>(○ = not sent to verify, past the ℓ line); last cell: "
+        "the target's own token",
     },
     "not_sent": {
         "vi": "sau ℓ = {l}: forward thật không hề thấy token này, nên không có p_t(x) hay tỉ lệ",
@@ -555,7 +555,7 @@ def indexer_scores(walk: Walk, layer: int | None = None, lang: str = "en") -> go
             y=[ys[q] for q, _ in pq],
             mode="markers",
             name=TEXT("pick", lang),
-            marker={"symbol": "x-thin", "size": 9, "color": "#111", "line": {"width": 2}},
+            marker={"symbol": "diamond", "size": 9, "color": "#111"},  # ◆ = chosen, as 5A's experts (✗ = rejected)
             hovertemplate="%{y} → c%{x}<extra>top-k</extra>",
         )
     )
@@ -770,17 +770,17 @@ def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
             textposition="outside",
             hovertext=texts,
             hovertemplate="%{hovertext} (id %{customdata[0]}): p = %{y:.4f}, logit %{customdata[1]:.3f}<extra></extra>",
+            showlegend=False,
         )
     )
-    fig.add_hline(
-        y=1.0 / V,
-        line={"dash": "dot", "color": "#888"},
-        annotation_text=TEXT("uniform", lang),
-        annotation_position="top right",
+    fig.add_hline(y=1.0 / V, line={"dash": "dot", "color": "#888"})  # named in the legend, not over a bar's value
+    fig.add_trace(
+        go.Scatter(x=[None], y=[None], mode="lines", line={"dash": "dot", "color": "#888"}, name=TEXT("uniform", lang))
     )
     fig.update_xaxes(tickvals=list(range(k)), ticktext=texts, title_text=UI("token", lang))
     fig.update_yaxes(title_text=UI("probability", lang), rangemode="tozero")
-    return finish(fig, TEXT("topk", lang, k=k), 380)
+    legend = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"}
+    return finish(fig, TEXT("topk", lang, k=k), 380, showlegend=True, legend=legend)
 
 
 def draft_strip(
@@ -886,9 +886,9 @@ def draft_strip(
     return finish(
         fig,
         TEXT("strip", lang),
-        rows_height(len(rounds), 56, 220, 280),
-        legend={"orientation": "h", "y": -0.08},
-        margin={"l": 130, "r": 30, "t": 110, "b": 40},
+        rows_height(len(rounds), 56, 260, 320),
+        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},  # below the cells, not over them
+        margin={"l": 130, "r": 30, "t": 150, "b": 70},  # a two-line title above the top axis
     )
 
 

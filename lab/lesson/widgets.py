@@ -699,7 +699,7 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
         widgets.SelectionSlider(options=list(LOAD_STEPS), value=LOAD_STEPS[0], continuous_update=False),
         "dspark-load-slider",
     )
-    load.style.description_width = "initial"
+    load.style.description_width = temp.style.description_width = "initial"  # "Temperature", never "Temperat…"
     status = tagged(widgets.HTML(), "dspark-inspector-status")
     logits_out = tagged(figure_output(), "dspark-logits")
     strip_out = tagged(figure_output(), "dspark-draft-strip")

@@ -50,6 +50,7 @@ from ..lesson.walk import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sp
 from ..text import LANGS, UI
 from .page import asset, render
 from .presenter import DEFAULT_REQUESTS
+from .rounds import cache_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = "docs/explorer.html"
@@ -90,10 +91,10 @@ TEXT: dict[str, dict[str, str]] = {
     "prev_round": {"vi": "◀ Vòng trước", "en": "◀ Previous round"},
     "next_round": {"vi": "Vòng sau ▶", "en": "Next round ▶"},
     "greedy": {"vi": "0 = greedy (argmax)", "en": "0 = greedy (argmax)"},
-    "verify_length": {"vi": "Độ dài verify k", "en": "Verify length k"},
+    "verify_length": {"vi": "Độ dài verify ℓ (k cố định)", "en": "Verify length ℓ (fixed policy)"},
     "verify_length_help": {
-        "vi": "bộ vẽ luôn vẽ đủ khối 5 token; chỉ k token đầu được gửi đi verify",
-        "en": "the draft always drafts its whole block of 5; only the first k are sent to verify",
+        "vi": "bộ vẽ luôn vẽ đủ khối k = 5 token; chỉ ℓ token đầu được gửi đi verify",
+        "en": "the drafter always drafts its whole block of k = 5; only the first ℓ are sent to verify",
     },
     "policy": {"vi": "Chính sách độ dài verify", "en": "Verify-length policy"},
     "policy_fixed": {"vi": "k cố định", "en": "fixed k"},
@@ -125,8 +126,10 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "; its {n} copies get ℓ from {lo} to {hi} (ties go to the lower request index)",
     },
     "plan_cost": {
-        "vi": "R = {r} · B = {b} token trong batch · τ* = {tau} token kỳ vọng · Θ = τ*·SPS(B) = {theta} token/giây",
-        "en": "R = {r} · B = {b} batch tokens · τ* = {tau} expected tokens · Θ = τ*·SPS(B) = {theta} tokens/s",
+        "vi": "R = {r} · B = {b} token trong batch verify · τ* = {tau} token kỳ vọng cho yêu cầu này (1 + Σ Π c "
+        "của ℓ token nháp gửi đi) · Θ = {theta} token/giây cho cả batch (Σ τ*·SPS(B))",
+        "en": "R = {r} · B = {b} tokens in the verify batch · τ* = {tau} expected tokens for this request (1 + Σ Π c "
+        "over the ℓ drafts sent) · Θ = {theta} tokens/s for the whole batch (Σ τ*·SPS(B))",
     },
     "threshold": {"vi": "Ngưỡng tin cậy", "en": "Confidence threshold"},
     "threshold_help": {
@@ -191,6 +194,109 @@ TEXT: dict[str, dict[str, str]] = {
             "({n} kept, then {tok})"
         ),
     },
+    "check_stat": {
+        "vi": "{mark} kiểm tra (với đúng các thiết lập trên): vị trí 1 được giữ trong {k}/{n} lần lấy mẫu ({f}); "
+        "lấy mẫu loại bỏ nói xác suất là Σ min(p_t, p_d) = {p} (cho phép ± {tol}: 4σ và một lần lấy mẫu)",
+        "en": "{mark} check (with the settings above): position 1 was kept in {k} of {n} re-samples ({f}); "
+        "rejection sampling says its probability is Σ min(p_t, p_d) = {p} (allowed ± {tol}: 4σ and one re-sample)",
+    },
+    "check_unsent": {
+        "vi": "kiểm tra: với các thiết lập này vị trí 1 không bao giờ được gửi đi verify (ℓ = 0): không có gì để so",
+        "en": "check: with these settings position 1 is never sent to verify (ℓ = 0): nothing to compare",
+    },
+    "legend_title": {"vi": "Đọc trang này thế nào", "en": "How to read this page"},
+    "legend_accepted": {
+        "vi": "✓ được giữ: forward thật đồng ý với token nháp, token được ghi vào văn bản",
+        "en": "✓ accepted: the target agrees with the draft; it is written to the text",
+    },
+    "legend_rejected": {
+        "vi": "✗ bị từ chối: token nháp đầu tiên forward thật không nhận; ở đó forward thật rút token của chính nó "
+        "(↻ lấy mẫu lại)",
+        "en": "✗ rejected: the first draft the target refuses; there the target draws its own token instead "
+        "(↻ resampled)",
+    },
+    "legend_not_verified": {
+        "vi": "· không xét: đã gửi đi, nhưng nằm sau một token bị từ chối nên không bao giờ được kiểm tra",
+        "en": "· not verified: sent, but after a rejection, so it is never checked",
+    },
+    "legend_not_sent": {
+        "vi": "○ không gửi đi verify: bộ vẽ đã vẽ, nhưng chính sách độ dài verify giữ lại; forward thật không thấy nó",
+        "en": "○ not sent: drafted, but the verify-length policy held it back; the target never sees it",
+    },
+    "legend_bonus": {
+        "vi": "+ token thưởng: mọi token nháp gửi đi đều được giữ, nên forward thật thêm một token của chính nó",
+        "en": "+ bonus: every draft sent was kept, so the target adds one more token of its own",
+    },
+    "legend_space": {
+        "vi": "▁ đánh dấu dấu cách ở đầu token: «▁về» là « về»; ↵ là xuống dòng",
+        "en": "▁ marks a space at the start of a token: «▁về» is « về»; ↵ is a line break",
+    },
+    "legend_k": {
+        "vi": "k = 5: số token nháp bộ vẽ viết mỗi vòng · ℓ ≤ k: số token nháp được gửi đi verify",
+        "en": "k = 5: drafts the drafter writes each round · ℓ ≤ k: drafts sent to verify",
+    },
+    "legend_b": {
+        "vi": "B = R·(ℓ + 1): số token của một batch verify: R yêu cầu, mỗi yêu cầu có anchor cộng ℓ token nháp "
+        "(Σ (1 + ℓ_r) khi các yêu cầu nhận ℓ khác nhau)",
+        "en": "B = R·(ℓ + 1): the tokens of one verify batch: R requests, each its anchor plus ℓ drafts "
+        "(Σ (1 + ℓ_r) when the requests get different ℓ)",
+    },
+    "legend_sps": {
+        "vi": "SPS(B) = số bước mỗi giây (steps per second): bao nhiêu forward verify mỗi giây với B token trong "
+        "batch, đo trên máy ({src})",
+        "en": "SPS(B) = steps per second: how many verify forwards a second the target runs with B tokens in the "
+        "batch, measured ({src})",
+    },
+    "legend_tau": {
+        "vi": "τ = số token giữ + 1: số token một vòng thêm vào; τ* là giá trị kỳ vọng của nó theo đầu tin cậy; "
+        "Θ = τ*·SPS(B): số token kỳ vọng mỗi giây",
+        "en": "τ = kept + 1: the tokens a round adds; τ* its expected value from the confidences; Θ = τ*·SPS(B): "
+        "the expected tokens per second",
+    },
+    "caches_title": {
+        "vi": "Cache qua từng vòng (lần chạy greedy đã ghi: T = 0, ℓ = 5)",
+        "en": "The caches round by round (the recorded greedy run: T = 0, ℓ = 5)",
+    },
+    "caches_note": {
+        "vi": "Cache là của lần chạy greedy Python đã ghi, bất kể các thiết lập ở trên: vòng {i} ghi {n} token "
+        "({toks}) ở vị trí {a}..{b}. Token nháp bị từ chối hay không gửi không vào cache nào: đó là rollback.",
+        "en": "The caches are those of the greedy run Python recorded, whatever the settings above: round {i} "
+        "commits {n} tokens ({toks}) at positions {a}..{b}. Rejected and unsent drafts go to no cache: that is "
+        "the rollback.",
+    },
+    "before_commit": {"vi": "◀ trước lần ghi", "en": "◀ before the commit"},
+    "after_commit": {"vi": "sau lần ghi ▶", "en": "after the commit ▶"},
+    "caches": {"vi": "Cache sau lần ghi này (độ dài {n})", "en": "The caches after this commit (length {n})"},
+    "caches_before": {
+        "vi": "Cache trước lần ghi của vòng này (độ dài {n})",
+        "en": "The caches before this round's commit (length {n})",
+    },
+    "window_ring": {"vi": "Vòng cửa sổ (mọi lớp backbone)", "en": "Window ring (every backbone layer)"},
+    "window_help": {
+        "vi": "{w} ô, ô = vị trí mod {w}; ô viền đậm vừa được ghi ở vòng này",
+        "en": "{w} slots, slot = position mod {w}; a bold slot was written this round",
+    },
+    "draft_ring": {"vi": "Vòng cửa sổ của bộ vẽ (các lớp nháp)", "en": "Draft ring (the draft layers)"},
+    "draft_ring_help": {
+        "vi": "ghi bởi cùng lần commit, ở cùng vị trí: token nháp bị từ chối không bao giờ vào đây",
+        "en": "written by the same commit at the same positions: a rejected draft never gets here",
+    },
+    "compressor": {
+        "vi": "Bộ nén (CSA2): latent đã ghi và phần mang theo",
+        "en": "Compressor (CSA2): latents and carry",
+    },
+    "source_line": {
+        "vi": "lớp {layer} · tỉ lệ {r}: {n} latent (vị trí 0..{last}) · mang theo: {carry}",
+        "en": "layer {layer} · ratio {r}: {n} latents (positions 0..{last}) · carry: {carry}",
+    },
+    "no_carry": {"vi": "không (nhóm đã đủ)", "en": "none (the group is complete)"},
+    "engram": {"vi": "Lịch sử Engram (id nén)", "en": "Engram history (compressed ids)"},
+    "engram_help": {
+        "vi": "id nén của {n} token đã ghi cuối cùng: ngữ cảnh n-gram của token tiếp theo",
+        "en": "the compressed ids of the last {n} committed tokens: the next token's n-gram context",
+    },
+    "pad": {"vi": "đệm", "en": "pad"},
+    "empty": {"vi": "trống", "en": "empty"},
     "notes_title": {"vi": "Trang này tính gì, và không tính gì", "en": "What this page computes, and what it does not"},
     "note_rule": {
         "vi": (
@@ -270,8 +376,8 @@ TEXT: dict[str, dict[str, str]] = {
         ),
     },
     "footer": {
-        "vi": "Sinh bởi `{cmd}` từ mô hình lab đã huấn luyện; đừng sửa tay.",
-        "en": "Generated by `{cmd}` from the trained lab model; do not edit.",
+        "vi": "Trang này do `{cmd}` tạo từ mô hình lab đã huấn luyện; chạy offline, không cần cài đặt.",
+        "en": "Made by `{cmd}` from the trained lab model; it runs offline, nothing to install.",
     },
     "walk_prompt": {"vi": "lời nhắc mặc định của dspark-lab walk", "en": "dspark-lab walk's default prompt"},
 }
@@ -328,6 +434,7 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
     gen = torch.Generator().manual_seed(0)  # T = 0: every row is one-hot, the generator never changes a token
     cache, anchor = prefill(model, torch.tensor([ids]), 0.0, gen)
     text, rounds = [*ids, int(anchor)], []
+    prefilled = cache_state(model, cache, list(ids))  # what the caches hold before the first round
     while len(text) < start + new_tokens + K:  # K more than the rounds cover: the last rounds' target rows
         trace = Trace(sinkhorn_history=False)
         [r] = speculative_round(model, cache, torch.tensor([text[-1]]), K, 0.0, gen, trace=trace)
@@ -342,6 +449,7 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
             }
         )
         text += r.committed
+        rounds[-1]["caches"] = cache_state(model, cache, text[:-1])  # after this round's commit (all but the anchor)
     logits = model(torch.tensor([text])).logits[0]  # [S, V] row j: the target's distribution after text[: j + 1]
     if logits[start:-1].argmax(-1).tolist() != text[start + 1 :]:
         raise RuntimeError(f"{name}: greedy speculative decoding did not reproduce greedy plain decoding")
@@ -354,6 +462,7 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
         "tokens": text[:end],
         "target": rounded(logits[start:end], DECIMALS["logits"]),  # row j ↔ position start + j
         "rounds": rounds,
+        "caches": prefilled,
     }
 
 
@@ -386,6 +495,8 @@ def build_data(model: Transformer) -> dict[str, Any]:
     tok = default_tokenizer()
     return {
         "k_max": model.cfg.dspark_block_size,
+        "window_size": model.cfg.window_size,
+        "max_ngram": model.cfg.engram_max_ngram_size,
         "vocab": [tok.token_text(i).replace("\n", "↵") for i in range(tok.vocab_size)],
         "markov_w1": rounded(w1, DECIMALS["markov"]),
         "markov_w2": rounded(w2, DECIMALS["markov"]),
@@ -515,8 +626,13 @@ def simulate_round(sr: StoredRound, temperature: float, policy: Policy, gen: tor
 # ---- the page ----------------------------------------------------------------------------------------------
 def render_page(data: dict[str, Any]) -> str:
     """The page: the template with the style, the data (JSON) and the two scripts inlined."""
-    parts = {"/*@STYLE@*/": asset("explorer.css") + asset("verdict.css"), "/*@VERIFY@*/": asset("explorer_verify.js")}
-    return render("explorer_template.html", data, {**parts, "/*@APP@*/": asset("explorer_app.js")})
+    from .fonts import font_face_css
+
+    style = font_face_css() + asset("explorer.css") + asset("caches.css") + asset("verdict.css")
+    parts = {"/*@STYLE@*/": style, "/*@VERIFY@*/": asset("explorer_verify.js")}
+    return render(
+        "explorer_template.html", data, {**parts, "/*@APP@*/": asset("caches_view.js") + asset("explorer_app.js")}
+    )
 
 
 def page_html(model: Transformer | None = None) -> str:

@@ -4,7 +4,8 @@
 (function () {
   const data = JSON.parse(document.getElementById("explorer-data").textContent);
   const $ = (id) => document.getElementById(id);
-  const state = { lang: location.hash === "#vi" ? "vi" : "en", prompt: 0, round: 0, policy: data.policies[0] };
+  const state = { lang: location.hash === "#vi" ? "vi" : "en", prompt: 0, round: 0, policy: data.policies[0], after: true };
+  const phone = window.matchMedia("(max-width: 600px)"); // a phone: the strip's positions become rows
 
   function t(key, vars = {}) {
     return data.ui[key][state.lang].replace(/\{(\w+)\}/g, (_, name) => String(vars[name]));
@@ -20,7 +21,7 @@
       T: Number($("temperature").value),
       policy: {
         name: state.policy,
-        k: Number($("k").value),
+        k: Number($("ell").value),
         threshold: Number($("threshold").value),
         requests: data.loads[Number($("requests").value)],
       },
@@ -49,7 +50,7 @@
 
   // each knob counts for one policy only: the others are greyed out
   function showKnobs(policy) {
-    const knobs = { k: "fixed", threshold: "threshold", requests: "dspark" };
+    const knobs = { ell: "fixed", threshold: "threshold", requests: "dspark" };
     for (const [id, name] of Object.entries(knobs)) {
       $(id).disabled = policy !== name;
       $(id).closest("label").classList.toggle("off", policy !== name);
@@ -94,7 +95,7 @@
   }
 
   // which policy decided ℓ, and what this round's verify forward costs and yields: B, τ*, Θ = τ*·SPS(B)
-  function drawPlan(plan, policy) {
+  function drawPlan(plan, policy, confidence) {
     const l = plan.verifyLen;
     const rule =
       policy.name === "fixed"
@@ -102,10 +103,11 @@
         : policy.name === "threshold"
           ? t("plan_threshold", { l, t: policy.threshold.toFixed(2) })
           : t("plan_dspark", { r: plan.requests, l }) + copies(plan.lengths.slice(1));
+    const mine = survival(confidence).slice(0, l).reduce((a, b) => a + b, 1); // this request's τ* = 1 + Σ_{j≤ℓ} a_j
     const cost = t("plan_cost", {
       r: plan.requests,
       b: plan.batchTokens,
-      tau: plan.expectedTokens.toFixed(2),
+      tau: mine.toFixed(2),
       theta: plan.throughput.toFixed(1),
     });
     $("plan").innerHTML = `${esc(rule)}<br>${esc(cost)}`;
@@ -130,7 +132,12 @@
       [`${t("top")} p_t`, (i) => `<td class="top">${verified(i) ? topTokens(prepared.target[i]) : "—"}</td>`],
       [`${t("top")} p_d`, (i) => `<td class="top">${topTokens(probs[i])}</td>`],
     ];
-    $("strip").innerHTML = rows.map(([head, f]) => `<tr><th>${esc(head)}</th>${cells(f)}</tr>`).join("");
+    const narrow = rows.slice(0, 8); // a phone: one row per position, without the top-3 lists
+    $("strip").innerHTML = phone.matches
+      ? `<tr>${narrow.map(([head]) => `<th>${esc(head)}</th>`).join("")}</tr>` +
+        tokens.map((_, i) => `<tr>${narrow.map(([, f]) => f(i)).join("")}</tr>`).join("")
+      : rows.map(([head, f]) => `<tr><th>${esc(head)}</th>${cells(f)}</tr>`).join("");
+    $("strip").classList.toggle("rows", phone.matches);
     const n = verdict.nAccepted;
     const rate = verifyLen > 0 ? ` · ${esc(t("acceptance_rate"))} ${(n / verifyLen).toFixed(2)}` : "";
     $("tau").innerHTML =
@@ -149,13 +156,47 @@
     $("committed").innerHTML = `${esc(t("committed"))}: ${kept.join("")}`;
   }
 
-  // the page's own check: at T = 0 it must reproduce the greedy round the Python run recorded
-  function drawCheck(round) {
-    const fixed = { name: "fixed", k: data.k_max };
-    const greedy = simulateRound(prepareRound(data, state.prompt, state.round, 0), fixed, mulberry32(0));
-    const want = round.greedy;
-    const same = greedy.verdict.nAccepted === want.n && greedy.verdict.nextToken === want.next;
-    $("check").textContent = t(same ? "check_ok" : "check_bad", { n: want.n, tok: `«${tok(want.next)}»` });
+  // the page's own checks, on the settings shown: position 1's share of kept re-samples against its exact probability
+  // Σ_x min(p_t(x), p_d(x)) (whether it is sent depends on c_1 alone, so the share is over the rounds that sent it);
+  // at T = 0 also the greedy round Python recorded (fixed k = 5)
+  function drawCheck(prepared, stats, s, round) {
+    const lines = [];
+    if (stats.sent0 === 0) {
+      lines.push(t("check_unsent"));
+    } else {
+      const pd = prepared.draftRow(0, prepared.anchor);
+      const p = prepared.target[0].reduce((sum, pt, v) => sum + Math.min(pt, pd[v]), 0);
+      const tol = (4 * Math.sqrt(stats.sent0 * p * (1 - p)) + 1) / stats.sent0; // 4σ and one re-sample
+      const f = stats.kept0 / stats.sent0;
+      const mark = Math.abs(f - p) <= tol ? "✓" : "✗";
+      lines.push(t("check_stat", { mark, k: stats.kept0, n: stats.sent0, f: f.toFixed(3), p: p.toFixed(3), tol: tol.toFixed(3) }));
+    }
+    if (s.T === 0) {
+      const fixed = { name: "fixed", k: data.k_max };
+      const greedy = simulateRound(prepareRound(data, state.prompt, state.round, 0), fixed, mulberry32(0));
+      const want = round.greedy;
+      const same = greedy.verdict.nAccepted === want.n && greedy.verdict.nextToken === want.next;
+      lines.push(t(same ? "check_ok" : "check_bad", { n: want.n, tok: `«${tok(want.next)}»` }));
+    }
+    $("check").innerHTML = lines.map(esc).join("<br>");
+  }
+
+  // ---- the caches of the recorded greedy run: before and after the selected round's commit ------------------
+  function drawCaches(prompt) {
+    const rounds = prompt.rounds;
+    const r = rounds[state.round];
+    const before = state.round > 0 ? rounds[state.round - 1].caches : prompt.caches;
+    const st = state.after ? r.caches : before;
+    const ctx = {
+      tokens: prompt.tokens, vocab: data.vocab, windowSize: data.window_size, maxNgram: data.max_ngram, t, esc,
+      heading: state.after ? "caches" : "caches_before",
+    };
+    $("caches-view").innerHTML = cacheView(st, state.after ? before : null, ctx);
+    const a = before.length, b = r.caches.length - 1;
+    const toks = prompt.tokens.slice(a, b + 1).map((id) => `«${tok(id)}»`).join(" ");
+    $("caches-note").textContent = t("caches_note", { i: state.round + 1, n: b - a + 1, toks, a, b });
+    $("cache-before").setAttribute("aria-pressed", String(!state.after));
+    $("cache-after").setAttribute("aria-pressed", String(state.after));
   }
 
   // ---- many rounds: acceptance by position -----------------------------------------------------------------
@@ -167,6 +208,8 @@
     const sent = new Array(K).fill(0);
     const survival = new Array(K).fill(0);
     let tau = 0;
+    let kept0 = 0;
+    let sent0 = 0;
     let sumKept = 0;
     let sumSent = 0;
     for (let r = 0; r < n; r++) {
@@ -179,10 +222,12 @@
         if (res.verifyLen > i) sent[i] += 1 / n;
       }
       tau += (res.verdict.nAccepted + 1) / n;
+      if (res.verifyLen > 0) sent0 += 1;
+      if (res.verdict.nAccepted > 0) kept0 += 1;
       sumKept += res.verdict.nAccepted;
       sumSent += res.verifyLen;
     }
-    const W = 420, H = 220, left = 36, bottom = 30, top = 16;
+    const W = 420, H = 236, left = 36, bottom = 46, top = 12;
     const band = (W - left) / K;
     const y = (v) => top + (1 - v) * (H - top - bottom);
     const parts = [`<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(t("chart", { n, s: s.seed }))}">`];
@@ -198,16 +243,18 @@
         `height="${y(0) - y(sent[i])}" fill="none" stroke="#234" stroke-dasharray="4 3"/>`);
       parts.push(`<rect x="${x + band * 0.2}" y="${y(kept[i])}" width="${band * 0.6}" height="${y(0) - y(kept[i])}" ` +
         `fill="#6b9bd1" stroke="#234"/>`);
-      parts.push(`<text x="${cx}" y="${y(kept[i]) - 4}" font-size="11" text-anchor="middle">${kept[i].toFixed(2)}</text>`);
+      // the kept share under the position's number, never over a bar or a ◆
+      parts.push(`<text x="${cx}" y="${H - 6}" font-size="11" text-anchor="middle" fill="#1f4f8a">${kept[i].toFixed(2)}</text>`);
       const d = y(survival[i]);
       parts.push(`<path d="M${cx} ${d - 5} L${cx + 5} ${d} L${cx} ${d + 5} L${cx - 5} ${d} Z" fill="#222"/>`);
-      parts.push(`<text x="${cx}" y="${H - 10}" font-size="12" text-anchor="middle">${esc(label)}</text>`);
+      parts.push(`<text x="${cx}" y="${H - 24}" font-size="12" text-anchor="middle">${esc(label)}</text>`);
     }
     parts.push("</svg>");
     $("chart").innerHTML = parts.join("");
     $("chart-title").textContent = t("chart", { n, s: s.seed });
     const rate = sumSent > 0 ? (sumKept / sumSent).toFixed(2) : "—";
     $("chart-summary").textContent = t("chart_summary", { tau: tau.toFixed(2), l: (sumSent / n).toFixed(2), rate });
+    return { kept0, sent0 };
   }
 
   // ---- everything --------------------------------------------------------------------------------------------
@@ -223,7 +270,8 @@
     const s = settings();
     showKnobs(s.policy.name);
     $("temperature-value").textContent = s.T.toFixed(1);
-    $("k-value").textContent = String(s.policy.k);
+    $("ell-value").textContent = String(s.policy.k);
+    $("legend-sps").textContent = t("legend_sps", { src: data.sps.source });
     $("threshold-value").textContent = s.policy.threshold.toFixed(2);
     $("requests-value").textContent = String(s.policy.requests);
     const prompt = data.prompts[state.prompt];
@@ -231,10 +279,10 @@
     const prepared = prepareRound(data, state.prompt, state.round, s.T);
     drawContext(prompt, round);
     const result = simulateRound(prepared, s.policy, mulberry32(s.seed));
-    drawPlan(result.plan, s.policy);
+    drawPlan(result.plan, s.policy, result.confidence);
     drawStrip(prepared, result);
-    drawCheck(round);
-    drawChart(prepared, s);
+    drawCheck(prepared, drawChart(prepared, s), s, round);
+    drawCaches(prompt);
     $("footer").textContent = t("footer", { cmd: data.command });
   }
 
@@ -252,7 +300,10 @@
   $("prev-round").addEventListener("click", () => setRound(state.round - 1));
   $("next-round").addEventListener("click", () => setRound(state.round + 1));
   $("policy").addEventListener("change", (e) => ((state.policy = e.target.value), render()));
-  for (const id of ["temperature", "k", "threshold", "requests", "seed"]) $(id).addEventListener("input", render);
+  for (const id of ["temperature", "ell", "threshold", "requests", "seed"]) $(id).addEventListener("input", render);
+  $("cache-before").addEventListener("click", () => ((state.after = false), render()));
+  $("cache-after").addEventListener("click", () => ((state.after = true), render()));
+  phone.addEventListener("change", render);
   $("resample").addEventListener("click", () => {
     $("seed").value = String(settings().seed + 1);
     render();

@@ -1,9 +1,10 @@
 """`make pictures` (`python -m lab.present.pictures`): the README's pictures, drawn offline by the lab's own pages.
 
 Chromium (the system's, driven by Playwright, as in tests/test_browser.py) renders what the lab already makes and
-screenshots one element of it: the map (lesson.diagrams' SVG), a draft strip and the acceptance-by-position chart (the
-DSpark Explorer, docs/explorer.html) and the presenter on its 6B rounds page (lab/present/presenter.py). Nothing is
-drawn twice: a picture is exactly what a learner sees. Written to docs/img/*.png (checked in, small).
+screenshots it: the map (lesson.diagrams' SVG), a draft strip, the acceptance-by-position chart and the cache stepper
+of the DSpark Explorer (docs/explorer.html), the Explorer on a phone, and the presenter (lab/present/presenter.py)
+at 1280×720 on the narrated 6B table and on a round's commit. Nothing is drawn twice: a picture is exactly what a
+learner sees. Written to docs/img/*.png (checked in, small).
 """
 
 from __future__ import annotations
@@ -17,8 +18,22 @@ from pathlib import Path
 from .explorer import PAGE, REPO_ROOT
 
 OUT = "docs/img"
-PICTURES = ("map.png", "draft_strip.png", "acceptance.png", "presenter.png")
-PRESENTER_ROUND = 2  # the rounds page after round 2 of the default run: a rejection, a carry, fresh ring slots
+PICTURES = (
+    "map.png", "draft_strip.png", "acceptance.png", "presenter.png", "deck.png", "explorer_caches.png",
+    "explorer_phone.png",
+)  # fmt: skip
+PROJECTOR = {"width": 1280, "height": 720}
+PHONE = {"width": 390, "height": 844}
+NARRATED_SENTENCE = 4  # the deck picture: the 6B table at its verdict sentence (1-based)
+
+
+def shown_round(debug: dict) -> int:
+    """The round the presenter picture shows: the first that rejects a draft and holds some back, else the first
+    that holds some back, else round 1."""
+    rounds = debug["rounds"]
+    held = [i for i, r in enumerate(rounds, 1) if r["verify_len"] < len(r["draft"])]
+    both = [i for i in held if "rejected" in rounds[i - 1]["status"]]
+    return (both or held or [1])[0]
 
 
 def find_chromium() -> str:
@@ -40,11 +55,13 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
     from .presenter import build_data, render_page, serve_in_thread, url_of
 
     shots: list[bytes] = []
-    server = serve_in_thread(render_page(build_data()), port=0)
+    data = build_data()
+    server = serve_in_thread(render_page(data), port=0)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            context = browser.new_context(viewport=PROJECTOR, reduced_motion="reduce")  # no verdict mid-animation
+            page = context.new_page()
 
             page.set_content(f"<body style='margin:0'>{map_svg('en')}</body>")
             shots.append(page.locator("svg").first.screenshot())
@@ -53,12 +70,28 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
             section = lambda inner: page.locator("section", has=page.locator(inner))
             shots.append(section("#strip").screenshot())  # the strip with τ, the target's token, the check
             shots.append(section("#chart").screenshot())  # the chart with its title, legend and mean τ
+            caches = page.locator("#cache-stepper")
 
-            page.goto(url_of(server))
-            page.keyboard.press("End")  # the 6B rounds page
-            for _ in range(PRESENTER_ROUND):
-                page.keyboard.press("ArrowRight")
-            shots.append(page.screenshot())
+            deck = context.new_page()
+            deck.goto(url_of(server))
+            deck.keyboard.press("]")  # the rounds, after the prefill; each round is 4 phases
+            for _ in range(4 * shown_round(data["debugger"]) - 3 + 3):
+                deck.keyboard.press("PageDown")  # … to that round's commit
+            shots.append(deck.screenshot())
+            deck.keyboard.press("Home")
+            for _ in range(200):
+                if deck.locator("#slide .narration").count():
+                    break
+                deck.keyboard.press("PageDown")
+            for _ in range(NARRATED_SENTENCE - 1):
+                deck.keyboard.press("PageDown")
+            shots.append(deck.screenshot())
+            shots.append(caches.screenshot())
+
+            phone = browser.new_context(viewport=PHONE, device_scale_factor=1).new_page()
+            phone.goto((REPO_ROOT / PAGE).as_uri())
+            phone.locator("#strip").scroll_into_view_if_needed()
+            shots.append(phone.screenshot())
             browser.close()
     finally:
         server.shutdown()

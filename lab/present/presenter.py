@@ -1,12 +1,15 @@
-"""Presenter mode: `dspark-lab present` walks 1A → 6B on a projector, then steps through 6B round by round.
+"""Presenter mode: `dspark-lab present` walks 1A → 6B on a projector as a deck, then 6B round by round.
 
 One page, served by Python's own http.server on 127.0.0.1 (offline: no CDN, no Jupyter kernel, nothing to install
-beyond the lab): the 4-column map with the active block lit (lab.lesson.diagrams' SVG), the step's panel (the notebooks'
-panel: explanation, equation, figures, tables, checks — lab.lesson.widgets), Next/Previous with the arrow keys (and a
-clicker's PageUp/PageDown), vi/en, a font-size control and full screen. After 6B the same Next walks the rounds of a
-scheduled speculative run (lab/present/rounds.py) like a debugger: the draft strip, ℓ the scheduler sent, the
-verdicts, and what the window ring, the compressor carry, the Engram history and the draft ring hold after each
-commit. Everything is computed once at start (≈ 10 s) and embedded in the page as JSON; the page only draws.
+beyond the lab). Each step of the lesson is cut into builds (lab/present/deck.py: text → equation → figures →
+tables → checks), one screen each, that Next / PageDown walk and that always open at their top; beside them the
+4-column map with the active block lit. The text-size control scales the content (text, tables, plot fonts, the
+map), not the buttons. After 6B the same Next plays the rounds of a scheduled speculative run
+(lab/present/rounds.py) phase by phase — draft, schedule (ℓ of the `dspark` scheduler at R requests in flight),
+verify, commit — one narrated sentence per phase, each lighting the rows, cells and cache slots it speaks about,
+with the window ring, the compressor carry, the Engram history and the draft ring in the left column. Monospace
+text uses the embedded "DSpark Mono" face (lab/present/fonts.py): Vietnamese renders on every machine.
+Everything is computed once at start (≈ 10 s) and embedded in the page as JSON; the page only draws.
 
 Why not Voilà or JupyterLab's single-document mode: both need a running kernel and a notebook server for what is
 here precomputed data, Voilà is one more dependency, and neither makes the projector view simpler than one page.
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import socket
 import sys
 import threading
@@ -32,7 +34,7 @@ from .page import asset, render
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_ROUNDS = 12
-DEFAULT_REQUESTS = 8  # a small server's load: the scheduler sends some drafts and holds others back
+DEFAULT_REQUESTS = 128  # a busy server: the scheduler holds some drafts back (at R ≤ 64 the lab model sends all 5)
 ROUNDS_SLIDE = "6B-rounds"  # the slide after 6B: the rounds of the scheduled run
 PLOTLY = "plotly.min.js"  # served beside the page from the installed plotly package (no network)
 CONNECTION_TIMEOUT_S = 5.0  # a connection that sends nothing (or takes no WRITE_CHUNK) this long is closed
@@ -61,9 +63,55 @@ TEXT: dict[str, dict[str, str]] = {
     "font": {"vi": "Cỡ chữ", "en": "Font size"},
     "fullscreen": {"vi": "Toàn màn hình", "en": "Full screen"},
     "keys": {
-        "vi": "Phím: ← → (hoặc PageUp/PageDown) lùi/tiến · + − cỡ chữ · F toàn màn hình · L đổi ngôn ngữ",
-        "en": "Keys: ← → (or PageUp/PageDown) back/forward · + − font size · F full screen · L language",
+        "vi": "→ PageDown: tiến · ← PageUp: lùi · ↑ ↓: cuộn · [ ]: vòng · + −: cỡ chữ · F: toàn màn hình · L: ngôn ngữ",
+        "en": "→ PageDown: next · ← PageUp: back · ↑ ↓: scroll · [ ]: round · + −: text size · F: full screen · "
+        "L: language",
     },
+    "slide_of": {"vi": "{build} · {i}/{n}", "en": "{build} · {i}/{n}"},
+    "round_where": {"vi": "6B · vòng {i}/{n}", "en": "6B · round {i} of {n}"},
+    "prefill_where": {"vi": "6B · sau prefill", "en": "6B · after the prefill"},
+    "narration": {"vi": "Từng bước", "en": "Step by step"},
+    "phase_draft": {"vi": "nháp", "en": "draft"},
+    "phase_schedule": {"vi": "lập lịch", "en": "schedule"},
+    "phase_verify": {"vi": "verify", "en": "verify"},
+    "phase_commit": {"vi": "ghi vào cache", "en": "commit"},
+    "say_prefill": {
+        "vi": "Sau prefill, cache giữ {n} vị trí của prompt; vòng cửa sổ chỉ giữ {w} vị trí cuối (ô = vị trí mod {w}).",
+        "en": "After the prefill the caches hold the prompt's {n} positions; the window ring keeps only the last "
+        "{w} (slot = position mod {w}).",
+    },
+    "say_draft": {
+        "vi": "Nháp: bộ vẽ viết {k} token nháp sau anchor {a} trong một lượt, mỗi token kèm đầu tin cậy c.",
+        "en": "Draft: the drafter writes {k} draft tokens after the anchor {a} in one pass, each with its "
+        "confidence c.",
+    },
+    "say_schedule": {
+        "vi": "Lập lịch: với R = {r} yêu cầu đang chạy, bộ lập lịch gửi ℓ = {l}/{k} token nháp (● gửi, ○ không "
+        "gửi): nó dừng ở token nháp đầu tiên có sống sót Π c không còn làm tăng Θ = τ*·SPS(B).",
+        "en": "Schedule: with R = {r} requests in flight the scheduler sends ℓ = {l} of {k} drafts (● sent, "
+        "○ not sent): it stops at the first draft whose survival Π c no longer raises Θ = τ*·SPS(B).",
+    },
+    "say_verify_all": {
+        "vi": "Verify: một forward thật kiểm tra {l} token nháp được gửi: cả {l} đều được giữ ✓.",
+        "en": "Verify: one target forward checks the {l} drafts sent: all {l} are kept ✓.",
+    },
+    "say_verify_reject": {
+        "vi": "Verify: một forward thật kiểm tra {l} token nháp được gửi: giữ {n} ✓, vị trí {p} bị từ chối ✗, "
+        "phần sau không xét ·.",
+        "en": "Verify: one target forward checks the {l} drafts sent: {n} kept ✓, position {p} rejected ✗, the "
+        "rest not verified ·.",
+    },
+    "say_verify_none": {
+        "vi": "Verify: ℓ = 0, không có token nháp nào để kiểm tra; forward thật tự giải mã một token.",
+        "en": "Verify: ℓ = 0, nothing to check; the target decodes one token by itself.",
+    },
+    "say_commit": {
+        "vi": "Ghi: {n} token nháp được giữ và token của forward thật {t} ({kind}) được ghi vào mọi cache: "
+        "τ = {tau}. Token nháp bị từ chối hay không gửi không vào cache nào: đó là rollback.",
+        "en": "Commit: the {n} kept drafts and the target's own token {t} ({kind}) are written to every cache: "
+        "τ = {tau}. Rejected and unsent drafts go to no cache: that is the rollback.",
+    },
+    "pending": {"vi": "chưa verify", "en": "not yet verified"},
     "rounds_title": {
         "vi": "6B · từng vòng: nháp → bộ lập lịch → verify → ghi vào cache",
         "en": "6B · round by round: draft → scheduler → verify → commit",
@@ -92,14 +140,18 @@ TEXT: dict[str, dict[str, str]] = {
     "target_prob": {"vi": "p_t(x)", "en": "p_t(x)"},
     "verdict": {"vi": "Kết quả", "en": "Verdict"},
     "kept": {
-        "vi": "Giữ {n}/{l} token nháp, rồi token của forward thật {tok} ({kind}) · τ = {tau}",
-        "en": "Kept {n} of {l} drafts, then the target's token {tok} ({kind}) · τ = {tau}",
+        "vi": "Giữ {n}/{l} token nháp, rồi token của forward thật {tok} ({mark} {kind}); độ dài chấp nhận τ = {tau}",
+        "en": "Kept {n} of {l} drafts, then the target's token {tok} ({mark} {kind}); accepted length τ = {tau}",
     },
     "context": {
         "vi": "Văn bản: prompt, token đã ghi, ▸ anchor của vòng này, rồi (gạch chân) token vòng này ghi thêm",
         "en": "Text: prompt, committed tokens, ▸ this round's anchor, then (underlined) what this round added",
     },
     "caches": {"vi": "Cache sau lần ghi này (độ dài {n})", "en": "The caches after this commit (length {n})"},
+    "caches_before": {
+        "vi": "Cache trước lần ghi của vòng này (độ dài {n})",
+        "en": "The caches before this round's commit (length {n})",
+    },
     "window_ring": {"vi": "Vòng cửa sổ (mọi lớp backbone)", "en": "Window ring (every backbone layer)"},
     "window_help": {
         "vi": "{w} ô, ô = vị trí mod {w}; ô viền đậm vừa được ghi ở vòng này",
@@ -142,26 +194,15 @@ def strings() -> dict[str, dict[str, str]]:
     clash = set(UI) & set(TEXT)
     if clash:
         raise ValueError(f"presenter strings {sorted(clash)} are also lab/lesson/steps.py UI keys: reuse them instead")
-    return {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED} | TEXT
+    from .deck import strings as deck_strings
+
+    own = TEXT | deck_strings()
+    if len(own) != len(TEXT) + len(deck_strings()):
+        raise ValueError(f"presenter and deck strings share keys: {sorted(set(TEXT) & set(deck_strings()))}")
+    return {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED} | own
 
 
 # ---- the data ------------------------------------------------------------------------------------------------
-def step_panels(state: Any) -> dict[str, dict[str, Any]]:
-    """Every step's panel in the state's language, as the notebooks show it: {step: {head, body, figures}} (HTML
-    from lab.lesson.widgets.panel_html, figures as plotly JSON)."""
-    from ..lesson.widgets import panel_html, step_panel_content
-
-    out = {}
-    for sid in STEP_IDS:
-        content = step_panel_content(state, sid)
-        out[sid] = {
-            "head": panel_html(content, "head"),
-            "body": panel_html(content, "body"),
-            "figures": [json.loads(f.to_json()) for f in content["figures"]],
-        }
-    return out
-
-
 def build_data(
     prompt: str | None = None,
     requests: int = DEFAULT_REQUESTS,
@@ -170,33 +211,38 @@ def build_data(
     rounds: int = DEFAULT_ROUNDS,
     lang: str = "en",
 ) -> dict[str, Any]:
-    """Everything the page shows: the maps, the panels in both languages, the scheduled rounds, the strings."""
+    """Everything the page shows: the map, every step's slides and figures in both languages (lab/present/deck.py),
+    the scheduled rounds, the strings."""
     import torch
 
     from dspark_mini.tokenizer import default_tokenizer
 
-    from ..lesson.diagrams import map_svg
     from ..lesson.widgets import LabState
     from ..text import DEFAULT_PROMPT
-    from . import explorer
+    from . import deck, explorer
     from .rounds import scheduled_rounds
 
     lang = check_lang(lang)
     prompt = DEFAULT_PROMPT if prompt is None else prompt
     torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
     state = LabState(prompt=prompt, seed=seed, lang=LANGS[0])
-    panels = {}
+    decks = {}
     for code in LANGS:
         state.update(lang=code)
-        panels[code] = step_panels(state)
+        decks[code] = deck.deck(state)
+    shape = {
+        code: [(s["step"], s["kind"], len(s.get("narration", ()))) for s in d["slides"]] for code, d in decks.items()
+    }
+    if len({tuple(v) for v in shape.values()}) != 1:
+        raise ValueError(f"the languages' decks differ in their slides: {shape}")
     tok = default_tokenizer()
     debug = scheduled_rounds(state.walk.model, tok.encode(prompt), rounds, requests, temperature, seed)
     return {
         "lang": lang,
         "steps": list(STEP_IDS),
         "slides": [*STEP_IDS, ROUNDS_SLIDE],
-        "maps": {code: map_svg(code) for code in LANGS},
-        "panels": panels,
+        "map": {code: deck.map_data(code) for code in LANGS},
+        "deck": decks,
         "debugger": debug,
         "vocab": [tok.token_text(i).replace("\n", "↵") for i in range(tok.vocab_size)],
         "markers": explorer.MARKERS,
@@ -205,8 +251,12 @@ def build_data(
 
 
 def render_page(data: dict[str, Any]) -> str:
-    """The page: the template with the style, the data (JSON) and the app inlined; plotly.js loads from beside it."""
-    parts = {"/*@STYLE@*/": asset("presenter.css") + asset("verdict.css"), "/*@APP@*/": asset("presenter_app.js")}
+    """The page: the template with the style (the embedded monospace face first), the data (JSON) and the app
+    inlined; plotly.js loads from beside it."""
+    from .fonts import font_face_css
+
+    style = font_face_css() + asset("presenter.css") + asset("caches.css") + asset("verdict.css")
+    parts = {"/*@STYLE@*/": style, "/*@APP@*/": asset("caches_view.js") + asset("presenter_app.js")}
     return render("presenter_template.html", data, parts)
 
 

@@ -1,18 +1,21 @@
-// The presenter page: slides 1A … 6B (the map lit on the active block, the step's panel), then 6B round by round.
+// The presenter deck: every step's builds (text → equation → figures → tables → checks, lab/present/deck.py), then
+// 6B round by round, each round played as draft → schedule → verify → commit. Next walks builds, narration
+// sentences and phases alike, so a clicker (PageDown) drives the whole lesson; ArrowUp/ArrowDown scroll a slide.
 // Plain DOM, no framework; every string comes from data.ui in the chosen language; the numbers were computed in
-// Python (lab/present/presenter.py, rounds.py): this script only draws them.
+// Python (lab/present/presenter.py, deck.py, rounds.py): this script only lays them out.
 (function () {
   const data = JSON.parse(document.getElementById("presenter-data").textContent);
   const $ = (id) => document.getElementById(id);
-  const FONT_MIN = 70, FONT_MAX = 220, FONT_STEP = 10;
-  const state = {
-    lang: location.hash.includes("vi") ? "vi" : data.lang,
-    slide: 0, // index into data.slides
-    round: 0, // on the rounds slide: 0 = after the prefill, i = after round i
-    font: 100, // % of the browser's default size
-  };
+  const FONT_MIN = 60, FONT_MAX = 200, FONT_STEP = 10;
+  const PLOT_FONT = 0.8; // plot text = 0.8 × the slide's text
+  const REVEAL_MS = 350; // the verify step-through: one verdict every REVEAL_MS (none with reduced motion)
+  const PHASES = ["draft", "schedule", "verify", "commit"];
+  const reduced = window.matchMedia("(prefers-reduced-motion: reduce)");
+  const state = { lang: location.hash.includes("vi") ? "vi" : data.lang, slide: 0, sub: 0, font: 100 };
   const debug = data.debugger;
   const nRounds = debug.rounds.length;
+  let shown = { slide: -1, lang: "", font: 0 }; // what #slide holds now: a new slide opens at its top
+  let timers = [];
 
   function t(key, vars = {}) {
     return data.ui[key][state.lang].replace(/\{(\w+)\}/g, (_, name) => String(vars[name]));
@@ -23,159 +26,322 @@
   const num = (x) => (x === null || x === undefined ? "—" : Number(x).toFixed(3));
   const statusKey = (s) => s.replace(/ /g, "_"); // "not verified" → "not_verified"
   const marked = (s) => `${data.markers[statusKey(s)]} ${esc(t(statusKey(s)))}`;
-  const slideId = () => data.slides[state.slide];
-  const onRounds = () => slideId() === "6B-rounds";
 
-  // ---- the map: lab.lesson.diagrams' SVG, the active block lit, a click opens a step -------------------------------
+  // ---- the slides: the steps' builds, then the rounds (0 = after the prefill) --------------------------------
+  const roundSlides = Array.from({ length: nRounds + 1 }, (_, i) => ({ kind: "round", step: "6B", round: i }));
+  const slides = () => [...data.deck[state.lang].slides, ...roundSlides];
+  const subs = (s) => (s.kind === "round" ? (s.round === 0 ? 1 : PHASES.length) : (s.narration || [null]).length);
+  const current = () => slides()[state.slide];
+
+  // ---- the map: HTML blocks in the 4 columns (text wraps and scales), arrows drawn over them -----------------------
   function drawMap() {
-    $("map").innerHTML = data.maps[state.lang];
-    for (const g of $("map").querySelectorAll('g[id^="step-"]')) {
-      g.addEventListener("click", () => go(data.slides.indexOf(g.id.slice(5)), 0));
+    const m = data.map[state.lang];
+    const cells = [];
+    m.columns.forEach((col, c) => {
+      cells.push(`<div class="map-head h${col.id}" style="grid-column:${c + 1};grid-row:1">${esc(col.label)}</div>`);
+      col.steps.forEach((s, r) => {
+        cells.push(
+          `<button type="button" class="block c${col.id}" id="step-${s.id}" data-step="${s.id}" ` +
+            `title="${esc(s.title)}" style="grid-column:${c + 1};grid-row:${r + 2}"><b>${s.id}</b>` +
+            `${esc(s.title.split(":")[0])}</button>`,
+        );
+      });
+    });
+    $("side").innerHTML = `<div class="map" id="map">${cells.join("")}<svg class="arrows" aria-hidden="true"></svg></div>`;
+    for (const b of $("map").querySelectorAll(".block")) {
+      b.addEventListener("click", () => go(slides().findIndex((s) => s.step === b.dataset.step), 0));
     }
   }
 
-  function lightMap() {
-    const active = onRounds() ? "6B" : slideId();
-    for (const g of $("map").querySelectorAll('g[id^="step-"]')) g.classList.toggle("active", g.id === `step-${active}`);
-  }
-
-  // ---- a step's panel: the notebooks' panel (head, figures, body) --------------------------------------------
-  function drawStep(id) {
-    const panel = data.panels[state.lang][id];
-    const figures = panel.figures.map((_, i) => `<div class="figure" id="figure-${i}"></div>`).join("");
-    $("panel").innerHTML = `<div class="step" data-step="${id}">${panel.head}${figures}${panel.body}</div>`;
-    if (typeof Plotly === "undefined") return; // plotly.js not beside the page: the numbers still show
-    panel.figures.forEach((fig, i) => {
-      const layout = Object.assign({}, fig.layout, { autosize: true, width: undefined });
-      Plotly.newPlot($(`figure-${i}`), fig.data, layout, { displayModeBar: false, responsive: true });
+  // the flow arrows between the blocks, from where the browser laid them out (redrawn on resize and font change)
+  function drawArrows() {
+    const map = $("map");
+    if (!map) return;
+    const box = map.getBoundingClientRect();
+    const r = (id) => {
+      const b = $(`step-${id}`).getBoundingClientRect();
+      return { l: b.left - box.left, r: b.right - box.left, t: b.top - box.top, b: b.bottom - box.top };
+    };
+    const paths = data.map[state.lang].flow.map(([src, dst, both]) => {
+      const a = r(src), b = r(dst);
+      const ends = both ? ' marker-start="url(#tail)" marker-end="url(#head)"' : ' marker-end="url(#head)"';
+      let d;
+      if (Math.abs(a.l - b.l) < 2) {
+        const x = (a.l + a.r) / 2;
+        d = b.t > a.b ? `M${x},${a.b} V${b.t}` : `M${x},${a.t} V${b.b}`;
+      } else {
+        const y1 = (a.t + a.b) / 2, y2 = (b.t + b.b) / 2, mid = (a.r + b.l) / 2;
+        d = `M${a.r},${y1} H${mid} V${y2} H${b.l}`;
+      }
+      return `<path d="${d}"${ends}/>`;
     });
+    const head = (id, d) =>
+      `<marker id="${id}" viewBox="0 0 10 10" refX="${id === "head" ? 9 : 1}" refY="5" markerWidth="6" ` +
+      `markerHeight="6" orient="auto"><path d="${d}" fill="#444" stroke="none"/></marker>`;
+    map.querySelector("svg.arrows").innerHTML =
+      `<defs>${head("head", "M0,0 L10,5 L0,10 z")}${head("tail", "M10,0 L0,5 L10,10 z")}</defs>${paths.join("")}`;
   }
 
-  // ---- 6B round by round --------------------------------------------------------------------------------------
-  function drawText(round, end) {
+  // scroll `box` (a scrolling column, never the page) just enough to show `el`
+  function reveal(box, el) {
+    const b = box.getBoundingClientRect(), r = el.getBoundingClientRect();
+    if (r.top < b.top) box.scrollTop -= b.top - r.top + 8;
+    else if (r.bottom > b.bottom) box.scrollTop += Math.min(r.bottom - b.bottom + 8, r.top - b.top - 8);
+    const wrap = el.closest(".table-wrap");
+    if (wrap) {
+      const w = wrap.getBoundingClientRect();
+      if (r.right > w.right) wrap.scrollLeft += r.right - w.right + 8;
+      else if (r.left < w.left) wrap.scrollLeft -= w.left - r.left + 8;
+    }
+  }
+
+  function lightMap(step) {
+    for (const b of $("map").querySelectorAll(".block")) b.classList.toggle("active", b.dataset.step === step);
+    const active = $(`step-${step}`);
+    if (active) reveal($("side"), active);
+  }
+
+  // ---- a build: its HTML, its figure drawn with fonts that follow the text size -----------------------------------
+  function scaledFigure(fig, px) {
+    const f = JSON.parse(JSON.stringify(fig));
+    const k = (PLOT_FONT * px) / 12; // plotly's base size is 12 px
+    const grow = (o) => {
+      if (!o || typeof o !== "object") return;
+      for (const [key, v] of Object.entries(o)) {
+        if (/font$/.test(key) && v && typeof v === "object" && typeof v.size === "number") v.size *= k;
+        else if (typeof v === "object") grow(v);
+      }
+    };
+    f.data.forEach(grow);
+    const { template, ...rest } = f.layout || {};
+    grow(rest);
+    f.layout = Object.assign(rest, { template, autosize: true, width: undefined });
+    f.layout.font = Object.assign({}, f.layout.font, { size: ((f.layout.font || {}).size || 12) * k });
+    for (const key of Object.keys(f.layout)) {
+      if (/^[xy]axis\d*$/.test(key)) f.layout[key] = Object.assign({}, f.layout[key], { automargin: true });
+    }
+    f.layout.xaxis = Object.assign({ automargin: true }, f.layout.xaxis);
+    f.layout.yaxis = Object.assign({ automargin: true }, f.layout.yaxis);
+    const m = f.layout.margin || {};
+    f.layout.margin = { l: (m.l ?? 70) * k, r: (m.r ?? 30) * k, t: Math.max(20, ((m.t ?? 70) - 40) * k), b: (m.b ?? 50) * k };
+    return f;
+  }
+
+  function drawBuild(s) {
+    const all = slides().filter((x) => x.kind !== "round" && x.step === s.step);
+    const i = all.indexOf(s) + 1;
+    const same = all.filter((x) => x.kind === s.kind);
+    const build = t(`build_${s.kind}`) + (same.length > 1 ? ` ${same.indexOf(s) + 1}` : "");
+    const narration = s.narration
+      ? `<ol class="narration" aria-label="${esc(t("narration"))}">` +
+        s.narration.map((n, j) => `<li data-say="${j}" data-n="${j + 1}/${s.narration.length}">${esc(n.text)}</li>`).join("") +
+        "</ol>"
+      : "";
+    $("slide").innerHTML =
+      `<div class="build-slide" data-step="${s.step}" data-kind="${s.kind}">` +
+      `<h2>${esc(s.title)}<span class="build">${esc(t("slide_of", { build, i, n: all.length }))}</span></h2>` +
+      `${narration}${s.html}</div>`;
+    if (s.kind === "figure") drawFigure(s);
+  }
+
+  function drawFigure(s) {
+    const div = $("slide").querySelector(".figure");
+    if (typeof Plotly === "undefined" || !div) return; // plotly.js not beside the page: the rest still shows
+    const px = parseFloat(getComputedStyle($("slide")).fontSize);
+    const room = $("slide").clientHeight - div.offsetTop + $("slide").offsetTop - 8;
+    const height = Math.max(12 * px, room);
+    div.style.height = `${height}px`;
+    const fig = scaledFigure(data.deck[state.lang].figures[s.step][s.figure], px);
+    fig.layout.height = height;
+    Plotly.newPlot(div, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+  }
+
+  // the narration: sentence `sub` is said, the cells it speaks about are lit
+  function narrate(s) {
+    const slide = $("slide");
+    for (const el of slide.querySelectorAll(".lit")) el.classList.remove("lit");
+    if (!s.narration) return;
+    slide.querySelectorAll(".narration li").forEach((li, j) => {
+      li.classList.toggle("now", j === state.sub);
+      li.classList.toggle("done", j < state.sub);
+    });
+    const lit = s.narration[state.sub].lit.flatMap((sel) => [...slide.querySelectorAll(`.build-slide ${sel}`)]);
+    lit.forEach((el) => el.classList.add("lit"));
+    if (lit.length) reveal(slide, lit[0]);
+  }
+
+  // ---- 6B round by round: the strip, the text and (in the left column) the caches, phase by phase ----------------
+  function drawStrip(r, phase) {
+    const p = PHASES.indexOf(phase);
+    const sent = (i) => i < r.verify_len;
+    const status = (i) => {
+      if (p >= 1 && !sent(i)) return `<td class="not_sent">${marked("not sent")}</td>`;
+      if (p < 2) return `<td class="pending">? ${esc(t("pending"))}</td>`;
+      return `<td class="${statusKey(r.status[i])}" data-verdict="${i}">${marked(r.status[i])}</td>`;
+    };
+    const cells = (f) => r.draft.map((_, i) => f(i)).join("");
+    const rows = [
+      ["pos", t("position"), (i) => `<th>${r.position + i + 1}</th>`],
+      ["status", "", status],
+      ["draft", t("draft_token"), (i) => `<td class="mono">${quoted(r.draft[i])}</td>`],
+      ["pd", t("draft_probability"), (i) => `<td>${num(r.draft_probs[i])}</td>`],
+      ["conf", t("confidence"), (i) => `<td>${num(r.confidence[i])}</td>`],
+      ["survival", t("survival"), (i) => `<td>${num(r.survival[i])}</td>`],
+      ["pt", t("target_prob"), (i) => `<td>${p >= 2 && sent(i) ? num(r.target_probs[i]) : "—"}</td>`],
+    ];
+    const plan = p >= 1
+      ? `<p class="summary" id="plan">${esc(t("plan", { l: r.verify_len, k: r.draft.length, b: r.batch_tokens }))} ` +
+        `<span class="tokens">${r.draft.map((_, i) => (sent(i) ? "●" : "○")).join("")}</span></p>`
+      : "";
+    const kind = t(r.next_kind);
+    const kept = t("kept", {
+      n: r.n_accepted, l: r.verify_len, tok: quoted(r.next_token), mark: data.markers[r.next_kind], kind, tau: r.n_accepted + 1,
+    });
+    const verdict = p >= 3 ? `<p class="summary" id="verdict">${esc(t("verdict"))}: ${kept}</p>` : "";
+    return (
+      `${plan}<div class="table-wrap"><table id="strip">` +
+      rows.map(([id, h, f]) => `<tr data-r="${id}"><th>${esc(h)}</th>${cells(f)}</tr>`).join("") +
+      `</table></div>${verdict}`
+    );
+  }
+
+  function drawText(r, end, committed) {
     const spans = debug.tokens.slice(0, end).map((id, j) => {
-      const anchor = round && j === round.position;
-      const fresh = round && j > round.position; // committed by this round: kept drafts, then the target's token
+      const anchor = r && j === r.position;
+      const fresh = committed && r && j > r.position; // committed by this round: kept drafts, then the target's token
       const cls = anchor ? "tok anchor" : fresh ? "tok gen new" : j >= debug.prompt_len ? "tok gen" : "tok";
       return `<span class="${cls}">${anchor ? data.markers.anchor : ""}${esc(tok(id))}</span>`;
     });
-    return `<h3>${esc(t("context"))}</h3><p class="tokens">${spans.join("")}</p>`;
+    return `<h3>${esc(t("context"))}</h3><p class="tokens" id="text">${spans.join("")}</p>`;
   }
 
-  function drawStrip(r) {
-    const cells = (f) => r.draft.map((_, i) => f(i)).join("");
-    const rows = [
-      [t("position"), (i) => `<th>${r.position + i + 1}</th>`],
-      ["", (i) => `<td class="${statusKey(r.status[i])}">${marked(r.status[i])}</td>`],
-      [t("draft_token"), (i) => `<td class="${statusKey(r.status[i])}">${quoted(r.draft[i])}</td>`],
-      [t("draft_probability"), (i) => `<td>${num(r.draft_probs[i])}</td>`],
-      [t("target_prob"), (i) => `<td>${i < r.verify_len ? num(r.target_probs[i]) : "—"}</td>`],
-      [t("confidence"), (i) => `<td>${num(r.confidence[i])}</td>`],
-      [t("survival"), (i) => `<td>${num(r.survival[i])}</td>`],
-    ];
-    const sent = r.draft.map((_, i) => (i < r.verify_len ? "●" : "○")).join("");
-    const plan = t("plan", { l: r.verify_len, k: r.draft.length, b: r.batch_tokens });
-    const kept = t("kept", {
-      n: r.n_accepted, l: r.verify_len, tok: `«${tok(r.next_token)}»`, kind: t(r.next_kind), tau: r.n_accepted + 1,
-    });
-    return (
-      `<p class="summary" id="plan">${esc(plan)} <span class="tokens">${sent}</span></p>` +
-      `<table id="strip">${rows.map(([h, f]) => `<tr><th>${esc(h)}</th>${cells(f)}</tr>`).join("")}</table>` +
-      `<p class="summary" id="verdict">${esc(t("verdict"))}: ${esc(kept)} ${data.markers[r.next_kind]}</p>`
-    );
+  function sayRound(r, phase) {
+    const a = quoted(r.anchor), k = r.draft.length, l = r.verify_len, n = r.n_accepted;
+    if (phase === "draft") return { text: t("say_draft", { k, a }), lit: ['tr[data-r="draft"]', 'tr[data-r="conf"]'] };
+    if (phase === "schedule") {
+      return { text: t("say_schedule", { r: debug.requests, l, k }), lit: ['tr[data-r="survival"]', "#plan", "td.not_sent"] };
+    }
+    if (phase === "verify") {
+      const key = l === 0 ? "say_verify_none" : n === l ? "say_verify_all" : "say_verify_reject";
+      return { text: t(key, { l, n, p: r.position + n + 1 }), lit: ['tr[data-r="status"]', 'tr[data-r="pt"]'] };
+    }
+    const text = t("say_commit", { n, t: quoted(r.next_token), kind: t(r.next_kind), tau: n + 1 });
+    return { text, lit: ["#text .new", "#side .fresh"] };
   }
 
-  function ring(slots, before, id) {
-    const cells = slots.map((pos, s) => {
-      if (pos < 0) return `<div class="slot empty">${s}<b>${esc(t("empty"))}</b></div>`;
-      const fresh = before && before[s] !== pos ? " fresh" : "";
-      return `<div class="slot${fresh}">${s} · ${pos}<b>${quoted(debug.tokens[pos])}</b></div>`;
-    });
-    return `<div class="ring" id="${id}">${cells.join("")}</div>`;
-  }
-
-  function drawCaches(st, before) {
-    const sources = st.sources
-      .map((src) => {
-        const carry = src.carry.length ? src.carry.map((p) => `${p} ${quoted(debug.tokens[p])}`).join(", ") : t("no_carry");
-        const last = src.latents * src.ratio - 1;
-        return `<li>${esc(t("source_line", { layer: src.layer, r: src.ratio, n: src.latents, last, carry: "" }))}` +
-          `${src.carry.length ? carry : esc(carry)}</li>`;
-      })
-      .join("");
-    const hist = st.engram_history
-      .map((id, i) => {
-        const p = st.engram_positions[i];
-        return `<div class="slot">${p < 0 ? esc(t("pad")) : p}<b>${id}${p < 0 ? "" : " " + quoted(debug.tokens[p])}</b></div>`;
-      })
-      .join("");
-    return (
-      `<h3>${esc(t("caches", { n: st.length }))}</h3><div class="caches" id="caches">` +
-      `<div><b>${esc(t("window_ring"))}</b><div class="help">${esc(t("window_help", { w: debug.window_size }))}</div>` +
-      `${ring(st.window, before && before.window, "window-ring")}</div>` +
-      `<div><b>${esc(t("draft_ring"))}</b><div class="help">${esc(t("draft_ring_help"))}</div>` +
-      `${ring(st.draft_ring, before && before.draft_ring, "draft-ring")}</div>` +
-      `<div><b>${esc(t("compressor"))}</b><ul id="compressor">${sources}</ul></div>` +
-      `<div><b>${esc(t("engram"))}</b><div class="help">${esc(t("engram_help", { n: debug.max_ngram - 1 }))}</div>` +
-      `<div class="ring" id="engram-history">${hist}</div></div></div>` +
-      `<p class="rollback">${esc(t("rollback"))}</p>`
-    );
-  }
-
-  function drawRounds() {
-    const i = state.round; // states[i]: after round i (0: after the prefill)
+  function drawRound(s) {
+    const i = s.round; // states[i]: after round i (0: after the prefill)
     const r = i > 0 ? debug.rounds[i - 1] : null;
+    const phase = r ? PHASES[state.sub] : "commit";
+    const committed = phase === "commit";
+    const st = committed ? debug.states[i] : debug.states[i - 1];
+    const before = committed && i > 0 ? debug.states[i - 1] : null;
+    const end = committed ? (i > 0 ? debug.states[i].length + 1 : debug.prompt_len + 1) : debug.states[i - 1].length + 1;
     const head = r ? t("round_of", { i, n: nRounds, p: r.position }) : t("prefill");
-    const end = i > 0 ? debug.states[i].length + 1 : debug.prompt_len + 1; // committed tokens + the next anchor
-    $("panel").innerHTML =
-      `<div class="rounds" data-round="${i}"><h2>${esc(t("rounds_title"))}</h2>` +
-      `<p>${esc(t("rounds_intro", { r: debug.requests }))}</p>` +
-      `<p class="summary" id="round-head">${esc(head)} · ${esc(t("requests_in_flight"))} = ${debug.requests} · ` +
-      `${esc(t("temperature"))} = ${debug.temperature}</p>` +
-      `${r ? drawStrip(r) : ""}${drawText(r, end)}${drawCaches(debug.states[i], i > 0 ? debug.states[i - 1] : null)}</div>`;
+    const said = r ? PHASES.map((ph) => sayRound(r, ph)) : [{ text: t("say_prefill", { n: debug.prompt_len, w: debug.window_size }), lit: ["#window-ring"] }];
+    const chips = r
+      ? `<div class="phases">${PHASES.map((ph, j) => `<span class="${j === state.sub ? "now" : j < state.sub ? "done" : ""}">${j + 1} · ${esc(t(`phase_${ph}`))}</span>`).join("")}</div>`
+      : "";
+    const narration = `<ol class="narration" aria-label="${esc(t("narration"))}">` +
+      said.map((n, j) => `<li data-say="${j}" data-n="${j + 1}/${said.length}" class="${j === state.sub ? "now" : j < state.sub ? "done" : ""}">${n.text}</li>`).join("") + "</ol>";
+    const load = `R = ${debug.requests} · T = ${debug.temperature}`;
+    $("slide").innerHTML =
+      `<div class="rounds" data-round="${i}" data-phase="${phase}">` +
+      `<h2 id="round-head">6B · ${esc(head)}<span class="build">${esc(load)}</span></h2>` +
+      (i === 0 ? `<p class="summary">${esc(t("rounds_title"))}</p><p>${esc(t("rounds_intro", { r: debug.requests }))}</p>` : "") +
+      `${chips}${narration}${r ? drawStrip(r, phase) : ""}${drawText(r, end, committed)}</div>`;
+    const ctx = {
+      tokens: debug.tokens, vocab: data.vocab, windowSize: debug.window_size, maxNgram: debug.max_ngram, t, esc,
+      heading: committed ? "caches" : "caches_before",
+    };
+    $("side").innerHTML = `${cacheView(st, before, ctx)}<p class="rollback">${esc(t("rollback"))}</p>`;
+    const lit = said[r ? state.sub : 0].lit.flatMap((sel) => [...document.querySelectorAll(sel.startsWith("#side") ? sel : `#slide ${sel}, #side ${sel}`)]);
+    lit.forEach((el) => el.classList.add("lit"));
+    if (phase === "verify") stepThrough();
+  }
+
+  // the verify step-through: the verdicts appear one position at a time, left to right (at once with reduced motion)
+  function stepThrough() {
+    const cells = [...$("slide").querySelectorAll("#strip td[data-verdict]")];
+    if (reduced.matches) return;
+    const saved = cells.map((c) => [c.className, c.innerHTML]);
+    cells.forEach((c) => {
+      c.className = "pending";
+      c.innerHTML = `? ${esc(t("pending"))}`;
+    });
+    cells.forEach((c, j) => {
+      timers.push(setTimeout(() => {
+        [c.className, c.innerHTML] = saved[j];
+        c.classList.add("reveal");
+      }, REVEAL_MS * (j + 1)));
+    });
   }
 
   // ---- navigation -------------------------------------------------------------------------------------------------
   function render() {
+    timers.forEach(clearTimeout);
+    timers = [];
     document.documentElement.lang = state.lang;
-    document.documentElement.style.fontSize = `${state.font}%`;
+    $("stage").style.setProperty("--scale", String(state.font / 100));
     for (const el of document.querySelectorAll("[data-t]")) el.textContent = t(el.dataset.t);
     $("lang-vi").setAttribute("aria-pressed", String(state.lang === "vi"));
     $("lang-en").setAttribute("aria-pressed", String(state.lang === "en"));
     $("font-value").textContent = `${state.font}%`;
-    if (!$("map").dataset.lang || $("map").dataset.lang !== state.lang) {
-      drawMap();
-      $("map").dataset.lang = state.lang;
+    const s = current();
+    const fresh = shown.slide !== state.slide || shown.lang !== state.lang || shown.font !== state.font;
+    const top = $("slide").scrollTop;
+    if (s.kind === "round") {
+      drawRound(s);
+    } else {
+      if (!$("map") || fresh) drawMap();
+      lightMap(s.step);
+      if (fresh) drawBuild(s);
+      narrate(s);
+      requestAnimationFrame(drawArrows);
     }
-    lightMap();
-    if (onRounds()) drawRounds();
-    else drawStep(slideId());
-    const id = slideId();
-    $("where").textContent = onRounds()
-      ? `6B · ${state.round}/${nRounds}`
-      : `${t("step")} ${id} · ${state.slide + 1}/${data.steps.length}`;
-    $("prev").disabled = state.slide === 0;
-    $("next").disabled = onRounds() && state.round === nRounds;
-    if (onRounds()) {
-      $("prev").textContent = state.round > 0 ? t("prev_round") : t("prev");
-      $("next").textContent = t("next_round");
-    }
+    if (shown.slide !== state.slide) $("slide").scrollTop = 0; // every slide opens at its top
+    else if (s.kind === "round") $("slide").scrollTop = top;
+    shown = { slide: state.slide, lang: state.lang, font: state.font };
+    Object.assign($("stage").dataset, { slide: state.slide, sub: state.sub, slides: slides().length }); // for tests
+    const all = slides();
+    $("where").textContent = s.kind === "round"
+      ? s.round ? t("round_where", { i: s.round, n: nRounds }) : t("prefill_where")
+      : `${t("step")} ${s.step} · ${state.slide + 1}/${all.length}`;
+    const mine = s.kind === "round" ? [] : all.filter((x) => x.kind !== "round" && x.step === s.step);
+    $("builds").innerHTML = mine.map((x) => `<i class="${x === s ? "on" : ""}"></i>`).join("");
+    $("prev").disabled = state.slide === 0 && state.sub === 0;
+    $("next").disabled = state.slide === all.length - 1 && state.sub === subs(s) - 1;
+    $("prev").textContent = t("prev");
+    $("next").textContent = t("next");
   }
 
-  function go(slide, round) {
-    state.slide = Math.min(data.slides.length - 1, Math.max(0, slide));
-    state.round = Math.min(nRounds, Math.max(0, round));
+  function go(slide, sub) {
+    const all = slides();
+    state.slide = Math.min(all.length - 1, Math.max(0, slide));
+    state.sub = Math.min(subs(all[state.slide]) - 1, Math.max(0, sub));
     render();
   }
-
-  // Next walks the slides, and on the rounds slide the rounds (like a presentation's builds); Previous goes back.
+  // Next: the next sentence or phase; on a build taller than the screen, first the rest of it (a clicker has no
+  // scroll wheel); then the next slide, which opens at its top
   function next() {
-    if (onRounds()) go(state.slide, state.round + 1);
-    else go(state.slide + 1, 0);
+    const box = $("slide");
+    const below = box.scrollHeight - box.clientHeight - box.scrollTop > 4;
+    if (state.sub < subs(current()) - 1) go(state.slide, state.sub + 1);
+    else if (below && current().kind !== "round" && !current().narration) scroll(0.85 / 0.4);
+    else if (state.slide < slides().length - 1) go(state.slide + 1, 0);
   }
   function prev() {
-    if (onRounds() && state.round > 0) go(state.slide, state.round - 1);
-    else go(state.slide - 1, 0);
+    if (state.sub > 0) go(state.slide, state.sub - 1);
+    else if (state.slide > 0) go(state.slide - 1, subs(slides()[state.slide - 1]) - 1);
+  }
+  function round(delta) {
+    const all = slides();
+    const first = all.findIndex((s) => s.kind === "round");
+    const at = current().kind === "round" ? current().round : -1;
+    go(first + Math.min(nRounds, Math.max(0, at + delta)), 0);
+  }
+  function scroll(direction) {
+    $("slide").scrollBy({ top: direction * 0.4 * $("slide").clientHeight, behavior: "auto" });
   }
   function font(delta) {
     state.font = Math.min(FONT_MAX, Math.max(FONT_MIN, state.font + delta));
@@ -197,20 +363,28 @@
   $("lang-vi").addEventListener("click", () => setLang("vi"));
   $("lang-en").addEventListener("click", () => setLang("en"));
   $("fullscreen").addEventListener("click", fullscreen);
+  // keys by what they name, case-blind: F and Shift+F, L and Shift+L do the same
+  const keys = {
+    arrowright: next, pagedown: next, " ": next, enter: next,
+    arrowleft: prev, pageup: prev, backspace: prev,
+    arrowdown: () => scroll(1), arrowup: () => scroll(-1),
+    "+": () => font(FONT_STEP), "=": () => font(FONT_STEP), "-": () => font(-FONT_STEP), "_": () => font(-FONT_STEP),
+    f: fullscreen, l: () => setLang(state.lang === "vi" ? "en" : "vi"),
+    "]": () => round(1), "[": () => round(-1),
+    home: () => go(0, 0), end: () => go(slides().length - 1, 0),
+  };
+  if (document.fonts) for (const w of ["", "bold "]) document.fonts.load(`${w}16px "DSpark Mono"`, "về").catch(() => {});
   document.addEventListener("keydown", (e) => {
     if (e.altKey || e.ctrlKey || e.metaKey) return;
-    const keys = {
-      ArrowRight: next, PageDown: next, " ": next,
-      ArrowLeft: prev, PageUp: prev,
-      "+": () => font(FONT_STEP), "=": () => font(FONT_STEP), "-": () => font(-FONT_STEP),
-      f: fullscreen, l: () => setLang(state.lang === "vi" ? "en" : "vi"),
-      Home: () => go(0, 0), End: () => go(data.slides.length - 1, 0),
-    };
-    const action = keys[e.key];
+    if (e.target.closest && e.target.closest("button") && (e.key === " " || e.key === "Enter")) return; // a button's own
+    const action = keys[e.key.toLowerCase()];
     if (action) {
       e.preventDefault();
       action();
     }
+  });
+  window.addEventListener("resize", () => {
+    if (current().kind !== "round") drawArrows();
   });
   render();
 })();

@@ -1,0 +1,247 @@
+"""The presenter's slides: every step of the lesson cut into builds a clicker can walk, one screen each.
+
+A step's panel (lab.lesson.widgets.step_panel_content, what the notebooks show) is 2–8 screens long at a projector's
+font size; here it becomes a row of slides, in the order a teacher explains it:
+
+  text      the title, the column, what the mechanism does, what to look at
+  equation  the equation (large, monospace), the tensor shapes
+  figure    one slide per figure: its title as wrapping text, the plot sized to the screen
+  table     one slide per table
+  checks    the facts, the checks against independent recomputation, the notes and the real scale
+
+The 6B draft-block table also gets a narration: sentences a Next press lights one at a time, each with the
+cells it speaks about (`data-col` / `data-row` attributes, lit by the page). Everything here is plain data and
+escaped HTML; presenter_app.js lays it out and draws the figures with plotly.js.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from ..lesson.steps import COLUMNS, FLOW, STEP_IDS, get_step
+from ..text import UI
+
+BUILDS = ("text", "equation", "figure", "table", "checks")
+NARRATED_STEP = "6B"
+MAX_ROWS = 24  # rows a table slide shows (then "… N rows"), as the notebooks' panels
+WIDE_COLUMNS = 7  # a table with this many columns gets a smaller font: it must fit the slide's width
+
+TEXT: dict[str, dict[str, str]] = {
+    "build_text": {"vi": "ý chính", "en": "idea"},
+    "build_equation": {"vi": "phương trình", "en": "equation"},
+    "build_figure": {"vi": "hình", "en": "figure"},
+    "build_table": {"vi": "bảng", "en": "table"},
+    "build_checks": {"vi": "kiểm tra", "en": "checks"},
+    "rows_more": {"vi": "… ({n} hàng)", "en": "… ({n} rows)"},
+    "facts": {"vi": "Số liệu", "en": "Facts"},
+    "checks": {"vi": "Kiểm tra với phép tính lại độc lập", "en": "Checked against an independent recomputation"},
+    "n6b_draft": {
+        "vi": "Bộ vẽ viết cả khối nháp trong một lượt sau anchor «{a}»: {k} token nháp (cột «{col}»).",
+        "en": "The drafter writes its whole block in one pass after the anchor «{a}»: {k} draft tokens "
+        "(column «{col}»).",
+    },
+    "n6b_conf": {
+        "vi": "Mỗi token nháp có xác suất nháp p_d(x) và đầu tin cậy c: bộ lập lịch đọc c, không đọc p_d.",
+        "en": "Each draft has its draft probability p_d(x) and the confidence head's c: the scheduler reads c, "
+        "not p_d.",
+    },
+    "n6b_target": {
+        "vi": "Một forward thật cho p_t(x) ở mọi vị trí được gửi; verify giữ token nháp với xác suất min(1, p_t/p_d).",
+        "en": "One target forward gives p_t(x) at every position sent; verify keeps a draft with probability "
+        "min(1, p_t/p_d).",
+    },
+    "n6b_verdict": {
+        "vi": "Verify giữ {n}/{l} token nháp được gửi: lần từ chối đầu tiên kết thúc vòng; token nháp sau đó "
+        "không xét, token nháp sau ℓ không gửi đi verify.",
+        "en": "Verify keeps {n} of the ℓ = {l} drafts sent: the first rejection ends the round; later drafts are "
+        "not verified, drafts past ℓ are not sent.",
+    },
+    "n6b_next": {
+        "vi": "Rồi token của chính forward thật «{t}» ({kind}) được thêm vào: τ = {tau} token trong vòng này.",
+        "en": "Then the target's own token «{t}» ({kind}) is added: τ = {tau} tokens this round.",
+    },
+}
+
+
+def tr(key: str, lang: str, **fmt: Any) -> str:
+    return TEXT[key][lang].format(**fmt)
+
+
+def esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def cell(x: Any) -> str:
+    """A table value as the notebooks write it (lab.lesson.widgets.cell_text), escaped."""
+    from ..lesson.widgets import cell_text
+
+    return esc(cell_text(x))
+
+
+def plain_title(text: str) -> str:
+    """A plotly title as plain text: <br> → space, other tags dropped, entities decoded."""
+    text = re.sub(r"<br\s*/?>", " ", text or "", flags=re.I)
+    return html.unescape(re.sub(r"<[^>]+>", "", text)).strip()
+
+
+# ---- one step's slides ------------------------------------------------------------------------------------
+def text_slide(c: dict[str, Any], lang: str) -> str:
+    layer = f" · {UI('layer', lang)} {c['layer']}" if c["layer"] is not None else ""
+    bullets = "".join(f"<li>{esc(b)}</li>" for b in c["look_at"])
+    note = f'<p class="note">{esc(c["layer_note"])}</p>' if c["layer_note"] else ""
+    return (
+        f'<p class="column">{esc(UI("column", lang))} {esc(c["column"])}{esc(layer)}</p>'
+        f'<p class="what">{esc(c["what"])}</p>'
+        f'<h3>{esc(UI("look_at", lang))}</h3><ul class="look">{bullets}</ul>{note}'
+    )
+
+
+def equation_slide(c: dict[str, Any], lang: str) -> str:
+    shapes = "".join(
+        f"<tr><th>{esc(name)}</th><td class='mono'>[{esc(', '.join(map(str, shape)))}]</td></tr>"
+        for name, shape in c["shapes"]
+    )
+    table = f'<h3>{esc(UI("shapes", lang))}</h3><table class="shapes">{shapes}</table>' if shapes else ""
+    return f'<h3>{esc(UI("equation", lang))}</h3><pre class="equation mono">{esc(c["equation"])}</pre>{table}'
+
+
+def figure_slide(title: str, index: int) -> str:
+    return f'<h3 class="figure-title">{esc(title)}</h3><div class="figure" data-figure="{index}"></div>'
+
+
+def table_slide(table: dict[str, Any], lang: str, tid: str) -> str:
+    """One view table; every cell tagged with its column and row (`data-col`, `data-row`) for the narration."""
+    rows = table["rows"]
+    shown = rows if len(rows) <= MAX_ROWS else rows[: MAX_ROWS - 1]
+    head = "".join(f'<th data-col="{j}">{esc(h)}</th>' for j, h in enumerate(table["columns"]))
+    body = "".join(
+        f'<tr data-row="{i}">' + "".join(f'<td data-col="{j}">{cell(x)}</td>' for j, x in enumerate(row)) + "</tr>"
+        for i, row in enumerate(shown)
+    )
+    wide = ' class="wide"' if len(table["columns"]) >= WIDE_COLUMNS else ""
+    if len(rows) > len(shown):
+        body += f'<tr><td colspan="{len(table["columns"])}">{esc(tr("rows_more", lang, n=len(rows)))}</td></tr>'
+    return (
+        f'<h3>{esc(table["title"])}</h3><div class="table-wrap"><table id="{tid}"{wide}>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    )
+
+
+def checks_slide(c: dict[str, Any], lang: str) -> str:
+    out = []
+    if c["facts"]:
+        from ..lesson.widgets import cell_text
+
+        items = "".join(f"<li><b>{esc(n)}:</b> {esc(cell_text(v))}</li>" for n, v in c["facts"])
+        out.append(f'<h3>{esc(tr("facts", lang))}</h3><ul class="facts">{items}</ul>')
+    if c["checks"]:
+        items = "".join(
+            f'<li class="{"ok" if k["ok"] else "bad"}">{"✓" if k["ok"] else "✗"} {esc(k["name"])}: '
+            f"{k['value']:.3g} (≤ {k['threshold']:g})</li>"
+            for k in c["checks"]
+        )
+        out.append(f'<h3>{esc(tr("checks", lang))}</h3><ul class="checks">{items}</ul>')
+    out += [f'<p class="note">ℹ {esc(n)}</p>' for n in c["notes"]]
+    out.append(f'<p class="scale"><b>{esc(UI("real_scale", lang))}:</b> {esc(c["real_scale"])}</p>')
+    return "".join(out)
+
+
+def draft_table_narration(state: Any, table: dict[str, Any], lang: str) -> list[dict[str, Any]] | None:
+    """The 6B draft-block table's narration: five sentences, each with the cells it lights (CSS selectors inside
+    the slide). None when `table` is not that table (its columns are named by lab.lesson.walk's NOTES)."""
+    from ..lesson.walk import NOTES
+
+    cols = table["columns"]
+    need = {k: NOTES[k][lang] for k in ("pos_short", "pd_col", "pt_col", "ratio_col", "c_col")}
+    if cols[0] != need["pos_short"] or not set(need.values()) <= set(cols) or UI("draft_token", lang) not in cols:
+        return None
+    col = {k: cols.index(v) for k, v in need.items()}
+    draft_col, status_col = cols.index(UI("draft_token", lang)), len(cols) - 1
+    while status_col > 0 and not any(str(r[status_col]).strip() for r in table["rows"]):
+        status_col -= 1
+    walk = state.walk
+    rd = walk.round
+    tok = lambda i: walk.tokenizer.token_text(int(i)).replace("\n", "↵")  # noqa: E731
+    lit = lambda *js: [f'[data-col="{j}"]' for j in js]  # noqa: E731
+    first_bad = [f'tr[data-row="{rd.n_accepted}"]'] if rd.n_accepted < rd.block else []
+    last = len(table["rows"]) - 1  # the row of the target's own token
+    return [
+        {"text": tr("n6b_draft", lang, a=tok(rd.anchor), k=len(rd.draft), col=cols[draft_col]), "lit": lit(draft_col)},
+        {"text": tr("n6b_conf", lang), "lit": lit(col["pd_col"], col["c_col"])},
+        {"text": tr("n6b_target", lang), "lit": lit(col["pt_col"], col["ratio_col"])},
+        {
+            "text": tr("n6b_verdict", lang, n=rd.n_accepted, l=rd.block),
+            "lit": lit(status_col) + first_bad,
+        },
+        {
+            "text": tr("n6b_next", lang, t=tok(rd.next_token), kind=UI(rd.next_kind, lang), tau=rd.tau),
+            "lit": [f'tr[data-row="{last}"]'],
+        },
+    ]
+
+
+def step_slides(state: Any, sid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One step's slides in the state's language, and its figures as plotly JSON (each slide's `figure` indexes
+    them; the figure's own title moves into the slide, where it wraps instead of being cut)."""
+    from ..lesson.widgets import step_panel_content
+
+    c = step_panel_content(state, sid)
+    lang = c["lang"]
+    figures, slides = [], []
+    for i, fig in enumerate(c["figures"]):
+        spec = json.loads(fig.to_json())
+        title = plain_title(((spec.get("layout") or {}).get("title") or {}).get("text", ""))
+        spec.setdefault("layout", {})["title"] = {"text": ""}
+        figures.append(spec)
+        slides.append({"kind": "figure", "html": figure_slide(title, i), "figure": i})
+    slides = [
+        {"kind": "text", "html": text_slide(c, lang)},
+        {"kind": "equation", "html": equation_slide(c, lang)},
+        *slides,
+    ]
+    for i, table in enumerate(c["tables"]):
+        tid = f"t-{sid}-{i}"
+        slide = {"kind": "table", "html": table_slide(table, lang, tid)}
+        if sid == NARRATED_STEP:
+            narration = draft_table_narration(state, table, lang)
+            if narration:
+                slide["narration"] = narration
+        slides.append(slide)
+    slides.append({"kind": "checks", "html": checks_slide(c, lang)})
+    for s in slides:
+        s["step"], s["title"] = sid, c["title"]
+    return slides, figures
+
+
+def deck(state: Any) -> dict[str, Any]:
+    """Every step's slides and figures in the state's language: {"slides": [...], "figures": {step: [...]}}."""
+    slides, figures = [], {}
+    for sid in STEP_IDS:
+        s, f = step_slides(state, sid)
+        slides += s
+        figures[sid] = f
+    return {"slides": slides, "figures": figures}
+
+
+def map_data(lang: str) -> dict[str, Any]:
+    """The 4-column map as data the page lays out in HTML (text that wraps and scales with the font control):
+    the columns left to right with their steps top to bottom, and the flow edges."""
+    return {
+        "columns": [
+            {
+                "id": col.id,
+                "label": col.label(lang),
+                "steps": [{"id": s, "title": get_step(s).t("title", lang)} for s in col.step_ids],
+            }
+            for col in COLUMNS
+        ],
+        "flow": [[e.src, e.dst, e.bidirectional] for e in FLOW],
+    }
+
+
+def strings() -> dict[str, dict[str, str]]:
+    """This module's strings, {key: {vi, en}} (the build names and the 6B narration)."""
+    return TEXT

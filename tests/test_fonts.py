@@ -1,0 +1,74 @@
+"""The pages' monospace face (lab/present/fonts.py, lab/present/fonts/): the committed subsets hold what faces.json
+says, read back with fontTools (independent of the code that wrote them), and together they draw every Vietnamese
+letter, every character of the lab's vocabulary and the strips' marks; the CSS inlines them and nothing else."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+
+import pytest
+
+from lab.present import fonts
+
+ttLib = pytest.importorskip("fontTools.ttLib")  # requirements.txt has fonttools and brotli (WOFF2)
+MARKS = "▁✓✗●○↻ℓτ·→…▸◆"
+
+
+@pytest.fixture(scope="module")
+def faces() -> list[tuple[dict, object]]:
+    out = []
+    for face in fonts.manifest():
+        data = fonts.folder().joinpath(face["file"]).read_bytes()
+        out.append((face, ttLib.TTFont(io.BytesIO(data))))
+    return out
+
+
+def test_each_face_holds_exactly_its_unicode_range(faces):
+    for face, font in faces:
+        data = fonts.folder().joinpath(face["file"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == face["sha256"], face["file"]
+        cmap = set(font.getBestCmap())
+        assert cmap == fonts.codepoints(face["unicode_range"]), face["file"]
+        assert len(cmap) == face["characters"]
+        assert font["name"].getDebugName(1) == fonts.FAMILY  # renamed: a modified version keeps no original name
+        assert font.flavor == "woff2"
+
+
+def test_the_faces_draw_vietnamese_the_vocabulary_and_the_marks(faces):
+    from dspark_mini.tokenizer import default_tokenizer
+
+    regular = set(faces[0][1].getBestCmap())
+    every = set().union(*(set(f.getBestCmap()) for _, f in faces))
+    letters = fonts.vietnamese_letters()
+    assert len(letters) == len(fonts.VIETNAMESE_BASE) * (len(fonts.TONES) + 1) + 2  # each vowel × 6 tones, đ Đ
+    assert {ord(c) for c in letters + "ềếộữẫđ"} <= regular  # one design for the letters: never from the marks face
+    tok = default_tokenizer()
+    vocab = {ord(c) for i in range(tok.vocab_size) for c in tok.token_text(i)} - {ord("\n")}
+    assert vocab <= every
+    assert {ord(c) for c in MARKS} <= every
+    assert {ord(c) for c in fonts.wanted_text()} <= every  # what `--write` asks for, the committed files hold
+    assert all(ord(c) >= 0x20 for c in fonts.wanted_text())
+
+
+def test_css_inlines_every_face_and_fetches_nothing():
+    css = fonts.font_face_css()
+    rules = re.findall(r"@font-face \{[^}]*\}", css)
+    weights = [w for face in fonts.manifest() for w in face["weight"].split()]
+    assert len(rules) == len(weights) and sorted(re.findall(r"font-weight: (\d+)", css)) == sorted(weights)
+    assert all(f'font-family: "{fonts.FAMILY}"' in r for r in rules)
+    assert set(re.findall(r"url\(([^;,]{0,20})", css)) == {"data:font/woff2"}
+    assert not re.search(r"font-weight: \d+ \d+", css)  # no weight range: it would outrank the bold face at 600
+    total = sum(fonts.folder().joinpath(f["file"]).stat().st_size for f in fonts.manifest())
+    assert total <= fonts.MAX_BYTES
+    for face in fonts.manifest():
+        assert fonts.folder().joinpath(face["licence"]).read_text(encoding="utf-8").strip()
+
+
+def test_a_changed_face_is_refused(monkeypatch):
+    faces = fonts.manifest()
+    faces[0]["sha256"] = "0" * 64
+    monkeypatch.setattr(fonts, "manifest", lambda: faces)
+    with pytest.raises(ValueError, match=r"faces\.json.*--write"):
+        fonts.font_face_css()
