@@ -996,7 +996,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
         if report["problems"]:
             raise CheckpointProblems(f"{len(report['problems'])} problem(s) in {args.checkpoint}")
     else:
-        from .lesson.walk import inspect_model
+        from .lesson.summary import inspect_model
 
         if args.preset == "flash" and not args.json:
             with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):

@@ -28,7 +28,8 @@ from lab.lesson import plots, widgets
 from lab.evaluation.quality import eval_prompts
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
-from lab.lesson.walk import load_plans, redraft, run_walk
+from lab.lesson.view_6b import load_plans
+from lab.lesson.walk import redraft, run_walk
 
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)  # the shipped trained weights (lab/weights)

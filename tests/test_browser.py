@@ -230,7 +230,7 @@ def test_explorer_scheduler_follows_the_load(tab):
     stored greedy draft's confidences): the readout and the strip's ○ "not sent" cells follow Python's scheduler."""
     import json
 
-    from lab.lesson.walk import load_plan
+    from lab.lesson.view_6b import load_plan
     from lab.present.explorer import StoredRound
 
     path = REPO / "docs" / "explorer.html"

@@ -143,7 +143,7 @@ def model_groups(model) -> dict[str, int]:
 # ---- flash on meta ---------------------------------------------------------------------------------------
 def test_param_counts_from_the_config_equal_the_built_models(flash_cfg, flash_counts, lab_model) -> None:
     """`inspect` counts from the config alone (nothing built); it must give the very numbers of the modules."""
-    from lab.lesson.walk import inspect_model, param_counts
+    from lab.lesson.summary import inspect_model, param_counts
 
     assert param_counts(flash_cfg) == flash_counts
     assert param_counts(lab_model.cfg) == count_params(lab_model)
@@ -159,7 +159,7 @@ def test_inspect_flash_builds_nothing_and_imports_no_dynamo() -> None:
     (a random fill or float arange on a meta tensor imports torch._dynamo, ≈ 1.5 s)."""
     code = (
         "import sys, torch\n"
-        "from lab.lesson.walk import inspect_model\n"
+        "from lab.lesson.summary import inspect_model\n"
         "import dspark_mini.moe as moe\n"
         "built = []\n"
         "init = moe.Expert.__init__\n"

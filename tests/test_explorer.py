@@ -18,7 +18,7 @@ import lab.explorer
 from dspark_mini.model import draft
 from dspark_mini.scheduler import plan_round
 from lab.evaluation.profiling import chi_square_test
-from lab.lesson.walk import load_plan, shipped_sps
+from lab.lesson.view_6b import load_plan, shipped_sps
 from lab.present import explorer
 from lab.present.explorer import (
     FIX_COMMAND,

@@ -19,7 +19,9 @@ from dspark_mini.schedule import layer_roles
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 from lab.lesson import plots
 from lab.lesson.steps import STEP_IDS
-from lab.lesson.walk import redraft, run_walk, sinkhorn_errors, verify_rows
+from lab.lesson.view_6b import verify_rows
+from lab.lesson.views import sinkhorn_errors
+from lab.lesson.walk import redraft, run_walk
 from lab.text import LANGS
 
 NO_LAYER_STEPS = ("1A", "3A", "6A", "6B")

@@ -18,7 +18,7 @@ from dspark_mini.files import OWNER
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, generate_plain
 from dspark_mini.tokenizer import default_tokenizer
 from lab.lesson.steps import STEP_IDS
-from lab.lesson.walk import naive_lengths
+from lab.lesson.view_6b import naive_lengths
 from lab.present import presenter
 from lab.present.page import asset
 from lab.present.rounds import scheduled_rounds

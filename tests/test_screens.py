@@ -22,13 +22,19 @@ import torch
 from rich.cells import cell_len
 from rich.console import Console
 
+from lab import text as T
 from lab.cli import main
 from lab.evaluation.profiling import hooked_forward, main_x_error, tap_check
+from lab.lesson import notes as N
+from lab.lesson import view as V
+from lab.lesson import view_6b as V6
+from lab.lesson import views as VS
 from lab.lesson import walk as W
 from lab.lesson.generation import compare
 from lab.lesson.render import STRIP, render_generate, render_profile, render_view, strip_text
 from lab.lesson.steps import STEP_IDS, get_step
-from lab.lesson.walk import StepView, redraft, run_walk
+from lab.lesson.view import StepView
+from lab.lesson.walk import redraft, run_walk
 
 SAMPLED = {"en": "sampled, not argmax", "vi": "lấy mẫu, không phải argmax"}
 
@@ -43,11 +49,11 @@ def raw():
     return run_walk(seed=0, weights="untrained")
 
 
-def view(w: W.Walk, sid: str, lang: str = "en") -> StepView:
+def view(w: V.Walk, sid: str, lang: str = "en") -> StepView:
     return W.build_views(w, lang, (sid,)).views[sid]
 
 
-def check(v: StepView, needle: str) -> W.Check:
+def check(v: StepView, needle: str) -> V.Check:
     found = [c for c in v.checks if needle in c.name]
     assert len(found) == 1, (needle, [c.name for c in v.checks])
     return found[0]
@@ -84,7 +90,7 @@ def test_checks_are_in_both_languages(walk):
 
 
 # ---- each check can fail: tamper with one input, the check turns ✗ -----------------------------------
-def tampered(w: W.Walk) -> W.Walk:
+def tampered(w: V.Walk) -> V.Walk:
     """The walk with its own copy of the trace (tampering it leaves the fixture alone)."""
     return dataclasses.replace(w, trace=copy.deepcopy(w.trace))
 
@@ -196,7 +202,7 @@ def test_each_check_turns_red_when_its_input_is_tampered_with(walk, sid, needle,
 
 
 def test_split_check_fails_when_the_table_misplaces_a_layer(walk, monkeypatch):
-    roles = W.layer_roles
+    roles = VS.layer_roles
 
     def one_wrong(cfg):
         out = list(roles(cfg))
@@ -204,19 +210,19 @@ def test_split_check_fails_when_the_table_misplaces_a_layer(walk, monkeypatch):
         return tuple(out)
 
     assert check(view(walk, "3A"), "encoder/decoder split").ok
-    monkeypatch.setattr(W, "layer_roles", one_wrong)
+    monkeypatch.setattr(VS, "layer_roles", one_wrong)
     assert not check(view(walk, "3A"), "encoder/decoder split").ok
 
 
 def test_bytes_check_fails_when_a_reported_figure_is_off(walk, monkeypatch):
-    real = W.kv_bytes
+    real = VS.kv_bytes
 
     def off(cfg):
         out = dict(real(cfg))
         out["global_per_token"] += 1  # 891 B/token at real scale
         return out
 
-    monkeypatch.setattr(W, "kv_bytes", off)
+    monkeypatch.setattr(VS, "kv_bytes", off)
     assert not check(view(walk, "6A"), "bytes recomputed").ok
 
 
@@ -225,7 +231,9 @@ def test_engram_hash_by_hand_matches_the_model_on_many_ids(walk):
     g = torch.Generator().manual_seed(1)
     comp = torch.randint(0, cfg.engram_compressed_vocab_size, (1, 40), generator=g)
     hist = torch.randint(0, cfg.engram_compressed_vocab_size, (1, cfg.engram_max_ngram_size - 1), generator=g)
-    by_hand = W.engram_rows_by_hand(comp[0].tolist(), hist[0].tolist(), eng.multipliers, eng.primes, cfg.engram_n_heads)
+    by_hand = VS.engram_rows_by_hand(
+        comp[0].tolist(), hist[0].tolist(), eng.multipliers, eng.primes, cfg.engram_n_heads
+    )
     assert by_hand == eng.row_ids(comp, hist)[0].tolist()
 
 
@@ -233,10 +241,10 @@ def test_qdq_bound_is_tight_but_holds():
     from dspark_mini.quant import fp4_qdq, fp8_qdq
 
     x = torch.randn(64, 64, dtype=torch.float64) * torch.logspace(-3, 2, 64, dtype=torch.float64)[:, None]
-    fp8 = W.qdq_error_ratio(x, fp8_qdq(x, 32), 32, "fp8")
-    fp4 = W.qdq_error_ratio(x, fp4_qdq(x, 16, "e4m3"), 16, "fp4")
+    fp8 = VS.qdq_error_ratio(x, fp8_qdq(x, 32), 32, "fp8")
+    fp4 = VS.qdq_error_ratio(x, fp4_qdq(x, 16, "e4m3"), 16, "fp4")
     assert 0.5 < fp8 <= 1 and 0.3 < fp4 <= 1  # a correct QDQ uses much of its bound, and never more
-    assert W.qdq_error_ratio(x, fp4_qdq(x, 16, "e4m3"), 16, "fp8") > 1  # FP4 is far coarser than FP8
+    assert VS.qdq_error_ratio(x, fp4_qdq(x, 16, "e4m3"), 16, "fp8") > 1  # FP4 is far coarser than FP8
 
 
 # ---- the profile's tap check can fail too --------------------------------------------------------------
@@ -274,7 +282,7 @@ DRAFT_TITLE = {"en": "DSpark draft block", "vi": "Khối nháp DSpark"}
 SCHED_TITLE = {"en": "Scheduler:", "vi": "Bộ lập lịch:"}
 
 
-def titled(v: StepView, start: dict[str, str]) -> W.ViewTable:
+def titled(v: StepView, start: dict[str, str]) -> V.ViewTable:
     found = [t for t in v.tables if t.title.startswith(start[v.lang])]
     assert len(found) == 1, [t.title for t in v.tables]
     return found[0]
@@ -288,9 +296,9 @@ def draft_rows(v: StepView) -> tuple[list[str], list[list]]:
 def test_greedy_table_shows_one_hot_numbers_and_their_ratio_gives_the_verdicts():
     seen = set()
     for prompt, weights, block in (
-        (W.DEFAULT_PROMPT, "trained", None),
+        (T.DEFAULT_PROMPT, "trained", None),
         ("def f(x):", "trained", None),
-        (W.DEFAULT_PROMPT, "untrained", None),
+        (T.DEFAULT_PROMPT, "untrained", None),
         ("def f(x):", "trained", 2),  # ℓ = 2: the last 3 drafts are not sent to verify
     ):
         w = run_walk(prompt, steps=("6B",), weights=weights, block=block)
@@ -319,7 +327,7 @@ def test_greedy_table_shows_one_hot_numbers_and_their_ratio_gives_the_verdicts()
     assert {"accepted", "rejected", "not verified", "not sent"} <= seen  # every verdict was checked
 
 
-def sampled_rounds(w: W.Walk, n: int = 12):
+def sampled_rounds(w: V.Walk, n: int = 12):
     for seed in range(n):
         yield redraft(dataclasses.replace(w, seed=seed), None, 1.0)
 
@@ -367,8 +375,8 @@ def test_json_6b_holds_what_verify_used(capsys):
 
 
 def test_lesson_column_is_the_untrained_model_verifying_3(walk, raw):
-    less = W.lesson_round(walk)
-    assert less.block == 3 and less.draft == W.lesson_round(raw).draft  # the same untrained init, either way
+    less = V6.lesson_round(walk)
+    assert less.block == 3 and less.draft == V6.lesson_round(raw).draft  # the same untrained init, either way
     assert less.drafted == walk.cfg.dspark_block_size and less.status[3:] == ["not sent"] * 2  # drafts 5, sends 3
     assert max(less.draft_probs) < 20 / walk.cfg.vocab_size  # noise: a few times 1/V
     assert walk.lesson is less  # computed once per walk
@@ -391,7 +399,7 @@ def test_scheduler_section_shows_l_at_four_loads_and_its_check_holds(walk):
         assert stacked in table.title  # it says this is a simulation, and of what
         rd = walk.round
         for row, R in zip(table.rows, (1, 8, 64, 256), strict=True):
-            plan = W.load_plan(rd.confidence, R)
+            plan = V6.load_plan(rd.confidence, R)
             assert row[1] == plan.verify_len and row[3] == "●" * row[1] + "○" * (rd.drafted - row[1])
             assert row[4] == R + sum(plan.lengths)  # B = Σ (1 + ℓ)
         assert check(v, "Algorithm 1").ok
@@ -413,14 +421,14 @@ def test_scheduler_table_agrees_with_a_plain_loop_on_random_rounds():
         conf = c.tolist()
         for sps in tables:
             for R in (1, 3, 8, 64, 256):
-                plan = W.load_plan(conf, R, sps)
-                assert list(plan.lengths) == W.naive_lengths(conf, R, sps), (n, R)
+                plan = V6.load_plan(conf, R, sps)
+                assert list(plan.lengths) == V6.naive_lengths(conf, R, sps), (n, R)
                 assert max(plan.lengths) - min(plan.lengths) <= 1  # equal copies: a tie split by request index
 
 
 def test_scheduler_check_turns_red_when_the_plan_is_off(walk, monkeypatch):
     assert check(view(walk, "6B"), "plain loop").ok
-    real = W.Scheduler
+    real = V6.Scheduler
 
     class OffByOne(real):
         def plan(self, confidences, stale=None):
@@ -429,7 +437,7 @@ def test_scheduler_check_turns_red_when_the_plan_is_off(walk, monkeypatch):
             lengths[0] = (lengths[0] + 1) % (self.k + 1)  # one request verifies one draft more (or none)
             return dataclasses.replace(p, lengths=lengths)
 
-    monkeypatch.setattr(W, "Scheduler", OffByOne)
+    monkeypatch.setattr(V6, "Scheduler", OffByOne)
     bad = check(view(walk, "6B"), "plain loop")
     assert not bad.ok and bad.value == 4  # one request off at each of the four loads
 
@@ -437,9 +445,9 @@ def test_scheduler_check_turns_red_when_the_plan_is_off(walk, monkeypatch):
 def test_scheduler_load_is_validated():
     for bad in (0, 257, -1):
         with pytest.raises(ValueError, match=f"requests in flight = {bad} is invalid: allowed an integer in 1..256"):
-            W.load_plan([0.5] * 5, bad)
+            V6.load_plan([0.5] * 5, bad)
     with pytest.raises(TypeError, match="requests in flight = True is invalid"):
-        W.load_plan([0.5] * 5, True)
+        V6.load_plan([0.5] * 5, True)
 
 
 def test_draft_probability_and_confidence_head_are_named_apart_in_both_languages(walk):
@@ -621,6 +629,6 @@ def test_profile_renders_in_both_languages():
 
 
 def test_equation_prose_is_translated():
-    vi = W.equation(get_step("6B"), "vi")
-    assert W.equation(get_step("6B"), "en") == get_step("6B").equation
+    vi = N.equation(get_step("6B"), "vi")
+    assert N.equation(get_step("6B"), "en") == get_step("6B").equation
     assert "keeps" not in vi and "with prob" not in vi

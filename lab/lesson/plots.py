@@ -33,8 +33,10 @@ from dspark_mini.validate import check_temperature
 from ..evaluation.profiling import reliability
 from ..text import UI, Texts, check_lang, verify_label
 from .steps import STEP_IDS, get_step
-from .walk import Walk, role_name, round_verify_rows, sinkhorn_errors
-from .walk import status_text as row_status  # "accepted (sampled, not argmax)"
+from .view import Walk
+from .view_6b import round_verify_rows
+from .view_6b import status_text as row_status  # "accepted (sampled, not argmax)"
+from .views import role_name, sinkhorn_errors
 
 TEMPLATE = "plotly_white"
 SUBLAYERS: tuple[str, ...] = ("attn", "ffn")

@@ -19,8 +19,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..text import UI, Texts, verify_label
+from .notes import NOTES, equation
 from .steps import get_column
-from .walk import NOTES, StepView, ViewTable, equation, fmt_params
+from .summary import fmt_params
+from .view import StepView, ViewTable
 
 # strings of the generate and profile screens, both languages (step views use walkthrough.NOTES)
 TEXT = {

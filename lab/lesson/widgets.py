@@ -23,28 +23,13 @@ import plotly.graph_objects as go
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..text import DEFAULT_PROMPT, UI, Texts, check_lang
+from .notes import NOTES, equation
 from .plots import default_layer, draft_strip, logits_bar, resolve_layer, step_figures, step_layers, token_text
 from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
-from .walk import (
-    NOTES,
-    StepView,
-    Walk,
-    build_views,
-    check_block,
-    check_load,
-    equation,
-    lesson_table,
-    load_plan,
-    next_row,
-    redraft,
-    run_walk,
-    status_text,
-    verdict_text,
-    verify_rows,
-    view_2a,
-    view_4a,
-    view_5a,
-)
+from .view import StepView, Walk
+from .view_6b import check_load, lesson_table, load_plan, next_row, status_text, verdict_text, verify_rows
+from .views import view_2a, view_4a, view_5a
+from .walk import build_views, check_block, redraft, run_walk
 
 WEIGHTS: tuple[str, ...] = ("trained", "untrained")
 FIELDS: tuple[str, ...] = ("prompt", "seed", "block", "temperature", "lang", "weights", "step", "layer")

@@ -152,7 +152,7 @@ def checks_slide(c: dict[str, Any], lang: str) -> str:
 def draft_table_narration(state: Any, table: dict[str, Any], lang: str) -> list[dict[str, Any]] | None:
     """The 6B draft-block table's narration: five sentences, each with the cells it lights (CSS selectors inside
     the slide). None when `table` is not that table (its columns are named by lab.lesson.walk's NOTES)."""
-    from ..lesson.walk import NOTES
+    from ..lesson.notes import NOTES
 
     cols = table["columns"]
     need = {k: NOTES[k][lang] for k in ("pos_short", "pd_col", "pt_col", "ratio_col", "c_col")}

@@ -46,7 +46,7 @@ from dspark_mini.speculative import Verdict, prefill, speculative_round, verify_
 from dspark_mini.tokenizer import default_tokenizer
 
 from ..evaluation.quality import eval_prompts
-from ..lesson.walk import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
+from ..lesson.view_6b import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
 from ..text import LANGS, UI
 from .page import asset, render
 from .presenter import DEFAULT_REQUESTS

@@ -442,7 +442,7 @@ def check_present_args(args: argparse.Namespace) -> None:
     """The options' ranges, before the model runs."""
     from dspark_mini.validate import check_int, check_seed, check_temperature
 
-    from ..lesson.walk import MAX_LOAD
+    from ..lesson.view_6b import MAX_LOAD
     from .rounds import MAX_ROUNDS
 
     if args.lang not in LANGS:

@@ -26,7 +26,7 @@ from dspark_mini.kv_cache import KVCache
 from dspark_mini.speculative import draft_requests, prefill, verify_ragged
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
-from ..lesson.walk import MAX_LOAD, check_load, load_plan, survival_of
+from ..lesson.view_6b import MAX_LOAD, check_load, load_plan, survival_of
 
 MAX_ROUNDS = 40  # the debugger steps through at most this many rounds
 

@@ -1,0 +1,114 @@
+"""What a view is made of: `Walk` (everything one walk computed), `StepView` (one step's shapes, tables, checks,
+facts and notes as plain data), `ViewTable`, `Check` (two computations of one thing, so it can fail), and the small
+number formatters every view uses. Rendering lives elsewhere (render.py, plots.py, widgets.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from dspark_mini import Trace
+from dspark_mini.config import ModelConfig
+from dspark_mini.kv_cache import KVCache
+from dspark_mini.model import Transformer
+from dspark_mini.speculative import Round
+from dspark_mini.tokenizer import LabTokenizer
+
+from .steps import Step
+
+
+@dataclass
+class ViewTable:
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+@dataclass
+class Check:
+    name: str
+    value: float
+    threshold: float
+
+    @property
+    def ok(self) -> bool:
+        return self.value <= self.threshold
+
+
+@dataclass
+class StepView:
+    step: Step
+    lang: str
+    shapes: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    tables: list[ViewTable] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    facts: list[tuple[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)  # language-free numbers for --json readers (6B: verify_len…)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.step.id,
+            "title": self.step.t("title", self.lang),
+            "shapes": {k: list(v) for k, v in self.shapes},
+            "facts": {k: v for k, v in self.facts},
+            "checks": [{"name": c.name, "value": c.value, "threshold": c.threshold, "ok": c.ok} for c in self.checks],
+            "tables": [{"title": t.title, "columns": t.columns, "rows": t.rows} for t in self.tables],
+            "notes": self.notes,
+            "data": self.data,
+        }
+
+
+@dataclass
+class Walk:
+    """Everything one `walk` run produced: the model, its inputs, the trace and the views."""
+
+    cfg: ModelConfig
+    tokenizer: LabTokenizer
+    model: Transformer
+    prompt: str
+    tokens: torch.Tensor  # [1, S]
+    trace: Trace
+    logits: torch.Tensor  # [1, S, V]
+    taps: dict[int, torch.Tensor]
+    parity: float  # max |Δ| of two forwards
+    seed: int
+    prompt_cache: KVCache  # the caches right after the prompt (a round runs on a copy)
+    round: Round | None = None  # one draft → verify → commit round right after the prompt
+    block: int = 0
+    temperature: float = 0.0
+    draft_trace: Trace | None = None  # what the draft pass recorded
+    views: dict[str, StepView] = field(default_factory=dict)
+    weights: str = "untrained"  # "trained" (lab/weights) or "untrained" (the seeded init)
+    hooked_taps: dict[int, torch.Tensor] | None = None  # tap inputs caught by hooks in the parity forward
+    lesson: Round | None = None  # the lesson's setting on this prompt: untrained, block 3, greedy (see 6B)
+
+
+# ---- small helpers ---------------------------------------------------------------------------------
+def r(x: float, n: int = 4) -> float:
+    return float(round(float(x), n))
+
+
+def sig(x: float, n: int = 4) -> float:
+    """x to n significant digits (a small probability stays readable: 1.2e-05, not 0)."""
+    return float(f"{float(x):.{n}g}")
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(s) for s in t.shape)
+
+
+def tok_text(w: Walk, i: int) -> str:
+    return repr(w.tokenizer.token_text(int(i)))[1:-1]
+
+
+def dash(x: float | None, fmt: Any = None) -> Any:
+    """ "—" for a number that does not exist (a draft never sent to verify), else x (formatted by `fmt`)."""
+    return "—" if x is None else (x if fmt is None else fmt(x))
