@@ -21,6 +21,7 @@ from rich import print as show
 from dspark_mini import get_config
 from dspark_mini.schedule import role_counts
 from lab.lesson import plots
+from lab.lesson import figures
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
 from lab.lesson.walk import run_walk
@@ -56,7 +57,7 @@ counts = role_counts(get_config("flash"))
 print("real model:", counts)
 assert counts["compressor.wkv"] == 4 and counts["compressor.wgate"] == 3  # probe: 4 compressors, 3 gates
 assert counts["indexer.wq_b"] == 8 and counts["indexer.wk"] == 4  # probe: 8 indexers, 4 own index keys
-plots.figure_for_step(walk, "3A", lang=LANG)
+figures.figure_for_step(walk, "3A", lang=LANG)
 
 # %% [markdown]
 # **EN** — Treating "ratio > 0" as "this layer compresses" would build 38 compressors instead of 4.
@@ -71,7 +72,7 @@ S = walk.tokens.shape[1]
 for layer in walk.trace.layers("3B"):
     n = int(walk.trace.get("3B", "n_compressed", layer))
     assert n == S // cfg.compress_ratios[layer]  # probe: one entry per `ratio` tokens
-plots.figure_for_step(walk, "3B", lang=LANG)
+figures.figure_for_step(walk, "3B", lang=LANG)
 
 # %% [markdown]
 # **EN** — A trailing odd token waits in the carry until its partner comes; the ratio-1 source has no gate at all.

@@ -25,6 +25,7 @@ from rich import print as show
 
 from dspark_mini.speculative import acceptance_stats, generate_speculative
 from lab.lesson import plots, widgets
+from lab.lesson import plots_6b
 from lab.evaluation.quality import eval_prompts
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
@@ -46,7 +47,7 @@ print("taps", cfg.dspark_target_layer_ids, "mixed", cfg.dspark_tap_mix, "· bloc
 # %%
 print("parity max |Δ| =", walk.parity)
 assert walk.parity <= 1e-9  # probe
-plots.logits_bar(walk, 10, lang=LANG)
+plots_6b.logits_bar(walk, 10, lang=LANG)
 
 # %% [markdown]
 # ## Taps: layers 3 and 4, mixed 0.5/0.5 / Lớp đích: lớp 3 và 4, trộn 0.5/0.5
@@ -88,7 +89,7 @@ assert err == 0.0  # probe: the draft read layers 3 and 4, mixed 0.5/0.5
 show(render_view(walk.views["6B"]))
 rd = walk.round
 assert rd.drafted == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe: the whole block is drafted
-plots.draft_strip(rd, walk.tokenizer, lang=LANG, temperature=walk.temperature)  # hover: the numbers verify used
+plots_6b.draft_strip(rd, walk.tokenizer, lang=LANG, temperature=walk.temperature)  # hover: the numbers verify used
 
 # %% [markdown]
 # **EN** — The same round with ℓ = 2: the same five drafts, only the first two reach the target (○ in the strip, past
@@ -103,7 +104,7 @@ print("status with ℓ = 2:", short.round.status)
 assert short.round.draft == rd.draft and short.round.status[2:] == ["not sent"] * 3  # probe: drafted, never sent
 for plan in load_plans(rd.confidence):
     print(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.drafted}")
-plots.draft_strip(short.round, walk.tokenizer, lang=LANG, temperature=0.0)
+plots_6b.draft_strip(short.round, walk.tokenizer, lang=LANG, temperature=0.0)
 
 # %% [markdown]
 # **EN** — Draft probability and confidence are the drafter's own numbers; neither is acceptance — only verify
@@ -181,7 +182,7 @@ stats = acceptance_stats([r for rs in spec.rounds for r in rs])
 print("mean accepted length τ =", round(stats["mean_accepted_length"], 3), "· acceptance rate =",
       round(stats["acceptance_rate"], 3))
 assert 1.0 <= stats["mean_accepted_length"] <= 1 + cfg.dspark_block_size  # probe
-plots.acceptance_by_position(stats, lang=LANG)
+plots_6b.acceptance_by_position(stats, lang=LANG)
 
 # %% [markdown]
 # ## Summary / Tóm tắt

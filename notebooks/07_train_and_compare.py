@@ -27,6 +27,7 @@ import torch
 
 from dspark_mini import get_config
 from lab.lesson import plots
+from lab.lesson import plots_training
 from lab.evaluation.calibration import DEFAULT_GRID
 from lab.evaluation.quality import collect_rounds, decay, eval_prompts, summarize
 from lab.lesson.exercises import check
@@ -107,7 +108,7 @@ curve = t["curve"]["val_loss"]
 assert t["val_accuracy"] > 0.6 and curve[-1] < curve[0] / 2  # probe: far above chance, loss more than halved
 drops = [curve[i] - curve[i + 1] for i in range(len(curve) - 1)]
 assert min(drops) > 0 and drops[-1] < drops[0]  # probe: still falling at the end, more slowly
-plots.target_curve(rep, LANG)
+plots_training.target_curve(rep, LANG)
 
 # %% [markdown]
 # **EN** — The loss still falls at the end, more slowly: the target has learned most of the toy grammars.
@@ -140,7 +141,7 @@ best = {(d, T): max(q, key=lambda n, d=d, T=T: q[n][d][T]["tau"]) for d in DOMAI
 assert all(best[d, "t1"] == "eagle3" for d in DOMAINS)  # probe: at T = 1 Eagle3 has the highest τ in every domain
 assert best["math", "greedy"] == "eagle3"  # probe: greedy, Eagle3 leads in math …
 assert {best[d, "greedy"] for d in ("code", "chat")} <= {"dspark", "dspark-rnn"}  # probe: … a DSpark head elsewhere
-plots.tau_bars(rep, LANG)
+plots_training.tau_bars(rep, LANG)
 
 # %% [markdown]
 # **EN** — DSpark's τ is above DFlash's in every domain at both temperatures. At T = 1 Eagle3's is above every other
@@ -195,16 +196,16 @@ assert dec["dspark"]["greedy"] < dec["dflash"]["greedy"]  # probe: greedy, DSpar
 assert [d for d in DOMAINS if less["greedy"][d]] == ["math", "code"]  # probe: … in math and code, not in chat
 assert abs(dec["dspark"]["greedy"]) < 0.05 and 0 < dec["dflash"]["greedy"] < 0.1  # probe: greedy, both fall little
 assert dec["eagle3"]["t1"] <= 0  # probe: the Eagle3 chain: no decay on the mean
-plots.cond_accept_lines(rep, LANG, "t1")
+plots_training.cond_accept_lines(rep, LANG, "t1")
 
 # %% [markdown]
 # **EN** — At T = 1 (the plot) DFlash's acceptance falls after position 1; DSpark's hardly falls on average, less than
-# DFlash's in every domain; the Eagle3 chain's does not fall on average. Greedy (`plots.cond_accept_lines(rep, LANG,
+# DFlash's in every domain; the Eagle3 chain's does not fall on average. Greedy (`plots_training.cond_accept_lines(rep, LANG,
 # "greedy")`) both fall little: DSpark's hardly at all, DFlash's a little, and DSpark decays less in math and code; in
 # chat neither falls (both rise a little along the block, DFlash's a little more). MTP-1 has one position.
 #
 # **VI** — Ở T = 1 (hình trên) tỉ lệ giữ của DFlash giảm sau vị trí 1; của DSpark hầu như không giảm tính trung bình, và
-# giảm ít hơn DFlash ở mọi miền; của chuỗi Eagle3 không giảm tính trung bình. Khi greedy (`plots.cond_accept_lines(rep,
+# giảm ít hơn DFlash ở mọi miền; của chuỗi Eagle3 không giảm tính trung bình. Khi greedy (`plots_training.cond_accept_lines(rep,
 # LANG, "greedy")`) cả hai đều giảm ít: của DSpark hầu như không giảm, của DFlash giảm một chút, và DSpark giảm ít hơn
 # ở toán và mã; ở trò chuyện không cái nào giảm (cả hai tăng nhẹ dọc theo khối, của DFlash tăng nhiều hơn một chút).
 # MTP-1 chỉ có một vị trí.
@@ -234,7 +235,7 @@ for d in DOMAINS:
     lost_tau = 1 - sweep[d][0.3]["tau"] / sweep[d][0.0]["tau"]
     assert lost_slots > 2.5 * lost_tau  # probe: at 0.3, far more verified slots go than τ does
     assert 1 - sweep[d][0.5]["tau"] / sweep[d][0.0]["tau"] > 0.05  # probe: at 0.5, τ itself falls
-plots.threshold_sweep_chart(rep, "dspark", LANG)
+plots_training.threshold_sweep_chart(rep, "dspark", LANG)
 
 # %% [markdown]
 # **EN** — Up to about 0.3 the threshold removes mostly slots that would have been rejected anyway; by 0.5 it cuts
@@ -284,7 +285,7 @@ assert total["dspark-rnn"][1] > 1.1 * total["dspark-rnn"][0]  # probe: … DSpar
 assert all(h["ece_raw"] < 0.09 for n in HEADS for h in held[n])  # probe: the raw heads are already within ≈ 9 %
 assert all(s["n"] < 500 and h["n"] < 500 for n in HEADS for s, h in zip(fit[n], held[n], strict=True))  # probe
 assert DEFAULT_GRID[0] in temps["dspark-rnn"] and DEFAULT_GRID[0] not in temps["dspark"]  # probe: RNN at the edge
-plots.sts_ece_bars(rep, "dspark", LANG)
+plots_training.sts_ece_bars(rep, "dspark", LANG)
 
 # %% [markdown]
 # **EN** — On the rounds they were fitted on, DSpark's temperatures lower the ECE at every position, DSpark-RNN's only
@@ -325,7 +326,7 @@ assert min(speedup["dspark"], speedup["dspark-rnn"]) > speedup["dflash"]  # prob
 assert speedup["dspark"] / speedup["dflash"] < ratio["greedy"]  # probe: by less than in τ
 assert min(per_domain.values()) < 1.05  # probe: in one domain only about level
 assert c["speed_prompts"] < c["n_prompts"]  # probe: tokens/s rests on fewer prompts than τ
-plots.speed_bars(rep, LANG)
+plots_training.speed_bars(rep, LANG)
 
 # %% [markdown]
 # **EN** — Every drafter pays off, even on a CPU: the two DSpark heads most (≈ 2.6×), Eagle3 next (≈ 2.4×), MTP-1 least.

@@ -17,7 +17,7 @@ from dspark_mini import get_config
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import layer_roles
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
-from lab.lesson import plots
+from lab.lesson import figures, plots, plots_6b
 from lab.lesson.steps import STEP_IDS
 from lab.lesson.view_6b import verify_rows
 from lab.lesson.views import sinkhorn_errors
@@ -55,15 +55,15 @@ def make_round(status: list[str], next_kind: str, position: int = 5) -> Round:
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("step_id", STEP_IDS)
 def test_every_step_has_a_main_figure_in_both_languages(walk, step_id, lang):
-    figs = plots.step_figures(walk, step_id, lang)
+    figs = figures.step_figures(walk, step_id, lang)
     assert figs and all(isinstance(f, go.Figure) for f in figs)
-    main = plots.figure_for_step(walk, step_id, lang)
+    main = figures.figure_for_step(walk, step_id, lang)
     assert main.to_json() == figs[0].to_json()
     for f in figs:
         assert f.layout.title.text
         assert f.layout.template.layout.paper_bgcolor == "white"  # plotly_white
         assert "http" not in f.to_json()  # no hot links
-    other = plots.figure_for_step(walk, step_id, "vi" if lang == "en" else "en")
+    other = figures.figure_for_step(walk, step_id, "vi" if lang == "en" else "en")
     assert other.layout.title.text != main.layout.title.text
 
 
@@ -72,7 +72,7 @@ def test_every_allowed_layer_draws(walk, step_id):
     allowed = plots.step_layers(walk, step_id)
     assert (allowed == ()) == (step_id in NO_LAYER_STEPS)
     for layer in allowed:
-        assert isinstance(plots.figure_for_step(walk, step_id, "en", layer), go.Figure)
+        assert isinstance(figures.figure_for_step(walk, step_id, "en", layer), go.Figure)
     if allowed:
         assert plots.default_layer(walk, step_id) in allowed
 
@@ -90,24 +90,24 @@ def test_default_layers_follow_the_terminal_views(walk):
 
 def test_bad_step_or_layer_names_what_is_allowed(walk):
     with pytest.raises(ValueError, match=r"'9Z'.*1A, 1B"):
-        plots.figure_for_step(walk, "9Z")
+        figures.figure_for_step(walk, "9Z")
     with pytest.raises(ValueError, match=r"layer = 2 is invalid for step 1B: allowed 0, 3"):
-        plots.figure_for_step(walk, "1B", layer=2)
+        figures.figure_for_step(walk, "1B", layer=2)
     with pytest.raises(ValueError, match=r"layer = 99 is invalid for step 4A: allowed 0, 1"):
-        plots.figure_for_step(walk, "4A", layer=99)
+        figures.figure_for_step(walk, "4A", layer=99)
     with pytest.raises(ValueError, match="step 3A takes no layer"):
-        plots.figure_for_step(walk, "3A", layer=0)
+        figures.figure_for_step(walk, "3A", layer=0)
     with pytest.raises(ValueError, match="invalid for step 5A"):
         plots.router(walk, layer=True)
     with pytest.raises(ValueError, match="unknown language 'fr'"):
-        plots.figure_for_step(walk, "1A", "fr")
-    assert plots.figure_for_step(walk, " 6b ").layout.title.text  # ids normalize like the registry's
+        figures.figure_for_step(walk, "1A", "fr")
+    assert figures.figure_for_step(walk, " 6b ").layout.title.text  # ids normalize like the registry's
 
 
 def test_figures_are_deterministic(walk):
     again = run_walk(seed=0)
     for sid in ("1B", "3C", "6B"):
-        assert plots.figure_for_step(walk, sid).to_json() == plots.figure_for_step(again, sid).to_json()
+        assert figures.figure_for_step(walk, sid).to_json() == figures.figure_for_step(again, sid).to_json()
 
 
 # ---- 1A, 1B, 2A ---------------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def test_5a_router_marks_the_chosen_experts_and_load_counts_them(walk):
 
 # ---- 6B ----------------------------------------------------------------------------------------------
 def test_6b_logits_bar_top_k(walk):
-    fig = plots.logits_bar(walk, k=5)
+    fig = plots_6b.logits_bar(walk, k=5)
     probs = walk.logits[0, -1].softmax(-1)
     top = torch.topk(probs, 5)
     assert list(fig.data[0].y) == pytest.approx(top.values.tolist())
@@ -262,18 +262,18 @@ def test_6b_logits_bar_top_k(walk):
     assert list(fig.data[0].y) == sorted(fig.data[0].y, reverse=True)
     for bad in (0, walk.cfg.vocab_size + 1, 2.5):
         with pytest.raises(ValueError, match="is invalid: allowed 1.."):
-            plots.logits_bar(walk, k=bad)
+            plots_6b.logits_bar(walk, k=bad)
 
 
 @pytest.mark.parametrize("block", [1, 2, 3])
 def test_6b_draft_strip_has_k_positions(walk, block):
     w = redraft(walk, block, 0.0, views=False)
-    fig = plots.draft_strip(w.round, w.tokenizer, temperature=0.0)
+    fig = plots_6b.draft_strip(w.round, w.tokenizer, temperature=0.0)
     heat = fig.data[0]
     k = w.round.drafted  # the whole trained block is drafted; the first `block` are sent to verify
     assert fig.layout.meta["draft_positions"] == k == 5 and len(heat.x) == k + 1
     assert fig.layout.meta["verify_lens"] == [block]
-    codes = {k: i for i, k in enumerate(plots.STRIP_KINDS)}
+    codes = {k: i for i, k in enumerate(plots_6b.STRIP_KINDS)}
     assert heat.z[0][:k] == [codes[s] for s in w.round.status] and w.round.status[block:] == ["not sent"] * (k - block)
     assert heat.z[0][k] == codes[w.round.next_kind]
     marks = ["" if i < block else "○" for i in range(k)]
@@ -292,9 +292,9 @@ def test_6b_draft_strip_colours_every_kind(walk):
             make_round(["accepted", "not sent", "not sent"], "bonus"), verify_len=1, target_probs=[0.4]
         ),
     ]
-    fig = plots.draft_strip(rounds, walk.tokenizer, "vi", temperature=1.0)  # kept drafts ≠ argmax: sampled
+    fig = plots_6b.draft_strip(rounds, walk.tokenizer, "vi", temperature=1.0)  # kept drafts ≠ argmax: sampled
     z = fig.data[0].z
-    codes = {k: i for i, k in enumerate(plots.STRIP_KINDS)}
+    codes = {k: i for i, k in enumerate(plots_6b.STRIP_KINDS)}
     assert z[0] == [codes["accepted"]] * 3 + [codes["bonus"]]
     assert z[1] == [codes["accepted"], codes["rejected"], codes["not verified"], codes["resampled"]]
     assert z[2] == [codes["rejected"], None, None, codes["resampled"]]
@@ -306,10 +306,10 @@ def test_6b_draft_strip_colours_every_kind(walk):
     assert {t.name for t in fig.data[1:]} == legend
     for bad in ([], [1, 2], "round"):
         with pytest.raises(ValueError, match="needs a Round"):
-            plots.draft_strip(bad, walk.tokenizer, temperature=0.0)
+            plots_6b.draft_strip(bad, walk.tokenizer, temperature=0.0)
     for bad_t in (float("nan"), -1.0, 1e-320):
         with pytest.raises(ValueError, match="temperature = .* is invalid"):
-            plots.draft_strip(rounds, walk.tokenizer, temperature=bad_t)
+            plots_6b.draft_strip(rounds, walk.tokenizer, temperature=bad_t)
 
 
 HOVER_NUMBERS = re.compile(r"p_d\(x\) = ([^ ]+) · p_t\(x\) = ([^ ]+) · min\(1, p_t/p_d\) = ([^ ]+) \(")
@@ -327,7 +327,7 @@ def test_6b_draft_strip_hover_at_t0_shows_the_one_hot_numbers_verify_used(walk):
     )
     real = redraft(walk, None, 0.0, views=False)
     for rd in (greedy, real.round):
-        hovers = plots.draft_strip(rd, walk.tokenizer, temperature=0.0).data[0].hovertext[0][: rd.block]
+        hovers = plots_6b.draft_strip(rd, walk.tokenizer, temperature=0.0).data[0].hovertext[0][: rd.block]
         for i, hover in enumerate(hovers):
             p_d, p_t, ratio = hover_numbers(hover)
             one_hot = float(rd.draft[i] == rd.target_argmax[i])
@@ -344,7 +344,7 @@ def test_6b_draft_strip_hover_at_t0_shows_the_one_hot_numbers_verify_used(walk):
 
 def test_6b_draft_strip_hover_at_t1_shows_the_softmax_verify_used(walk):
     w = redraft(walk, None, 1.0, views=False)
-    fig = plots.draft_strip(w.round, w.tokenizer, "vi", temperature=1.0)
+    fig = plots_6b.draft_strip(w.round, w.tokenizer, "vi", temperature=1.0)
     for i, hover in enumerate(fig.data[0].hovertext[0][: w.round.block]):
         p_d, p_t, _ = hover_numbers(hover)
         assert p_d == float(f"{w.round.draft_probs[i]:.4g}") and p_t == float(f"{w.round.target_probs[i]:.4g}")
@@ -355,23 +355,23 @@ def test_6b_acceptance_by_position_from_real_rounds(walk):
     res = generate_speculative(walk.model, walk.tokens, 8, seed=0)
     rounds = [r[0] for r in res.rounds]
     stats = acceptance_stats(rounds)
-    fig = plots.acceptance_by_position(stats, "en")
+    fig = plots_6b.acceptance_by_position(stats, "en")
     cond, cum, conf, pd = fig.data
     assert list(cond.y) == [p["cond_accept"] for p in stats["per_position"]]
     assert list(cum.y) == [p["cum_accept"] for p in stats["per_position"]]
     assert list(conf.y) == [p["mean_confidence"] for p in stats["per_position"]]
     assert str(stats["rounds"]) in fig.layout.title.text
-    strip = plots.draft_strip(rounds, walk.tokenizer, temperature=0.0)
+    strip = plots_6b.draft_strip(rounds, walk.tokenizer, temperature=0.0)
     assert strip.layout.meta["rounds"] == len(rounds)
     with pytest.raises(ValueError, match="acceptance_stats"):
-        plots.acceptance_by_position({"rounds": 3})
+        plots_6b.acceptance_by_position({"rounds": 3})
 
 
 def test_6b_verify_cost_curve_p50_with_p95_error_bars():
     from lab.evaluation.profiling import profile
 
     report = profile(prompts=2, new_tokens=4, reps=2, cache_len=12)
-    fig = plots.verify_cost_curve(report, "vi")
+    fig = plots_6b.verify_cost_curve(report, "vi")
     ks = sorted(report["verify_cost"], key=int)
     verify, decodes = fig.data
     assert list(verify.x) == [int(k) for k in ks]
@@ -381,9 +381,9 @@ def test_6b_verify_cost_curve_p50_with_p95_error_bars():
         assert list(trace.y) == pytest.approx(p50)
         assert list(trace.error_y.array) == pytest.approx([b - a for a, b in zip(p50, p95, strict=True)])
     assert "threads" in fig.layout.title.text
-    assert plots.verify_cost_curve(report["verify_cost"]).data[0].y == verify.y  # the part alone works too
+    assert plots_6b.verify_cost_curve(report["verify_cost"]).data[0].y == verify.y  # the part alone works too
     with pytest.raises(ValueError, match="profile"):
-        plots.verify_cost_curve({"verify_cost": {}})
+        plots_6b.verify_cost_curve({"verify_cost": {}})
 
 
 def test_reliability_diagram_and_ece():
@@ -391,15 +391,15 @@ def test_reliability_diagram_and_ece():
         make_round(["accepted", "rejected", "not verified"], "resampled"),
         make_round(["rejected", "not verified", "not verified"], "resampled"),
     ]
-    rel = plots.reliability(rounds, n_bins=10)
+    rel = reliability(rounds, n_bins=10)
     # reached points: (0.9, kept), (0.8, not kept), (0.9, not kept) → bins 0.8: 0/1, 0.9: 1/2
     assert rel["points"] == 3
     assert [(b["n"], b["observed"]) for b in rel["bins"]] == [(1, 0.0), (2, 0.5)]
     assert rel["ece"] == pytest.approx((0.8 + 2 * 0.4) / 3)
-    fig = plots.reliability_diagram(rounds, "en", n_bins=10)
+    fig = plots_6b.reliability_diagram(rounds, "en", n_bins=10)
     assert "ECE = 0.533" in fig.layout.title.text
     with pytest.raises(ValueError, match="source = 'x' is invalid"):
-        plots.reliability(rounds, source="x")
+        reliability(rounds, source="x")
 
 
 @settings(max_examples=40, deadline=None)
@@ -415,7 +415,7 @@ def test_reliability_bins_cover_every_point(specs, n_bins):
         r = make_round(status, "bonus" if n == k else "resampled")
         r.confidence = [c] * k
         rounds.append(r)
-    rel = plots.reliability(rounds, n_bins)
+    rel = reliability(rounds, n_bins)
     assert sum(b["n"] for b in rel["bins"]) == rel["points"] == sum(min(r.n_accepted + 1, r.block) for r in rounds)
     assert 0.0 <= rel["ece"] <= 1.0
     assert all(b["lo"] <= b["predicted"] <= b["hi"] for b in rel["bins"])

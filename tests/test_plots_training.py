@@ -9,7 +9,7 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from lab.lesson import plots
+from lab.lesson import plots_training
 from lab.text import LANGS
 from lab.weights import report as shipped_report
 
@@ -89,13 +89,13 @@ def report() -> dict:
 
 def all_figures(rep: dict, lang: str) -> list[go.Figure]:
     return [
-        plots.target_curve(rep, lang),
-        plots.tau_bars(rep, lang),
-        plots.cond_accept_lines(rep, lang, "t1"),
-        plots.cond_accept_lines(rep, lang, "greedy"),
-        plots.threshold_sweep_chart(rep, "dspark", lang),
-        plots.sts_ece_bars(rep, "dspark", lang),
-        plots.speed_bars(rep, lang),
+        plots_training.target_curve(rep, lang),
+        plots_training.tau_bars(rep, lang),
+        plots_training.cond_accept_lines(rep, lang, "t1"),
+        plots_training.cond_accept_lines(rep, lang, "greedy"),
+        plots_training.threshold_sweep_chart(rep, "dspark", lang),
+        plots_training.sts_ece_bars(rep, "dspark", lang),
+        plots_training.speed_bars(rep, lang),
     ]
 
 
@@ -120,7 +120,7 @@ def test_titles_and_labels_follow_the_language(report):
 
 
 def test_tau_bars_draw_tau_per_domain_and_the_mean(report):
-    fig = plots.tau_bars(report, "en")
+    fig = plots_training.tau_bars(report, "en")
     assert len(fig.data) == 2 * 3  # two temperatures × three drafters
     first = fig.data[0]  # DSpark at T = 1
     assert first.name == "DSpark" and list(first.x) == ["math", "chat", "mean"]
@@ -130,30 +130,30 @@ def test_tau_bars_draw_tau_per_domain_and_the_mean(report):
     assert [t.showlegend for t in fig.data] == [True] * 3 + [False] * 3  # one legend entry per drafter
     assert fig.layout.meta["dspark_over_dflash"] == pytest.approx({"t1": 1.25, "greedy": 1.5})
     assert "DSpark ÷ DFlash: 1.25 (T = 1), 1.50 (greedy)" in fig.layout.title.text
-    assert plots.mean_tau(report, "mtp1", "t1") == pytest.approx(1.625)
+    assert plots_training.mean_tau(report, "mtp1", "t1") == pytest.approx(1.625)
 
 
 def test_tau_bars_without_dspark_or_dflash_have_no_ratio(report):
     del report["drafters"]["dflash"]
-    fig = plots.tau_bars(report, "en")
+    fig = plots_training.tau_bars(report, "en")
     assert fig.layout.meta is None and "÷" not in fig.layout.title.text
 
 
 def test_cond_accept_lines_one_panel_per_domain_one_line_per_drafter(report):
-    fig = plots.cond_accept_lines(report, "en", "t1")
+    fig = plots_training.cond_accept_lines(report, "en", "t1")
     assert len(fig.data) == 2 * 3
     by = {(t.name, t.xaxis): t for t in fig.data}
     math_dspark, chat_dspark = by["DSpark", "x"], by["DSpark", "x2"]
     assert list(math_dspark.x) == [1, 2, 3] and list(math_dspark.y) == [0.6, 0.5, 0.4]
     assert list(chat_dspark.y) == [0.7, None, None]  # positions never reached: gaps
     assert list(by["MTP-1", "x"].x) == [1] and list(by["MTP-1", "x"].y) == [0.5]  # one draft token: one point
-    greedy = plots.cond_accept_lines(report, "en", "greedy")
+    greedy = plots_training.cond_accept_lines(report, "en", "greedy")
     assert list(greedy.data[0].y) == [0.3, 0.25, 0.2]
     assert greedy.layout.yaxis.range == (0, 1.05)
 
 
 def test_threshold_sweep_chart_draws_slots_tau_and_rate(report):
-    fig = plots.threshold_sweep_chart(report, "dspark", "en")
+    fig = plots_training.threshold_sweep_chart(report, "dspark", "en")
     assert len(fig.data) == 2 * 3  # per domain: verified slots, τ (bars), verify rate (line)
     verified, tau, rate = fig.data[:3]
     assert isinstance(verified, go.Bar) and list(verified.x) == [0.0, 0.5] and list(verified.y) == [4.0, 2.0]
@@ -164,7 +164,7 @@ def test_threshold_sweep_chart_draws_slots_tau_and_rate(report):
 
 
 def test_sts_ece_bars_fit_rounds_and_held_out_rounds(report):
-    fig = plots.sts_ece_bars(report, "dspark", "en")
+    fig = plots_training.sts_ece_bars(report, "dspark", "en")
     before, after, held_raw, held_sts = fig.data
     assert list(before.x) == [1, 2] and list(before.y) == [0.04, 0.03]
     assert list(after.y) == [0.02, 0.01] and list(after.text) == ["T = 1.1", "T = 2.5"]
@@ -173,12 +173,12 @@ def test_sts_ece_bars_fit_rounds_and_held_out_rounds(report):
     assert held_raw.marker.pattern.shape == "/"  # held-out bars are hatched
     assert "DSpark" in fig.layout.title.text
     assert "fitted on 50 calibration rounds; held out: 40 rounds" in fig.layout.title.text
-    assert "50 vòng hiệu chuẩn" in plots.sts_ece_bars(report, "dspark", "vi").layout.title.text
+    assert "50 vòng hiệu chuẩn" in plots_training.sts_ece_bars(report, "dspark", "vi").layout.title.text
 
 
 def test_sts_ece_bars_without_held_out_rounds_draws_the_fit_only(report):
     del report["drafters"]["dspark"]["heldout_calibration"]
-    fig = plots.sts_ece_bars(report, "dspark", "en")
+    fig = plots_training.sts_ece_bars(report, "dspark", "en")
     assert [t.name for t in fig.data] == [
         "ECE before STS (fit rounds)",
         "ECE after STS (fit rounds; label: temperature T_i)",
@@ -189,11 +189,11 @@ def test_sts_ece_bars_without_held_out_rounds_draws_the_fit_only(report):
 def test_sts_ece_bars_held_out_rounds_must_match_the_positions(report):
     report["drafters"]["dspark"]["heldout_calibration"].pop()
     with pytest.raises(ValueError, match=r"heldout_calibration of 'dspark'.*allowed positions \[1, 2\]"):
-        plots.sts_ece_bars(report, "dspark", "en")
+        plots_training.sts_ece_bars(report, "dspark", "en")
 
 
 def test_speed_bars_ratio_per_domain_and_conditions(report):
-    fig = plots.speed_bars(report, "en")
+    fig = plots_training.speed_bars(report, "en")
     assert [t.name for t in fig.data] == ["DSpark", "DFlash", "MTP-1"]
     assert list(fig.data[0].y) == pytest.approx([1.2, 1.4, 1.3])
     assert list(fig.data[0].customdata[0]) == pytest.approx([10.0, 12.0])  # plain, speculative tokens/s
@@ -202,42 +202,42 @@ def test_speed_bars_ratio_per_domain_and_conditions(report):
 
 
 def test_target_curve_loss_left_accuracy_right(report):
-    fig = plots.target_curve(report, "en")
+    fig = plots_training.target_curve(report, "en")
     loss, acc = fig.data
     assert list(loss.x) == [10, 20, 30] and list(loss.y) == [3.0, 2.0, 1.5] and loss.yaxis == "y"
     assert list(acc.y) == [0.2, 0.4, 0.5] and acc.yaxis == "y2"
     assert "(30 steps, 12 s)" in fig.layout.title.text
-    assert "(30 bước, 12 s)" in plots.target_curve(report, "vi").layout.title.text
+    assert "(30 bước, 12 s)" in plots_training.target_curve(report, "vi").layout.title.text
 
 
 @pytest.mark.parametrize("bad", [None, {}, {"drafters": {}}, {"drafters": {"dspark": {"quality": {}}}}])
 def test_a_report_without_drafters_raises_naming_the_source(bad):
     with pytest.raises(ValueError, match="lab.weights.report"):
-        plots.tau_bars(bad, "en")
+        plots_training.tau_bars(bad, "en")
     with pytest.raises(ValueError, match="lab.weights.report"):
-        plots.cond_accept_lines(bad, "en")
+        plots_training.cond_accept_lines(bad, "en")
 
 
 def test_bad_arguments_raise_naming_what_is_allowed(report):
     with pytest.raises(ValueError, match="has no 'threshold_sweep'.*allowed 'dspark'"):
-        plots.threshold_sweep_chart(report, "dflash", "en")
+        plots_training.threshold_sweep_chart(report, "dflash", "en")
     with pytest.raises(ValueError, match="has no 'sts'.*allowed 'dspark'"):
-        plots.sts_ece_bars(report, "mtp1", "en")
+        plots_training.sts_ece_bars(report, "mtp1", "en")
     with pytest.raises(ValueError, match="label = 'T1'.*allowed 't1', 'greedy'"):
-        plots.cond_accept_lines(report, "en", "T1")
+        plots_training.cond_accept_lines(report, "en", "T1")
     with pytest.raises(ValueError, match="unknown language"):
-        plots.tau_bars(report, "fr")
+        plots_training.tau_bars(report, "fr")
     with pytest.raises(ValueError, match="target.curve"):
-        plots.target_curve({"drafters": report["drafters"]}, "en")
+        plots_training.target_curve({"drafters": report["drafters"]}, "en")
     del report["drafters"]["mtp1"]["quality"]["chat"]["speed"]
     with pytest.raises(ValueError, match="tokens/s"):
-        plots.speed_bars(report, "en")
+        plots_training.speed_bars(report, "en")
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_the_shipped_report_draws(lang):
     rep = shipped_report()
-    figs = all_figures(rep, lang) + [plots.sts_ece_bars(rep, "dspark-rnn", lang)]
+    figs = all_figures(rep, lang) + [plots_training.sts_ece_bars(rep, "dspark-rnn", lang)]
     assert len(figs[1].data) == 2 * len(rep["drafters"])
     held = rep["drafters"]["dspark"]["heldout_calibration"]
     assert list(figs[5].data[3].y) == [h["ece_sts"] for h in held]  # the held-out ECE is drawn as recorded

@@ -16,7 +16,6 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
 
 import plotly.graph_objects as go
 import torch
@@ -26,34 +25,17 @@ from dspark_mini import get_config
 from dspark_mini.config import ModelConfig
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
-from dspark_mini.speculative import ACCEPTED, BONUS, NOT_SENT, NOT_VERIFIED, REJECTED, RESAMPLED, Round
 from dspark_mini.tokenizer import LabTokenizer
-from dspark_mini.validate import check_temperature
 
-from ..evaluation.profiling import reliability
-from ..text import UI, Texts, check_lang, verify_label
-from .steps import STEP_IDS, get_step
+from ..figure import LOG_FLOOR, finish, none_if, rows_height
+from ..text import UI, Texts, check_lang
+from .steps import get_step
 from .view import Walk
-from .view_6b import round_verify_rows
-from .view_6b import status_text as row_status  # "accepted (sampled, not argmax)"
 from .views import role_name, sinkhorn_errors
 
-TEMPLATE = "plotly_white"
 SUBLAYERS: tuple[str, ...] = ("attn", "ffn")
-LOG_FLOOR = 1e-18  # an exact 0 cannot sit on a log axis: drawn at this floor instead
 
-# Colours of the draft strip, light enough for black token text inside the cells.
-STRIP_KINDS: tuple[str, ...] = (ACCEPTED, REJECTED, NOT_VERIFIED, NOT_SENT, RESAMPLED, BONUS)
-STRIP_COLOURS: Mapping[str, str] = MappingProxyType(
-    {
-        ACCEPTED: "#8fd19e",
-        REJECTED: "#f4a3a3",
-        NOT_VERIFIED: "#e0e0e0",
-        NOT_SENT: "#f7f7f7",  # near-white: drafted, never shown to the target (the cell text also starts with ○)
-        RESAMPLED: "#ffe066",
-        BONUS: "#9cc3f0",
-    }
-)
+
 ROLE_COLOURS: Mapping[str, str] = MappingProxyType(
     {
         "SWA-only": "#bdbdbd",
@@ -63,6 +45,7 @@ ROLE_COLOURS: Mapping[str, str] = MappingProxyType(
         "Draft (SWA)": "#9467bd",
     }
 )
+
 
 # Figure texts that the shared UI table (`steps.UI`) does not hold.
 TEXT = {
@@ -184,6 +167,8 @@ TEXT = {
     "observed": {"vi": "tỉ lệ giữ thật", "en": "observed acceptance"},
     "ideal": {"vi": "hiệu chuẩn hoàn hảo", "en": "perfect calibration"},
 }
+
+
 TEXT = Texts(TEXT, "figure")
 
 
@@ -196,26 +181,6 @@ def token_text(tokenizer: LabTokenizer, token_id: int) -> str:
 def position_labels(walk: Walk) -> list[str]:
     """ "p·token" for every prompt position: unique, so a categorical axis never merges two tokens."""
     return [f"{p}·{token_text(walk.tokenizer, t)}" for p, t in enumerate(walk.tokens[0].tolist())]
-
-
-def finish(fig: go.Figure, title: str, height: int | None = None, **layout: Any) -> go.Figure:
-    """The common look: white template, a left-aligned title, tight margins."""
-    layout.setdefault("margin", {"l": 70, "r": 30, "t": 70, "b": 50})
-    fig.update_layout(
-        template=TEMPLATE, title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}}, **layout
-    )
-    if height is not None:
-        fig.update_layout(height=height)
-    return fig
-
-
-def rows_height(n_rows: int, per_row: int = 24, extra: int = 160, lo: int = 300) -> int:
-    return max(lo, per_row * n_rows + extra)
-
-
-def none_if(values: list[list[float]], bad: Any) -> list[list[float | None]]:
-    """Replace cells for which `bad(x)` holds with None (drawn blank)."""
-    return [[None if bad(x) else x for x in row] for row in values]
 
 
 def backbone_layers(walk: Walk, trace_step: str) -> tuple[int, ...]:
@@ -237,47 +202,6 @@ def check_sublayer(sublayer: str) -> str:
     if sublayer not in SUBLAYERS:
         raise ValueError(f"sublayer = {sublayer!r} is invalid: allowed {', '.join(map(repr, SUBLAYERS))}")
     return sublayer
-
-
-# ---- which layers each step can show -----------------------------------------------------------------
-LAYER_SOURCES: Mapping[str, str] = MappingProxyType(
-    {"1B": "1B", "2A": "2A", "3B": "3B", "3C": "3C", "4A": "4A", "5A": "5A"}
-)
-
-
-def step_layers(walk: Walk, step_id: str) -> tuple[int, ...]:
-    """Backbone layers whose data step `step_id` can show (empty: the step takes no layer)."""
-    sid = get_step(step_id).id
-    return backbone_layers(walk, LAYER_SOURCES[sid]) if sid in LAYER_SOURCES else ()
-
-
-def default_layer(walk: Walk, step_id: str) -> int | None:
-    """The layer a step shows when none is chosen (the one its terminal view shows)."""
-    sid = get_step(step_id).id
-    allowed = step_layers(walk, sid)
-    if not allowed:
-        return None
-    cfg = walk.cfg
-    if sid in ("3C", "4A") and cfg.candidate_source_layer in allowed:
-        return cfg.candidate_source_layer
-    if sid == "3B":
-        return next((l for l in allowed if cfg.compress_ratios[l] > 1), allowed[0])
-    return allowed[0]
-
-
-def resolve_layer(walk: Walk, step_id: str, layer: int | None) -> int | None:
-    """`layer` checked against `step_layers` (None → `default_layer`); a bad one raises ValueError naming it."""
-    sid = get_step(step_id).id
-    allowed = step_layers(walk, sid)
-    if not allowed:
-        if layer is not None:
-            raise ValueError(f"step {sid} takes no layer (got layer = {layer!r}): pass layer=None")
-        return None
-    if layer is None:
-        return default_layer(walk, sid)
-    if isinstance(layer, bool) or not isinstance(layer, int) or layer not in allowed:
-        raise ValueError(f"layer = {layer!r} is invalid for step {sid}: allowed {', '.join(map(str, allowed))}")
-    return layer
 
 
 # ---- 1A · embedding → 4 lanes ----------------------------------------------------------------------
@@ -751,722 +675,42 @@ def expert_load(walk: Walk, layer: int = 0, lang: str = "en") -> go.Figure:
     return finish(fig, TEXT("load", lang, layer=layer), 340)
 
 
-# ---- 6B · head, draft, verify ----------------------------------------------------------------------
-def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
-    """Step 6B: the top-k tokens of the last position's logits, as probability bars (dotted line: 1/V)."""
-    logits = walk.logits[0, -1]
-    V = logits.numel()
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= V:
-        raise ValueError(f"k = {k!r} is invalid: allowed 1..{V}")
-    probs = logits.softmax(-1)
-    top = torch.topk(logits, k)
-    ids = top.indices.tolist()
-    texts = [token_text(walk.tokenizer, t) for t in ids]
-    fig = go.Figure(
-        go.Bar(
-            x=list(range(k)),
-            y=[float(probs[t]) for t in ids],
-            marker_color="#4c78a8",
-            customdata=[[t, float(lv)] for t, lv in zip(ids, top.values.tolist(), strict=True)],
-            text=[f"{float(probs[t]):.3f}" for t in ids],
-            textposition="outside",
-            hovertext=texts,
-            hovertemplate="%{hovertext} (id %{customdata[0]}): p = %{y:.4f}, logit %{customdata[1]:.3f}<extra></extra>",
-            showlegend=False,
-        )
-    )
-    fig.add_hline(y=1.0 / V, line={"dash": "dot", "color": "#888"})  # named in the legend, not over a bar's value
-    fig.add_trace(
-        go.Scatter(x=[None], y=[None], mode="lines", line={"dash": "dot", "color": "#888"}, name=TEXT("uniform", lang))
-    )
-    fig.update_xaxes(tickvals=list(range(k)), ticktext=texts, title_text=UI("token", lang))
-    fig.update_yaxes(title_text=UI("probability", lang), rangemode="tozero")
-    legend = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"}
-    return finish(fig, TEXT("topk", lang, k=k), 380, showlegend=True, legend=legend)
+# ---- which layers each step can show -----------------------------------------------------------------
+LAYER_SOURCES: Mapping[str, str] = MappingProxyType(
+    {"1B": "1B", "2A": "2A", "3B": "3B", "3C": "3C", "4A": "4A", "5A": "5A"}
+)
 
 
-def draft_strip(
-    round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenizer, lang: str = "en", *, temperature: float
-) -> go.Figure:
-    """Step 6B: one row per round, one cell per drafted position d1..dk coloured by what verify did (accepted /
-    rejected / not verified; past the round's verify length ℓ, not sent — a dashed line marks ℓ, and the cell
-    text starts with ○), then the target's own token (resampled / bonus).
-
-    The hover shows the numbers verify used at the rounds' `temperature` (`round_verify_rows`): at T = 0 the
-    one-hot values, p_d(x) = 1 and p_t(x) ∈ {0, 1}, with the softmax T = 1 values on a separate, labelled line;
-    at T > 0 softmax(logits / T). Then min(1, p_t/p_d), c and the target's argmax.
-    `fig.layout.meta` holds {"draft_positions": k_max (drafted), "verify_lens": [ℓ per round], "rounds": n,
-    "temperature": T} for readers that check it.
-    """
-    lang = check_lang(lang)
-    temperature = check_temperature(temperature)
-    rounds = [round_or_rounds] if isinstance(round_or_rounds, Round) else list(round_or_rounds)
-    if not rounds or not all(isinstance(r, Round) for r in rounds):
-        raise ValueError("draft_strip needs a Round or a non-empty sequence of Rounds")
-    k = max(r.drafted for r in rounds)
-    code = {kind: i for i, kind in enumerate(STRIP_KINDS)}
-    xs = [f"d{i + 1}" for i in range(k)] + [TEXT("target_col", lang)]
-    ys = [
-        TEXT("round", lang, i=n + 1, pos=r.position, anchor=token_text(tokenizer, r.anchor))
-        for n, r in enumerate(rounds)
-    ]
-    status_text = {kind: verify_label(kind, lang) for kind in STRIP_KINDS}
-    used = TEXT("used_t0", lang) if temperature == 0 else TEXT("used_t", lang, t=f"{temperature:g}")
-    z, text, hover = [], [], []
-    for r in rounds:
-        zr: list[int | None] = [None] * (k + 1)
-        tx, hv = [""] * (k + 1), [""] * (k + 1)
-        for i, row in enumerate(round_verify_rows(r, temperature)):
-            zr[i], tx[i] = code[row["status"]], token_text(tokenizer, row["token"])
-            if not row["sent"]:
-                tx[i] = "○" + tx[i]
-                hv[i] = (
-                    f"d{i + 1} = '{tx[i][1:]}' · {row_status(row, lang)}<br>{TEXT('not_sent', lang, l=r.block)}<br>"
-                    f"p_d(x) = {row['p_d']:.4g} · c = {row['confidence']:.3f}"
-                )
-                continue
-            ratio = "—" if row["ratio"] is None else f"{row['ratio']:.4g}"
-            hv[i] = (
-                f"d{i + 1} = '{tx[i]}' · {row_status(row, lang)}<br>"
-                f"p_d(x) = {row['p_d']:.4g} · p_t(x) = {row['p_t']:.4g} · min(1, p_t/p_d) = {ratio} ({used})<br>"
-            )
-            if row["soft_p_d"] is not None:
-                hv[i] += f"{TEXT('soft', lang)}: p_d(x) = {row['soft_p_d']:.4f} · p_t(x) = {row['soft_p_t']:.4f}<br>"
-            hv[i] += (
-                f"c = {row['confidence']:.3f} · {TEXT('argmax', lang)}: '{token_text(tokenizer, row['target_argmax'])}'"
-            )
-        if r.next_kind == RESAMPLED:
-            where = TEXT("replaces", lang, i=r.n_accepted + 1)
-        else:
-            where = TEXT("after", lang, k=r.block) if r.block else TEXT("after_anchor", lang)
-        zr[k], tx[k] = code[r.next_kind], token_text(tokenizer, r.next_token)
-        nxt = {"status": r.next_kind, "sampled_not_argmax": r.next_token != r.target_argmax[r.n_accepted]}
-        hv[k] = f"'{tx[k]}' · {row_status(nxt, lang)} ({where}) · τ = {r.tau}"
-        z.append(zr)
-        text.append(tx)
-        hover.append(hv)
-    n = len(STRIP_KINDS)
-    scale = [[edge, STRIP_COLOURS[kind]] for i, kind in enumerate(STRIP_KINDS) for edge in (i / n, (i + 1) / n)]
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=xs,
-            y=ys,
-            text=text,
-            hovertext=hover,
-            texttemplate="%{text}",
-            textfont={"size": 14},
-            colorscale=scale,
-            zmin=-0.5,
-            zmax=n - 0.5,
-            showscale=False,
-            xgap=3,
-            ygap=3,
-            hovertemplate="%{hovertext}<extra></extra>",
-        )
-    )
-    for kind in STRIP_KINDS:  # legend entries for the colours
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name=status_text[kind],
-                marker={"symbol": "square", "size": 12, "color": STRIP_COLOURS[kind]},
-            )
-        )
-    for n_round, r in enumerate(rounds):  # the verify length ℓ: a dashed line after the last draft sent
-        if r.block < r.drafted:
-            x = r.block - 0.5
-            fig.add_shape(
-                type="line", x0=x, x1=x, y0=n_round - 0.5, y1=n_round + 0.5, line={"dash": "dash", "color": "#333"}
-            )
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(side="top", title_text=TEXT("draft_pos", lang))
-    meta = {"draft_positions": k, "verify_lens": [r.block for r in rounds], "rounds": len(rounds)}
-    fig.update_layout(meta={**meta, "temperature": temperature})
-    return finish(
-        fig,
-        TEXT("strip", lang),
-        rows_height(len(rounds), 56, 260, 320),
-        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},  # below the cells, not over them
-        margin={"l": 130, "r": 30, "t": 150, "b": 70},  # a two-line title above the top axis
-    )
-
-
-def acceptance_by_position(stats: Mapping[str, Any], lang: str = "en") -> go.Figure:
-    """Step 6B: conditional and cumulative acceptance per draft position (bars), mean confidence c and mean
-    draft probability p_d(x) beside them (lines) — from `speculative.acceptance_stats(rounds)`, which counts a
-    position only in the rounds that sent it to verify (a draft past ℓ is neither accepted nor rejected)."""
-    lang = check_lang(lang)
-    if not isinstance(stats, Mapping) or "per_position" not in stats:
-        raise ValueError("stats must be the dict of dspark_mini.speculative.acceptance_stats(rounds)")
-    per = stats["per_position"]
-    xs = [p["position"] for p in per]
-    fig = go.Figure()
-    for key, name, colour in (("cond_accept", "cond", "#54a24b"), ("cum_accept", "cum", "#4c78a8")):
-        vals = [p[key] for p in per]
-        fig.add_trace(
-            go.Bar(
-                x=xs,
-                y=vals,
-                name=TEXT(name, lang),
-                marker_color=colour,
-                text=["—" if v is None else f"{v:.2f}" for v in vals],
-                textposition="outside",
-            )
-        )
-    for key, name, dash in (("mean_confidence", "mean_c", "solid"), ("mean_draft_prob", "mean_pd", "dot")):
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=[p.get(key) for p in per],
-                mode="lines+markers",
-                name=TEXT(name, lang),
-                line={"color": "#e45756", "dash": dash},
-            )
-        )
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(title_text=TEXT("draft_pos", lang), dtick=1)
-    fig.update_yaxes(title_text=TEXT("rate", lang), range=[0, 1.1])
-    title = TEXT("acceptance", lang, n=stats.get("rounds", 0), tau=stats.get("mean_accepted_length", 0.0))
-    return finish(fig, title, 380, legend={"orientation": "h", "y": -0.25})
-
-
-def reliability_diagram(
-    rounds: Sequence[Round], lang: str = "en", n_bins: int = 5, source: str = "confidence"
-) -> go.Figure:
-    """Step 6B: does the confidence head predict survival? Observed acceptance per bin of predicted c
-    (marker size = points in the bin) against the diagonal of perfect calibration; ECE in the title."""
-    lang = check_lang(lang)
-    rel = reliability(rounds, n_bins, source)
-    bins = rel["bins"]
-    fig = go.Figure(
-        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=TEXT("ideal", lang), line={"dash": "dot", "color": "#888"})
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[b["predicted"] for b in bins],
-            y=[b["observed"] for b in bins],
-            mode="lines+markers",
-            name=TEXT("observed", lang),
-            customdata=[b["n"] for b in bins],
-            marker={"size": [8 + 4 * math.sqrt(b["n"]) for b in bins], "color": "#e45756"},
-            hovertemplate="%{x:.3f} → %{y:.3f} (n = %{customdata})<extra></extra>",
-        )
-    )
-    fig.update_xaxes(range=[0, 1], title_text=TEXT("predicted", lang))
-    fig.update_yaxes(range=[0, 1.05], title_text=TEXT("observed", lang))
-    src = "c" if source == "confidence" else "p_d(x)"
-    return finish(fig, TEXT("reliability", lang, src=src, ece=rel["ece"], n=rel["points"]), 400)
-
-
-def verify_cost_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
-    """Step 6B: p50 time of one verify over k + 1 rows vs k single-token decodes, against k; error bars
-    reach p95. `report` is `profiling.profile()` (or its "verify_cost" part)."""
-    lang = check_lang(lang)
-    cost = report.get("verify_cost", report) if isinstance(report, Mapping) else None
-    if (
-        not isinstance(cost, Mapping)
-        or not cost
-        or not all(isinstance(v, Mapping) and "verify_s" in v and "k_decodes_s" in v for v in cost.values())
-    ):
-        raise ValueError(
-            "report must be lab.evaluation.profiling.profile()'s dict (or its 'verify_cost' part: "
-            "{k: {'verify_s': {...}, 'k_decodes_s': {...}}})"
-        )
-    ks = sorted(cost, key=int)
-    fig = go.Figure()
-    for key, name, colour in (("verify_s", "one_verify", "#54a24b"), ("k_decodes_s", "k_decodes", "#e45756")):
-        p50 = [cost[k][key]["p50"] * 1e3 for k in ks]
-        p95 = [cost[k][key]["p95"] * 1e3 for k in ks]
-        up = [b - a for a, b in zip(p50, p95, strict=True)]
-        fig.add_trace(
-            go.Scatter(
-                x=[int(k) for k in ks],
-                y=p50,
-                mode="lines+markers",
-                name=TEXT(name, lang),
-                line={"color": colour},
-                error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": [0.0] * len(ks)},
-                hovertemplate="k = %{x}: p50 %{y:.3f} ms<extra></extra>",
-            )
-        )
-    c = report.get("conditions", {}) if isinstance(report, Mapping) else {}
-    cond = ", ".join(f"{k} {c[k]}" for k in ("device", "dtype", "threads", "cache_length", "torch") if k in c) or "—"
-    fig.update_xaxes(title_text=TEXT("block_k", lang), dtick=1)
-    fig.update_yaxes(title_text=TEXT("ms", lang), rangemode="tozero")
-    return finish(fig, TEXT("verify", lang, cond=cond), 380, legend={"orientation": "h", "y": -0.25})
-
-
-# ---- one figure per step -----------------------------------------------------------------------------
-def step_figures(walk: Walk, step_id: str, lang: str = "en", layer: int | None = None) -> list[go.Figure]:
-    """All figures of a step, main first (2A: comb then Sinkhorn convergence; 5A: router then load;
-    6B: logits then the draft strip). A bad step id or layer raises ValueError naming what is allowed."""
+def step_layers(walk: Walk, step_id: str) -> tuple[int, ...]:
+    """Backbone layers whose data step `step_id` can show (empty: the step takes no layer)."""
     sid = get_step(step_id).id
-    lang = check_lang(lang)
-    layer = resolve_layer(walk, sid, layer)
-    if sid == "1A":
-        return [embedding_lanes(walk, lang)]
-    if sid == "1B":
-        return [engram_gates(walk, layer, lang)]
-    if sid == "2A":
-        return [comb_heatmap(walk, layer, "attn", -1, lang), sinkhorn_convergence(walk, layer, "attn", lang)]
-    if sid == "3A":
-        return [layer_roles_chart(walk.cfg, lang)]
+    return backbone_layers(walk, LAYER_SOURCES[sid]) if sid in LAYER_SOURCES else ()
+
+
+def default_layer(walk: Walk, step_id: str) -> int | None:
+    """The layer a step shows when none is chosen (the one its terminal view shows)."""
+    sid = get_step(step_id).id
+    allowed = step_layers(walk, sid)
+    if not allowed:
+        return None
+    cfg = walk.cfg
+    if sid in ("3C", "4A") and cfg.candidate_source_layer in allowed:
+        return cfg.candidate_source_layer
     if sid == "3B":
-        return [compression_map(walk, layer, lang)]
-    if sid == "3C":
-        return [indexer_scores(walk, layer, lang)]
-    if sid == "4A":
-        return [attention_shares(walk, layer, lang)]
-    if sid == "6A":
-        return [kv_bytes_vs_context(lang)]
-    if sid == "5A":
-        return [router(walk, layer, lang), expert_load(walk, layer, lang)]
-    if sid == "6B":
-        figs = [logits_bar(walk, 10, lang)]
-        if walk.round is not None:
-            figs.append(draft_strip(walk.round, walk.tokenizer, lang, temperature=walk.temperature))
-        return figs
-    raise ValueError(f"step {sid} has no figure: allowed {', '.join(STEP_IDS)}")  # unreachable while STEPS has 10
+        return next((l for l in allowed if cfg.compress_ratios[l] > 1), allowed[0])
+    return allowed[0]
 
 
-def figure_for_step(walk: Walk, step_id: str, lang: str = "en", layer: int | None = None) -> go.Figure:
-    """The main figure of a step (see `step_figures`)."""
-    return step_figures(walk, step_id, lang, layer)[0]
-
-
-__all__ = [
-    "acceptance_by_position",
-    "attention_shares",
-    "comb_heatmap",
-    "compression_map",
-    "default_layer",
-    "draft_strip",
-    "embedding_lanes",
-    "engram_gates",
-    "expert_load",
-    "figure_for_step",
-    "indexer_scores",
-    "kv_bytes_vs_context",
-    "kv_curve",
-    "layer_roles_chart",
-    "logits_bar",
-    "position_labels",
-    "reliability",
-    "reliability_diagram",
-    "resolve_layer",
-    "router",
-    "sinkhorn_convergence",
-    "step_figures",
-    "step_layers",
-    "token_text",
-    "verify_cost_curve",
-]
-
-
-# ---- training and the mini DeepSpec comparison (notebook 07) -----------------------------------------
-# These read the report that `dspark-lab train all` writes (lab/weights/report.json, `lab.weights.report()`):
-# `target` (its validation curve), `drafters[name]["quality"][domain]` (τ and acceptance at T = 1 "t1" and
-# greedy, the threshold sweep, tokens/s), `drafters[name]["train"]["sts"]` (STS on its fit rounds),
-# `drafters[name]["heldout_calibration"]` (the same ECE on the evaluation's rounds) and `conditions`.
-DRAFTER_NAMES: Mapping[str, str] = MappingProxyType(
-    {"dspark": "DSpark", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash", "eagle3": "Eagle3", "mtp1": "MTP-1"}
-)
-DRAFTER_COLOURS: Mapping[str, str] = MappingProxyType(
-    {"dspark": "#e45756", "dspark-rnn": "#f58518", "dflash": "#4c78a8", "eagle3": "#54a24b", "mtp1": "#9d9d9d"}
-)
-TEMPERATURE_LABELS: tuple[str, ...] = ("t1", "greedy")
-
-_TRAINING_TEXT: Mapping[str, Mapping[str, str]] = {
-    "dom_math": {"vi": "toán", "en": "math"},
-    "dom_code": {"vi": "mã", "en": "code"},
-    "dom_chat": {"vi": "trò chuyện", "en": "chat"},
-    "dom_mean": {"vi": "trung bình", "en": "mean"},
-    "temp_t1": {"vi": "T = 1", "en": "T = 1"},
-    "temp_greedy": {"vi": "greedy (T = 0)", "en": "greedy (T = 0)"},
-    "target_title": {
-        "vi": "Huấn luyện mô hình mục tiêu: loss và độ chính xác trên tập kiểm định ({steps} bước, {seconds})",
-        "en": "Training the target: validation loss and accuracy ({steps} steps, {seconds})",
-    },
-    "step": {"vi": "bước huấn luyện", "en": "training step"},
-    "val_loss": {"vi": "loss kiểm định", "en": "validation loss"},
-    "val_acc": {"vi": "độ chính xác kiểm định", "en": "validation accuracy"},
-    "tau_title": {
-        "vi": "Độ dài được giữ τ mỗi vòng (kể cả token của mô hình mục tiêu) — Bảng 1 thu nhỏ",
-        "en": "Accepted length τ per round (the target's own token included) — Table 1 in miniature",
-    },
-    "tau_ratio": {
-        "vi": "DSpark ÷ DFlash: {t1:.2f} (T = 1), {greedy:.2f} (greedy)",
-        "en": "DSpark ÷ DFlash: {t1:.2f} (T = 1), {greedy:.2f} (greedy)",
-    },
-    "tau_axis": {"vi": "τ (token mỗi vòng)", "en": "τ (tokens per round)"},
-    "cond_title": {
-        "vi": "Tỉ lệ giữ có điều kiện theo vị trí nháp, {temp} — Hình 2 thu nhỏ",
-        "en": "Conditional acceptance by draft position, {temp} — Figure 2 in miniature",
-    },
-    "cond_axis": {"vi": "P(giữ d_i | đã giữ d_1..d_(i−1))", "en": "P(d_i kept | d_1..d_(i−1) kept)"},
-    "sweep_title": {
-        "vi": "Ngưỡng tin cậy tĩnh — {name}, T = 1 (Hình 5 thu nhỏ)",
-        "en": "Static confidence threshold — {name}, T = 1 (Figure 5 in miniature)",
-    },
-    "threshold": {"vi": "ngưỡng c", "en": "threshold on c"},
-    "verified": {"vi": "ô được verify mỗi vòng", "en": "verified slots per round"},
-    "committed": {"vi": "τ (token được ghi mỗi vòng)", "en": "τ (tokens committed per round)"},
-    "verify_rate": {"vi": "tỉ lệ verify hữu ích = τ ÷ ô verify", "en": "verify rate = τ ÷ verified slots"},
-    "tokens": {"vi": "token mỗi vòng", "en": "tokens per round"},
-    "sts_title": {
-        "vi": "Hiệu chuẩn STS đầu tin cậy của {name}: ECE của xác suất sống sót tiền tố theo vị trí",
-        "en": "STS calibration of {name}'s confidence: ECE of prefix survival per position",
-    },
-    "sts_sub": {
-        "vi": "nhiệt độ chọn trên {fit} vòng hiệu chuẩn; kiểm định riêng trên {held} vòng của phần đánh giá",
-        "en": "temperatures fitted on {fit} calibration rounds; held out: {held} rounds of the evaluation",
-    },
-    "ece_before": {"vi": "ECE trước STS (vòng dùng để chọn)", "en": "ECE before STS (fit rounds)"},
-    "ece_after": {
-        "vi": "ECE sau STS (vòng dùng để chọn; nhãn: nhiệt độ T_i)",
-        "en": "ECE after STS (fit rounds; label: temperature T_i)",
-    },
-    "ece_held_raw": {"vi": "ECE thô (vòng kiểm định riêng)", "en": "ECE raw (held-out rounds)"},
-    "ece_held_sts": {"vi": "ECE sau STS (vòng kiểm định riêng)", "en": "ECE after STS (held-out rounds)"},
-    "ece": {"vi": "ECE (20 ngăn)", "en": "ECE (20 bins)"},
-    "speed_title": {
-        "vi": "Tốc độ thật: token/s dự đoán ÷ token/s thường<br><sup>{cond}</sup>",
-        "en": "Wall-clock speed-up: speculative ÷ plain tokens/s<br><sup>{cond}</sup>",
-    },
-    "speed_axis": {"vi": "lần nhanh hơn", "en": "speed-up (×)"},
-    "plain": {"vi": "giải mã thường", "en": "plain decoding"},
-}
-if set(_TRAINING_TEXT) & set(TEXT):  # pragma: no cover - a guard for whoever adds keys above
-    raise RuntimeError(f"figure text keys defined twice: {sorted(set(_TRAINING_TEXT) & set(TEXT))}")
-TEXT = TEXT | _TRAINING_TEXT
-
-
-def _drafter_rows(report: Mapping[str, Any]) -> Mapping[str, Any]:
-    """report["drafters"], checked: every drafter has "quality" with the same domains."""
-    drafters = report.get("drafters") if isinstance(report, Mapping) else None
-    if (
-        not isinstance(drafters, Mapping)
-        or not drafters
-        or not all(
-            isinstance(v, Mapping) and isinstance(v.get("quality"), Mapping) and v["quality"] for v in drafters.values()
-        )
-    ):
-        raise ValueError(
-            "report must be the dict of lab.weights.report() (lab/weights/report.json): "
-            "{'drafters': {name: {'quality': {domain: {'t1': …, 'greedy': …}}}}}"
-        )
-    return drafters
-
-
-def _domains(report: Mapping[str, Any]) -> list[str]:
-    return list(next(iter(_drafter_rows(report).values()))["quality"])
-
-
-def domain_label(domain: str, lang: str) -> str:
-    """A domain's name in `lang` (unknown domains keep their own name)."""
-    key = f"dom_{domain}"
-    return TEXT(key, lang) if key in TEXT else domain
-
-
-def drafter_label(name: str) -> str:
-    return DRAFTER_NAMES.get(name, name)
-
-
-def _check_drafter_in(report: Mapping[str, Any], drafter: str, needs: str) -> Mapping[str, Any]:
-    """report["drafters"][drafter], which must hold `needs` (a train key, or a quality key in every domain)."""
-    rows = _drafter_rows(report)
-    if needs == "sts":
-        ok = [n for n, v in rows.items() if isinstance(v.get("train"), Mapping) and v["train"].get("sts")]
-    else:
-        ok = [n for n, v in rows.items() if all(isinstance(r, Mapping) and needs in r for r in v["quality"].values())]
-    if drafter not in ok:
-        raise ValueError(f"drafter = {drafter!r} has no {needs!r} in the report: allowed {', '.join(map(repr, ok))}")
-    return rows[drafter]
-
-
-def mean_tau(report: Mapping[str, Any], drafter: str, label: str = "t1") -> float:
-    """τ of one drafter at `label` ("t1" or "greedy"), averaged over the report's domains (the macro mean)."""
-    rows = _drafter_rows(report)[drafter]["quality"]
-    return sum(r[label]["tau"] for r in rows.values()) / len(rows)
-
-
-def target_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
-    """The target's validation loss (left axis) and accuracy (right axis) against the training step."""
-    lang = check_lang(lang)
-    target = report.get("target") if isinstance(report, Mapping) else None
-    curve = target.get("curve") if isinstance(target, Mapping) else None
-    if not isinstance(curve, Mapping) or not all(k in curve for k in ("val_steps", "val_loss", "val_accuracy")):
-        raise ValueError("report must hold target.curve with val_steps, val_loss and val_accuracy (report.json)")
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for key, name, colour, right in (
-        ("val_loss", "val_loss", "#e45756", False),
-        ("val_accuracy", "val_acc", "#4c78a8", True),
-    ):
-        fig.add_trace(
-            go.Scatter(
-                x=list(curve["val_steps"]),
-                y=list(curve[key]),
-                mode="lines+markers",
-                name=TEXT(name, lang),
-                line={"color": colour},
-                hovertemplate=f"{TEXT('step', lang)} %{{x}}: %{{y:.3f}}<extra></extra>",
-            ),
-            secondary_y=right,
-        )
-    fig.update_xaxes(title_text=TEXT("step", lang))
-    fig.update_yaxes(title_text=TEXT("val_loss", lang), rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text=TEXT("val_acc", lang), range=[0, 1], secondary_y=True)
-    seconds = report.get("seconds", {}).get("target")
-    steps = target.get("steps", curve["val_steps"][-1] if curve["val_steps"] else 0)
-    title = TEXT("target_title", lang, steps=steps, seconds="—" if seconds is None else f"{seconds:.0f} s")
-    return finish(fig, title, 360, legend={"orientation": "h", "y": -0.25})
-
-
-def tau_bars(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
-    """Table 1 in miniature: τ per domain (and their mean) per drafter, at T = 1 (left) and greedy (right).
-
-    `fig.layout.meta` holds {"dspark_over_dflash": {"t1": …, "greedy": …}} when both drafters are in the report."""
-    lang = check_lang(lang)
-    rows = _drafter_rows(report)
-    domains = _domains(report)
-    xs = [domain_label(d, lang) for d in domains] + [TEXT("dom_mean", lang)]
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        shared_yaxes=True,
-        horizontal_spacing=0.04,
-        subplot_titles=[TEXT(f"temp_{t}", lang) for t in TEMPERATURE_LABELS],
-    )
-    for col, label in enumerate(TEMPERATURE_LABELS, start=1):
-        for name, v in rows.items():
-            ys = [v["quality"][d][label]["tau"] for d in domains]
-            ys.append(sum(ys) / len(ys))
-            fig.add_trace(
-                go.Bar(
-                    x=xs,
-                    y=ys,
-                    name=drafter_label(name),
-                    legendgroup=name,
-                    showlegend=col == 1,
-                    marker_color=DRAFTER_COLOURS.get(name),
-                    text=[f"{y:.2f}" for y in ys],
-                    textposition="outside",
-                    hovertemplate=f"{drafter_label(name)} · %{{x}}: τ = %{{y:.3f}}<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text=TEXT("tau_axis", lang), rangemode="tozero", row=1, col=1)
-    title = TEXT("tau_title", lang)
-    if "dspark" in rows and "dflash" in rows:
-        ratio = {t: mean_tau(report, "dspark", t) / mean_tau(report, "dflash", t) for t in TEMPERATURE_LABELS}
-        fig.update_layout(meta={"dspark_over_dflash": ratio})
-        title += "<br><sup>" + TEXT("tau_ratio", lang, **ratio) + "</sup>"
-    return finish(fig, title, 420, legend={"orientation": "h", "y": -0.15})
-
-
-def cond_accept_lines(report: Mapping[str, Any], lang: str = "en", label: str = "t1") -> go.Figure:
-    """Figure 2 in miniature: conditional acceptance per draft position, one panel per domain, one line per
-    drafter (MTP-1 drafts one token: a single point). Positions never reached are gaps."""
-    lang = check_lang(lang)
-    if label not in TEMPERATURE_LABELS:
-        raise ValueError(f"label = {label!r} is invalid: allowed {', '.join(map(repr, TEMPERATURE_LABELS))}")
-    rows = _drafter_rows(report)
-    domains = _domains(report)
-    fig = make_subplots(
-        rows=1,
-        cols=len(domains),
-        shared_yaxes=True,
-        horizontal_spacing=0.03,
-        subplot_titles=[domain_label(d, lang) for d in domains],
-    )
-    for col, d in enumerate(domains, start=1):
-        for name, v in rows.items():
-            ys = list(v["quality"][d][label]["cond_accept"])
-            fig.add_trace(
-                go.Scatter(
-                    x=list(range(1, len(ys) + 1)),
-                    y=ys,
-                    mode="lines+markers",
-                    name=drafter_label(name),
-                    legendgroup=name,
-                    showlegend=col == 1,
-                    line={"color": DRAFTER_COLOURS.get(name)},
-                    hovertemplate=f"{drafter_label(name)} · d%{{x}}: %{{y:.3f}}<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
-        fig.update_xaxes(title_text=TEXT("draft_pos", lang), dtick=1, row=1, col=col)
-    fig.update_yaxes(range=[0, 1.05])
-    fig.update_yaxes(title_text=TEXT("cond_axis", lang), row=1, col=1)
-    return finish(
-        fig, TEXT("cond_title", lang, temp=TEXT(f"temp_{label}", lang)), 380, legend={"orientation": "h", "y": -0.3}
-    )
-
-
-def threshold_sweep_chart(report: Mapping[str, Any], drafter: str = "dspark", lang: str = "en") -> go.Figure:
-    """Figure 5 in miniature: per domain, verified slots per round and τ (bars, left axis) and the verify rate
-    τ ÷ verified (line, right axis) against a static threshold on the confidence c (T = 1)."""
-    lang = check_lang(lang)
-    rows = _check_drafter_in(report, drafter, "threshold_sweep")["quality"]
-    domains = list(rows)
-    fig = make_subplots(
-        rows=1,
-        cols=len(domains),
-        horizontal_spacing=0.08,
-        subplot_titles=[domain_label(d, lang) for d in domains],
-        specs=[[{"secondary_y": True}] * len(domains)],
-    )
-    for col, d in enumerate(domains, start=1):
-        sweep = rows[d]["threshold_sweep"]
-        xs = [s["threshold"] for s in sweep]
-        for key, name, colour in (("verified_per_round", "verified", "#c7c7c7"), ("tau", "committed", "#e45756")):
-            fig.add_trace(
-                go.Bar(
-                    x=xs,
-                    y=[s[key] for s in sweep],
-                    name=TEXT(name, lang),
-                    legendgroup=key,
-                    showlegend=col == 1,
-                    marker_color=colour,
-                    hovertemplate=f"{TEXT(name, lang)} @ %{{x}}: %{{y:.2f}}<extra></extra>",
-                ),
-                row=1,
-                col=col,
-                secondary_y=False,
-            )
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=[s["verify_rate"] for s in sweep],
-                mode="lines+markers",
-                name=TEXT("verify_rate", lang),
-                legendgroup="verify_rate",
-                showlegend=col == 1,
-                line={"color": "#4c78a8"},
-                hovertemplate=f"{TEXT('verify_rate', lang)} @ %{{x}}: %{{y:.3f}}<extra></extra>",
-            ),
-            row=1,
-            col=col,
-            secondary_y=True,
-        )
-        fig.update_xaxes(title_text=TEXT("threshold", lang), dtick=0.1, row=1, col=col)
-        fig.update_yaxes(rangemode="tozero", row=1, col=col, secondary_y=False)
-        fig.update_yaxes(range=[0, 1.05], row=1, col=col, secondary_y=True)
-    fig.update_yaxes(title_text=TEXT("tokens", lang), row=1, col=1, secondary_y=False)
-    fig.update_yaxes(title_text=TEXT("verify_rate", lang), row=1, col=len(domains), secondary_y=True)
-    fig.update_layout(barmode="overlay", bargap=0.15)
-    title = TEXT("sweep_title", lang, name=drafter_label(drafter))
-    return finish(fig, title, 400, legend={"orientation": "h", "y": -0.3}, margin={"l": 70, "r": 70, "t": 80, "b": 50})
-
-
-def sts_ece_bars(report: Mapping[str, Any], drafter: str = "dspark", lang: str = "en") -> go.Figure:
-    """Sequential temperature scaling: ECE of the prefix survival a_i = Π_{j≤i} c_j before and after STS at each
-    draft position on the rounds the temperatures were fitted on (`train.sts`, the fitted T_i written on the
-    "after" bar), and, where the report holds the drafter's `heldout_calibration`, the raw and calibrated ECE on
-    the evaluation's rounds, which the fit never saw (hatched bars)."""
-    lang = check_lang(lang)
-    row = _check_drafter_in(report, drafter, "sts")
-    sts = row["train"]["sts"]
-    held = row.get("heldout_calibration")
-    if held is not None and (
-        not isinstance(held, Sequence)
-        or [h.get("position") if isinstance(h, Mapping) else None for h in held] != [s["position"] for s in sts]
-        or not all("ece_raw" in h and "ece_sts" in h for h in held)
-    ):
-        raise ValueError(
-            f"heldout_calibration of {drafter!r} must hold one {{'position', 'ece_raw', 'ece_sts', 'n'}} per "
-            f"position of its sts: allowed positions {[s['position'] for s in sts]}"
-        )
-    xs = [s["position"] for s in sts]
-    fig = go.Figure()
-    for key, name, colour in (("ece_before", "ece_before", "#c7c7c7"), ("ece_after", "ece_after", "#e45756")):
-        fig.add_trace(
-            go.Bar(
-                x=xs,
-                y=[s[key] for s in sts],
-                name=TEXT(name, lang),
-                marker_color=colour,
-                text=[f"T = {s['temperature']:g}" for s in sts] if key == "ece_after" else None,
-                textposition="outside",
-                customdata=[
-                    [s["predicted_before" if key == "ece_before" else "predicted_after"], s["observed"]] for s in sts
-                ],
-                hovertemplate="d%{x}: ECE %{y:.4f} · a = %{customdata[0]:.3f} vs %{customdata[1]:.3f}<extra></extra>",
-            )
-        )
-    title = TEXT("sts_title", lang, name=drafter_label(drafter))
-    if held is not None:
-        for key, name, colour in (("ece_raw", "ece_held_raw", "#7f7f7f"), ("ece_sts", "ece_held_sts", "#9e1b1b")):
-            fig.add_trace(
-                go.Bar(
-                    x=xs,
-                    y=[h[key] for h in held],
-                    name=TEXT(name, lang),
-                    marker={"color": colour, "pattern": {"shape": "/", "fgcolor": "white"}},
-                    customdata=[h.get("n") for h in held],
-                    hovertemplate="d%{x}: ECE %{y:.4f} · n = %{customdata}<extra></extra>",
-                )
-            )
-        fit_n, held_n = sts[0].get("n", "—"), held[0].get("n", "—")
-        title += "<br><sup>" + TEXT("sts_sub", lang, fit=fit_n, held=held_n) + "</sup>"
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(title_text=TEXT("draft_pos", lang), dtick=1)
-    fig.update_yaxes(title_text=TEXT("ece", lang), rangemode="tozero")
-    return finish(fig, title, 400, legend={"orientation": "h", "y": -0.25})
-
-
-def speed_bars(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
-    """Wall-clock tokens/s of speculative ÷ plain decoding per domain (and their mean) per drafter; a dotted line
-    at 1 (= plain). Hover shows both tokens/s; the run conditions are in the title."""
-    lang = check_lang(lang)
-    rows = _drafter_rows(report)
-    domains = _domains(report)
-    if not all("speed" in v["quality"][d] for v in rows.values() for d in domains):
-        raise ValueError("report has no tokens/s (quality[domain]['speed']) for every drafter and domain")
-    xs = [domain_label(d, lang) for d in domains] + [TEXT("dom_mean", lang)]
-    fig = go.Figure()
-    for name, v in rows.items():
-        sp = [v["quality"][d]["speed"] for d in domains]
-        ys = [s["ratio"] for s in sp]
-        ys.append(sum(ys) / len(ys))
-        custom = [[s["plain_tok_s"], s["spec_tok_s"]] for s in sp] + [[None, None]]
-        fig.add_trace(
-            go.Bar(
-                x=xs,
-                y=ys,
-                name=drafter_label(name),
-                marker_color=DRAFTER_COLOURS.get(name),
-                text=[f"{y:.2f}×" for y in ys],
-                textposition="outside",
-                customdata=custom,
-                hovertemplate=f"{drafter_label(name)} · %{{x}}: %{{y:.2f}}× (%{{customdata[0]:.1f}} → "
-                "%{customdata[1]:.1f} tok/s)<extra></extra>",
-            )
-        )
-    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#555"}, annotation_text=TEXT("plain", lang))
-    c = report.get("conditions", {})
-    keys = ("cpu", "threads", "torch", "speed_prompts", "max_new_tokens")
-    cond = ", ".join(f"{k} {c[k]}" for k in keys if k in c) or "—"
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text=TEXT("speed_axis", lang), rangemode="tozero")
-    return finish(fig, TEXT("speed_title", lang, cond=html.escape(cond)), 400, legend={"orientation": "h", "y": -0.15})
-
-
-__all__ += [  # the figures of notebook 07
-    "DRAFTER_NAMES",
-    "cond_accept_lines",
-    "domain_label",
-    "drafter_label",
-    "mean_tau",
-    "speed_bars",
-    "sts_ece_bars",
-    "target_curve",
-    "tau_bars",
-    "threshold_sweep_chart",
-]
+def resolve_layer(walk: Walk, step_id: str, layer: int | None) -> int | None:
+    """`layer` checked against `step_layers` (None → `default_layer`); a bad one raises ValueError naming it."""
+    sid = get_step(step_id).id
+    allowed = step_layers(walk, sid)
+    if not allowed:
+        if layer is not None:
+            raise ValueError(f"step {sid} takes no layer (got layer = {layer!r}): pass layer=None")
+        return None
+    if layer is None:
+        return default_layer(walk, sid)
+    if isinstance(layer, bool) or not isinstance(layer, int) or layer not in allowed:
+        raise ValueError(f"layer = {layer!r} is invalid for step {sid}: allowed {', '.join(map(str, allowed))}")
+    return layer

@@ -23,8 +23,10 @@ import plotly.graph_objects as go
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..text import DEFAULT_PROMPT, UI, Texts, check_lang
+from .figures import step_figures
 from .notes import NOTES, equation
-from .plots import default_layer, draft_strip, logits_bar, resolve_layer, step_figures, step_layers, token_text
+from .plots import default_layer, resolve_layer, step_layers, token_text
+from .plots_6b import draft_strip, logits_bar
 from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
 from .view import StepView, Walk
 from .view_6b import check_load, lesson_table, load_plan, next_row, status_text, verdict_text, verify_rows
