@@ -17,6 +17,7 @@ from dspark_mini import get_config
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import layer_roles
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
+from lab.evaluation.profiling import reliability
 from lab.lesson import figures, plots, plots_6b
 from lab.lesson.steps import STEP_IDS
 from lab.lesson.view_6b import verify_rows
