@@ -18,6 +18,7 @@ SEED = 0
 import torch
 
 from lab.lesson import widgets
+from lab.lesson import app
 from lab.lesson.diagrams import architecture_map, display_mermaid, flow_string
 from lab.lesson.exercises import check
 from lab.lesson.steps import COLUMNS, STEPS, successors
@@ -50,7 +51,7 @@ display_mermaid(architecture_map(LANG))
 # verify), và thanh "số yêu cầu đang chạy" cho thấy ℓ mà bộ lập lịch sẽ chọn khi tải cao.
 
 # %%
-app = widgets.lab_app(lang=LANG, seed=SEED)
+app = app.lab_app(lang=LANG, seed=SEED)
 app
 
 # %% [markdown]

@@ -25,7 +25,7 @@ from rich import print as show
 
 from dspark_mini.speculative import acceptance_stats, generate_speculative
 from lab.lesson import plots, widgets
-from lab.lesson import plots_6b
+from lab.lesson import inspector, plots_6b
 from lab.evaluation.quality import eval_prompts
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
@@ -170,7 +170,7 @@ for ell in (1, 3, 5):
     assert w.trace is walk.trace and w.round.block == ell and w.round.drafted == 5  # probe: forward reused, 5 drafted
     sent = [walk.tokenizer.token_text(t) for t in w.round.draft[:ell]]
     print(f"ℓ = {ell}: sent {sent} → kept {w.round.n_accepted}")
-widgets.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
+inspector.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
 
 # %% [markdown]
 # ## Acceptance by position / Tỉ lệ giữ theo vị trí

@@ -9,6 +9,8 @@ import dataclasses
 import ipywidgets as widgets
 import pytest
 
+from lab.lesson import app as A
+from lab.lesson import inspector as I
 from lab.lesson import widgets as W
 from lab.lesson.steps import COLUMNS, FLOW, STEP_IDS, get_step
 from lab.lesson.walk import redraft, run_walk
@@ -259,7 +261,7 @@ def test_map_relabels_when_the_language_changes(state):
 
 # ---- the 6B inspector -----------------------------------------------------------------------------------
 def test_inspector_block_slider_redrafts_only(state):
-    box = W.inspector_6b(state)
+    box = I.inspector_6b(state)
     assert isinstance(box, widgets.VBox)
     slider = one(box, "dspark-block-slider")
     assert (slider.min, slider.max, slider.value) == (1, 5, 5)
@@ -281,14 +283,14 @@ def test_inspector_block_slider_redrafts_only(state):
 def test_inspector_load_slider_shrinks_l_and_marks_the_drafts_sent(state):
     """ "Requests in flight" 1..256 (log steps): the ℓ the dspark scheduler would pick for this round at that load
     (this round's c stacked R times), display only — the model is not run again."""
-    box = W.inspector_6b(state, sliders=False)  # the load slider stays: the app has no such control
+    box = I.inspector_6b(state, sliders=False)  # the load slider stays: the app has no such control
     load, shown = one(box, "dspark-load-slider"), one(box, "dspark-load")
     assert list(load.options) == [2**i for i in range(9)] and load.value == 1
     runs = dict(state.runs)
     seen = {}
     for requests in (1, 8, 64, 256):
         load.value = requests
-        content = W.load_content(state, requests)
+        content = I.load_content(state, requests)
         ell = content["verify_len"]
         seen[requests] = ell
         assert f"R = {requests} requests in flight" in shown.value and f"ℓ = {ell} of this round" in shown.value
@@ -302,14 +304,14 @@ def test_inspector_load_slider_shrinks_l_and_marks_the_drafts_sent(state):
     state.update(block=2)  # a new round: the load view follows it (ℓ of the fixed policy in the note)
     assert "ℓ = 2 (thanh trượt ℓ)" in shown.value
     with pytest.raises(ValueError, match="requests in flight = 300 is invalid"):
-        W.load_content(state, 300)
+        I.load_content(state, 300)
 
 
 def test_inspector_temperature_slider_and_content(state):
-    box = W.inspector_6b(state)
+    box = I.inspector_6b(state)
     one(box, "dspark-temperature-slider").value = 1.0
     assert state.temperature == 1.0 and state.runs == {"forward": 0, "draft": 1, "views": 0}
-    content = W.inspector_6b_content(state)
+    content = I.inspector_6b_content(state)
     rd = state.walk.round
     assert [r["draft_prob"] for r in content["rows"]] == rd.draft_probs
     assert [r["confidence"] for r in content["rows"]] == rd.confidence
@@ -319,7 +321,7 @@ def test_inspector_temperature_slider_and_content(state):
 
 
 def test_inspector_follows_state_changes_from_elsewhere(state):
-    box = W.inspector_6b(state, sliders=False)
+    box = I.inspector_6b(state, sliders=False)
     assert not any(isinstance(w, widgets.IntSlider) for w in W.walk_widgets(box))
     state.update(block=1)
     assert strip_positions(one(box, "dspark-draft-strip")) == 1
@@ -329,8 +331,8 @@ def test_inspector_follows_state_changes_from_elsewhere(state):
 
 
 def test_inspector_shows_what_verify_used_at_t0(state):
-    box = W.inspector_6b(state)
-    content, rd = W.inspector_6b_content(state), state.walk.round
+    box = I.inspector_6b(state)
+    content, rd = I.inspector_6b_content(state), state.walk.round
     assert state.temperature == 0.0
     for i, row in enumerate(content["rows"]):
         assert row["draft_prob"] == 1.0 and row["target_prob"] == float(rd.draft[i] == rd.target_argmax[i])
@@ -348,7 +350,7 @@ def test_inspector_says_sampled_not_argmax_where_it_happens(walk):
     said = 0
     for seed in range(10):
         state = W.LabState.from_walk(redraft(dataclasses.replace(walk, seed=seed), None, 1.0))
-        content, rd = W.inspector_6b_content(state), state.walk.round
+        content, rd = I.inspector_6b_content(state), state.walk.round
         for i, row in enumerate(content["rows"]):
             differs = row["status"] == "accepted" and rd.draft[i] != rd.target_argmax[i]
             assert ("sampled, not argmax" in row["status_text"]) == differs == row["sampled_not_argmax"]
@@ -356,13 +358,13 @@ def test_inspector_says_sampled_not_argmax_where_it_happens(walk):
         nxt = content["next"]
         assert ("sampled, not argmax" in nxt["status_text"]) == (rd.next_token != rd.target_argmax[rd.n_accepted])
         said += nxt["sampled_not_argmax"]
-        assert "softmax T = 1" not in W.draft_table_html(content, "en")  # at T > 0 the table holds what verify used
+        assert "softmax T = 1" not in I.draft_table_html(content, "en")  # at T > 0 the table holds what verify used
     assert said >= 2
 
 
 # ---- the app ------------------------------------------------------------------------------------------
 def test_app_controls(state):
-    app = W.lab_app(state=state)
+    app = A.lab_app(state=state)
     assert isinstance(app, widgets.VBox) and "dspark-app" in app._dom_classes
     kinds = {
         "prompt": widgets.Text,
@@ -386,7 +388,7 @@ def test_app_controls(state):
 
 
 def test_app_map_click_shows_the_panel(state):
-    app = W.lab_app(state=state)
+    app = A.lab_app(state=state)
     area = one(app, "dspark-panel-area")
     for sid in ("3C", "6B", "1A"):
         one(app, f"dspark-step-{sid}").click()
@@ -395,7 +397,7 @@ def test_app_map_click_shows_the_panel(state):
 
 
 def test_app_block_control_redrafts_and_updates_the_inspector(state):
-    app = W.lab_app(state=state)
+    app = A.lab_app(state=state)
     trace = state.walk.trace
     one(app, "dspark-control-block").value = 1
     assert state.walk.trace is trace and state.walk.round.block == 1
@@ -404,7 +406,7 @@ def test_app_block_control_redrafts_and_updates_the_inspector(state):
 
 
 def test_app_lang_layer_and_weights(state):
-    app = W.lab_app(state=state)
+    app = A.lab_app(state=state)
     one(app, "dspark-step-5A").click()
     one(app, "dspark-control-layer").value = 6
     area = one(app, "dspark-panel-area")
@@ -423,7 +425,7 @@ def test_app_lang_layer_and_weights(state):
 
 
 def test_app_refuses_an_empty_prompt_and_reruns_on_a_new_one(state):
-    app = W.lab_app(state=state)
+    app = A.lab_app(state=state)
     prompt = one(app, "dspark-control-prompt")
     prompt.value = "   "
     assert prompt.value == state.prompt and "prompt is empty" in W.find_widgets(app, "dspark-status")[0].value
@@ -433,7 +435,7 @@ def test_app_refuses_an_empty_prompt_and_reruns_on_a_new_one(state):
 
 
 def test_app_refuses_a_seed_torch_cannot_take_and_keeps_the_old_one(state):
-    app = W.lab_app(state=state)
+    app = A.lab_app(state=state)
     seed = one(app, "dspark-control-seed")
     seed.value = 2**64  # torch.Generator.manual_seed would fail with "Overflow when unpacking long"
     status = W.find_widgets(app, "dspark-status")[0].value
@@ -442,7 +444,7 @@ def test_app_refuses_a_seed_torch_cannot_take_and_keeps_the_old_one(state):
 
 
 def test_lab_app_builds_its_own_state():
-    app = W.lab_app(prompt="Xin chào.", lang="vi", seed=2)
+    app = A.lab_app(prompt="Xin chào.", lang="vi", seed=2)
     assert "Đầu vào" in one(app, "dspark-step-1A").description
     assert one(app, "dspark-control-seed").value == 2 and one(app, "dspark-control-lang").value == "vi"
 

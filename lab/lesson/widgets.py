@@ -23,26 +23,41 @@ import plotly.graph_objects as go
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..text import DEFAULT_PROMPT, UI, Texts, check_lang
+from ..weights import check_weights
 from .figures import step_figures
-from .notes import NOTES, equation
-from .plots import default_layer, resolve_layer, step_layers, token_text
-from .plots_6b import draft_strip, logits_bar
+from .notes import equation
+from .plots import default_layer, resolve_layer, step_layers
 from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
 from .view import StepView, Walk
-from .view_6b import check_load, lesson_table, load_plan, next_row, status_text, verdict_text, verify_rows
 from .views import view_2a, view_4a, view_5a
 from .walk import build_views, check_block, redraft, run_walk
 
-WEIGHTS: tuple[str, ...] = ("trained", "untrained")
 FIELDS: tuple[str, ...] = ("prompt", "seed", "block", "temperature", "lang", "weights", "step", "layer")
+
+
 FORWARD_FIELDS: frozenset[str] = frozenset({"prompt", "seed", "weights"})
+
+
 DRAFT_FIELDS: frozenset[str] = frozenset({"block", "temperature"})
+
+
 TEMPERATURE_MAX = 2.0
+
+
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
 COLUMN_COLOURS: tuple[str, ...] = ("#dbeafe", "#dcfce7", "#fef3c7", "#fce7f3")  # map columns 1..4
+
+
 MAX_TABLE_ROWS = 24
+
+
 AUTO_LAYER = "auto"  # the layer dropdown's value for "each step's default" (a Dropdown cannot hold None)
+
+
 LOAD_STEPS: tuple[int, ...] = tuple(2**i for i in range(9))  # the load slider: 1, 2, 4, …, 256 requests in flight
+
 
 TEXT = {
     "auto": {"vi": "tự động", "en": "auto"},
@@ -73,6 +88,8 @@ TEXT = {
     },
     "load_sweep": {"vi": "ℓ theo R", "en": "ℓ by R"},
 }
+
+
 TEXT = Texts(TEXT, "widget")
 
 
@@ -219,12 +236,6 @@ def check_prompt(prompt: Any) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt is empty: give some text to run through the model")
     return prompt
-
-
-def check_weights(weights: Any) -> str:
-    if weights not in WEIGHTS:
-        raise ValueError(f"weights = {weights!r} is invalid: allowed {', '.join(map(repr, WEIGHTS))}")
-    return weights
 
 
 def describe_update(recomputed: set[str], lang: str) -> str:
@@ -525,381 +536,3 @@ def build_map(state: LabState, on_open: Callable[[dict[str, Any]], None] | None 
         cells, layout=widgets.Layout(grid_template_columns=f"repeat({len(COLUMNS)}, 1fr)", grid_gap="6px", width="100%")
     )
     return tagged(grid, "dspark-map")
-
-
-# ---- the 6B inspector ----------------------------------------------------------------------------------
-def inspector_6b_content(state: LabState) -> dict[str, Any]:
-    """Step 6B as plain data: the logits bar, the draft strip, one row per drafted position with the numbers verify
-    used (draft token, p_d(x), p_t(x), min(1, p_t/p_d), confidence c, the target's argmax, the verdict — at T = 0
-    the one-hot values, with the softmax T = 1 ones beside as `*_t1`; None where a draft past ℓ was never sent to
-    verify), the target's own token, the verdict line, the note on what the numbers are, and the lesson's setting
-    next to the lab's."""
-    walk, lang = state.walk, state.lang
-    rd = walk.round
-    rows = [
-        {
-            "position": row["position"],
-            "draft_token": token_text(walk.tokenizer, row["token"]),
-            "draft_prob": row["p_d"],
-            "target_prob": row["p_t"],
-            "ratio": row["ratio"],
-            "confidence": row["confidence"],
-            "target_token": None if row["target_argmax"] is None else token_text(walk.tokenizer, row["target_argmax"]),
-            "sent": row["sent"],
-            "status": row["status"],
-            "status_text": status_text(row, lang),
-            "sampled_not_argmax": row["sampled_not_argmax"],
-            "draft_prob_t1": row["soft_p_d"],
-            "target_prob_t1": row["soft_p_t"],
-        }
-        for row in verify_rows(walk)
-    ]
-    nxt = next_row(walk)
-    lesson = lesson_table(walk, lang)
-    greedy = walk.temperature == 0
-    return {
-        "k": rd.drafted,  # drafted: the whole trained block
-        "verify_len": rd.block,  # ℓ sent to verify (the state's `block`, a fixed policy)
-        "block": state.block,
-        "temperature": state.temperature,
-        "rows": rows,
-        "next": {
-            "position": nxt["position"],
-            "token": token_text(walk.tokenizer, nxt["token"]),
-            "target_token": token_text(walk.tokenizer, nxt["target_argmax"]),
-            "status": nxt["status"],
-            "status_text": status_text(nxt, lang),
-            "sampled_not_argmax": nxt["sampled_not_argmax"],
-        },
-        "next_token": token_text(walk.tokenizer, rd.next_token),
-        "next_kind": rd.next_kind,
-        "n_accepted": rd.n_accepted,
-        "tau": rd.tau,
-        "verdict": verdict_text(walk, lang),
-        "numbers_note": NOTES("t0_note", lang) if greedy else NOTES("t_note", lang, t=f"{walk.temperature:g}"),
-        "lesson": {"title": lesson.title, "columns": lesson.columns, "rows": lesson.rows},
-        "logits": logits_bar(walk, 10, lang),
-        "strip": draft_strip(rd, walk.tokenizer, lang, temperature=walk.temperature),
-    }
-
-
-def draft_table_html(content: dict[str, Any], lang: str) -> str:
-    """The draft positions as an HTML table, one `dspark-draft-row` per draft position (then the target's own
-    token), with the numbers verify used; at T = 0 a last column holds the softmax T = 1 values (not used)."""
-    greedy = content["temperature"] == 0
-    columns = ["#", UI("draft_token", lang)]
-    columns += [NOTES(k, lang) for k in ("pd_col", "pt_col", "ratio_col", "c_col", "argmax_col")]
-    columns += [TEXT("verify_col", lang)] + ([NOTES("soft_col", lang)] if greedy else [])
-
-    def num(x: float | None, fmt: str = ".4g") -> str:
-        return "—" if x is None else f"{x:{fmt}}"
-
-    rows = [
-        [r["position"], r["draft_token"], num(r["draft_prob"]), num(r["target_prob"]), num(r["ratio"])]
-        + [num(r["confidence"]), r["target_token"] or "—", r["status_text"]]
-        + ([f"{num(r['draft_prob_t1'], '.3g')} / {num(r['target_prob_t1'], '.3g')}"] if greedy else [])
-        for r in content["rows"]
-    ]
-    nxt = content["next"]
-    rows.append([nxt["position"], nxt["token"], "", "", "", "", nxt["target_token"], nxt["status_text"]])
-    rows[-1] += [""] if greedy else []
-    title = f"{UI('draft_token', lang)} · k = {content['k']} · ℓ = {content['verify_len']}"
-    classes = ["dspark-draft-row" + ("" if r["sent"] else " dspark-not-sent") for r in content["rows"]]
-    return table_html({"title": title, "columns": columns, "rows": rows}, classes + ["dspark-next-row"])
-
-
-def load_content(state: LabState, requests: int) -> dict[str, Any]:
-    """What the scheduler would verify of the state's round with `requests` copies of it in flight (the 6B walk's
-    scheduler table, `walkthrough.load_plan`), and ℓ at every load of the slider, as plain data."""
-    requests = check_load(requests)
-    rd, tok = state.walk.round, state.walk.tokenizer
-    plan = load_plan(rd.confidence, requests)
-    return {
-        "requests": requests,
-        "verify_len": plan.verify_len,
-        "lengths": list(plan.lengths),
-        "mean_verify_len": plan.mean_verify_len,
-        "batch_tokens": plan.batch_tokens,
-        "throughput": plan.throughput,
-        "k": rd.drafted,
-        "fixed_verify_len": rd.block,
-        "drafts": [{"token": token_text(tok, t), "sent": i < plan.verify_len} for i, t in enumerate(rd.draft)],
-        "sweep": [(r, load_plan(rd.confidence, r).verify_len) for r in LOAD_STEPS],
-    }
-
-
-def load_html(content: dict[str, Any], lang: str) -> str:
-    """The load section: one line with ℓ, the drafts marked ● sent / ○ not sent, ℓ at every load, the caveat."""
-    e = html.escape
-    line = TEXT(
-        "load_line",
-        lang,
-        r=content["requests"],
-        l=content["verify_len"],
-        k=content["k"],
-        b=content["batch_tokens"],
-        m=f"{content['mean_verify_len']:.2f}",
-        t=f"{content['throughput']:.0f}",
-    )
-    cells = []
-    for d in content["drafts"]:
-        style = "background:#8fd19e;font-weight:bold" if d["sent"] else "background:#f7f7f7;color:#777"
-        cls = "dspark-load-sent" if d["sent"] else "dspark-load-not-sent"
-        mark = "●" if d["sent"] else "○"
-        cells.append(f"<span class='{cls}' style='{style};padding:2px 6px;margin:2px'>{mark} {d['token']}</span>")
-    sweep = " · ".join(
-        (f"<b>R = {r}: ℓ = {n}</b>" if r == content["requests"] else f"R = {r}: ℓ = {n}") for r, n in content["sweep"]
-    )
-    return (
-        f"<div style='margin:6px 0'><b>{e(TEXT('load_title', lang))}</b><p>{e(line)}</p>"
-        f"<div>{''.join(cells)}</div>"
-        f"<p style='font-size:12px'>{e(TEXT('load_sweep', lang))}: {sweep}</p>"
-        f"<p style='color:#92400e'>ℹ {e(TEXT('load_sim', lang, l=content['fixed_verify_len']))}</p></div>"
-    )
-
-
-def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
-    """Step 6B: the logits bar, the draft strip, the per-position table (the numbers verify used), the scheduler
-    under load and the lesson's setting next to the lab's, with a verify-length slider ℓ (1..trained block: a fixed
-    policy; the draft always runs the whole block) and a temperature slider (0..2) that re-draft only — the prompt's
-    forward is kept — and a "requests in flight" slider (1..256, log steps) that shows the ℓ the dspark scheduler
-    would pick for this round at that load (display only: nothing is recomputed in the model).
-    `sliders=False` leaves the ℓ and temperature sliders out (the app has them among its controls)."""
-    cfg = state.walk.cfg
-    title = tagged(widgets.HTML(), "dspark-inspector-title")
-    block = tagged(
-        widgets.IntSlider(value=state.block, min=1, max=cfg.dspark_block_size, step=1, continuous_update=False),
-        "dspark-block-slider",
-    )
-    temp = tagged(
-        widgets.FloatSlider(
-            value=state.temperature,
-            min=0.0,
-            max=TEMPERATURE_MAX,
-            step=0.05,
-            continuous_update=False,
-            readout_format=".2f",
-        ),
-        "dspark-temperature-slider",
-    )
-    load = tagged(
-        widgets.SelectionSlider(options=list(LOAD_STEPS), value=LOAD_STEPS[0], continuous_update=False),
-        "dspark-load-slider",
-    )
-    load.style.description_width = temp.style.description_width = "initial"  # "Temperature", never "Temperat…"
-    status = tagged(widgets.HTML(), "dspark-inspector-status")
-    logits_out = tagged(figure_output(), "dspark-logits")
-    strip_out = tagged(figure_output(), "dspark-draft-strip")
-    table = tagged(widgets.HTML(), "dspark-draft-table")
-    load_view = tagged(widgets.HTML(), "dspark-load")
-    lesson = tagged(widgets.HTML(), "dspark-lesson-table")
-
-    def render_load(change: dict[str, Any] | None = None) -> None:
-        load_view.value = load_html(load_content(state, load.value), state.lang)
-
-    def render(changed: set[str] | None = None, recomputed: set[str] | None = None) -> None:
-        if changed is not None and not (recomputed or changed & {"lang"}):
-            return
-        lang = state.lang
-        content = inspector_6b_content(state)
-        title.value = (
-            f"<h3 style='margin:4px 0'>{html.escape(TEXT('inspector', lang))} · "
-            f"{html.escape(get_step('6B').t('title', lang))}</h3>"
-            f"<p>{html.escape(content['verdict'])}</p>"
-        )
-        block.description, temp.description = "ℓ", UI("temperature", lang)
-        load.description = UI("requests_in_flight", lang)
-        block.value, temp.value = state.block, state.temperature  # no-op updates when already equal
-        if changed is None or recomputed & {"forward", "views"}:  # a new draft leaves the logits as they are
-            set_figure(logits_out, content["logits"])
-        set_figure(strip_out, content["strip"])
-        note_html = f"<p style='color:#92400e'>ℹ {html.escape(content['numbers_note'])}</p>"
-        table.value = draft_table_html(content, lang) + note_html
-        render_load()
-        lesson.value = table_html(content["lesson"])
-
-    def on_slider(name: str, widget: widgets.Widget) -> Callable[[dict[str, Any]], None]:
-        def handler(change: dict[str, Any]) -> None:
-            try:
-                state.update(**{name: change["new"]})
-                status.value = ""
-            except (TypeError, ValueError) as err:
-                status.value = f"<span style='color:#b91c1c'>{html.escape(str(err))}</span>"
-                widget.value = getattr(state, name)
-
-        return handler
-
-    block.observe(on_slider("block", block), names="value")
-    temp.observe(on_slider("temperature", temp), names="value")
-    load.observe(render_load, names="value")
-    render()
-    state.subscribe(render)
-    parts: list[widgets.Widget] = [title]
-    if sliders:
-        parts.append(widgets.HBox([block, temp]))
-    parts += [status, logits_out, strip_out, table, load, load_view, lesson]
-    return tagged(widgets.VBox(parts, layout=widgets.Layout(width="100%")), "dspark-inspector")
-
-
-# ---- the whole app ---------------------------------------------------------------------------------------
-class LabApp:
-    """The controls, the map, the panel area and the 6B inspector around one LabState (see `lab_app`)."""
-
-    def __init__(self, state: LabState) -> None:
-        self.state = state
-        self.syncing = False  # True while the app itself sets a control (its observer must not react)
-        cfg = state.walk.cfg
-        lay = widgets.Layout(width="auto")
-        self.controls: dict[str, widgets.Widget] = {
-            "prompt": widgets.Text(value=state.prompt, continuous_update=False, layout=widgets.Layout(width="60%")),
-            "seed": widgets.IntText(value=state.seed, layout=widgets.Layout(width="160px")),
-            "block": widgets.IntSlider(value=state.block, min=1, max=cfg.dspark_block_size, continuous_update=False),
-            "temperature": widgets.FloatSlider(
-                value=state.temperature,
-                min=0.0,
-                max=TEMPERATURE_MAX,
-                step=0.05,
-                continuous_update=False,
-                readout_format=".2f",
-            ),
-            "lang": widgets.ToggleButtons(options=[("vi", "vi"), ("en", "en")], value=state.lang, layout=lay),
-            "weights": widgets.Dropdown(options=self.weight_options(), value=state.weights, layout=lay),
-            "layer": widgets.Dropdown(options=self.layer_options(), value=self.control_value("layer"), layout=lay),
-        }
-        for name, w in self.controls.items():
-            tagged(w, "dspark-control", f"dspark-control-{name}")
-            w.observe(self.on_control(name), names="value")
-        self.status = tagged(widgets.HTML(), "dspark-status")
-        self.flow = widgets.HTML()
-        self.map = build_map(state, self.show)
-        self.panel_area = tagged(widgets.VBox([step_panel(state)]), "dspark-panel-area")
-        self.inspector = inspector_6b(state, sliders=False)
-        c = self.controls
-        rows = [
-            widgets.HBox([c["prompt"], c["seed"]]),
-            widgets.HBox([c["block"], c["temperature"]]),
-            widgets.HBox([c["lang"], c["weights"], c["layer"]]),
-        ]
-        self.widget = tagged(
-            widgets.VBox(rows + [self.status, self.flow, self.map, self.panel_area, self.inspector]), "dspark-app"
-        )
-        self.relabel()
-        state.subscribe(self.on_state)
-
-    def weight_options(self) -> list[tuple[str, str]]:
-        lang = self.state.lang
-        return [(UI(w, lang), w) for w in WEIGHTS]
-
-    def layer_options(self) -> list[tuple[str, int | str]]:
-        lang = self.state.lang
-        layers = range(self.state.walk.cfg.n_layers)
-        return [(TEXT("auto", lang), AUTO_LAYER)] + [(f"{UI('layer', lang)} {i}", i) for i in layers]
-
-    def control_value(self, name: str) -> Any:
-        """The state's value of `name` as its control holds it (layer None ↔ AUTO_LAYER)."""
-        value = getattr(self.state, name)
-        return AUTO_LAYER if name == "layer" and value is None else value
-
-    def on_control(self, name: str) -> Callable[[dict[str, Any]], None]:
-        def handler(change: dict[str, Any]) -> None:
-            if not self.syncing:
-                value = change["new"]
-                self.apply(name, None if name == "layer" and value == AUTO_LAYER else value)
-
-        return handler
-
-    def apply(self, name: str, value: Any) -> set[str]:
-        """Route one control change through `LabState.update`; a refused value is shown and reverted."""
-        try:
-            recomputed = self.state.update(**{name: value})
-        except (TypeError, ValueError) as err:
-            self.status.value = f"<span style='color:#b91c1c'>{html.escape(str(err))}</span>"
-            self.sync()
-            return set()
-        done = describe_update(recomputed, self.state.lang)
-        self.status.value = f"<span style='color:#555'>{html.escape(done)}</span>"
-        return recomputed
-
-    def show(self, content: dict[str, Any]) -> None:
-        """Put a step's panel in the panel area (what the map's `on_open` does)."""
-        self.panel_area.children = (panel_widget(content),)
-
-    def on_state(self, changed: set[str], recomputed: set[str]) -> None:
-        self.sync()
-        if "lang" in changed:
-            self.relabel()
-        stale = recomputed & {"forward", "views"} or ("draft" in recomputed and self.state.step == "6B")
-        if stale or "layer" in changed:
-            self.show(step_panel_content(self.state))
-
-    def sync(self) -> None:
-        """Set every control to the state's value without triggering updates."""
-        self.syncing = True
-        try:
-            for name, w in self.controls.items():
-                if w.value != self.control_value(name):
-                    w.value = self.control_value(name)
-        finally:
-            self.syncing = False
-
-    def relabel(self) -> None:
-        lang, c = self.state.lang, self.controls
-        names = {
-            "prompt": "prompt",
-            "seed": "seed",
-            "block": "verify_len",
-            "temperature": "temperature",
-            "lang": "language",
-            "weights": "weights",
-            "layer": "layer",
-        }
-        self.syncing = True
-        try:
-            for name, key in names.items():
-                c[name].description = UI(key, lang)
-                c[name].style.description_width = "initial"
-            c["weights"].options, c["weights"].value = self.weight_options(), self.state.weights
-            c["layer"].options, c["layer"].value = self.layer_options(), self.control_value("layer")
-        finally:
-            self.syncing = False
-        self.flow.value = f"<i>{html.escape(flow_text(lang))}</i> — {html.escape(UI('map_hint', lang))}"
-
-
-def lab_app(
-    prompt: str = DEFAULT_PROMPT, lang: str = "en", seed: int = 0, state: LabState | None = None
-) -> widgets.VBox:
-    """The whole lab in one widget: controls (prompt, seed, verify length ℓ, temperature, language, weights, layer),
-    the clickable 4-column map, the panel of the chosen step and the 6B inspector. Pass `state` to reuse a
-    LabState (then `prompt`, `lang` and `seed` are ignored)."""
-    return LabApp(state if state is not None else LabState(prompt, seed=seed, lang=lang)).widget
-
-
-__all__ = [
-    "AUTO_LAYER",
-    "FIELDS",
-    "WEIGHTS",
-    "LabApp",
-    "LabState",
-    "build_map",
-    "describe_update",
-    "draft_table_html",
-    "figure_bundle",
-    "figure_output",
-    "find_widgets",
-    "flow_text",
-    "inspector_6b",
-    "inspector_6b_content",
-    "lab_app",
-    "load_content",
-    "load_html",
-    "map_layout",
-    "open_step",
-    "panel_html",
-    "panel_layer",
-    "panel_widget",
-    "set_figure",
-    "shown_figure",
-    "step_panel",
-    "step_panel_content",
-    "walk_widgets",
-]
