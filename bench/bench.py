@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plain_transformer import lab_active_params, plain_like  # noqa: E402
 
 from dspark_mini.files import write_atomic  # noqa: E402
-from lab.evaluation.profiling import cpu_model, percentiles, verify_steps  # noqa: E402
+from lab.evaluation.conditions import cpu_model, percentiles
+from lab.evaluation.profiling import verify_steps  # noqa: E402
 from lab.evaluation.quality import FREE_FORM  # noqa: E402  (the prompts `train all` reports free-form τ on)
 
 ROOT = Path(__file__).resolve().parent.parent

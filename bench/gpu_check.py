@@ -42,7 +42,7 @@ def config():
 def estimate():
     """What the run will hold on its one device, from the config alone (lab/realscale/placement.py, the estimate
     every loader runs): every weight in bf16 (fp32 where the model keeps it), + the stated margin."""
-    from lab.realscale.distributed import SINGLE
+    from lab.realscale.ranks import SINGLE
     from lab.realscale.placement import estimate_rank
 
     return estimate_rank(config(), SINGLE, packed=False, style="lab")

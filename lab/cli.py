@@ -574,7 +574,7 @@ def check_args(args: argparse.Namespace) -> None:
     if getattr(args, "block", None) is not None:
         check_int(args.block, "--block", 1, cfg.dspark_block_size, "the trained draft block")
     if hasattr(args, "dtype"):  # generate, profile, serve
-        from .realscale.placement import check_device, check_dtype
+        from dspark_mini.device import check_device, check_dtype
 
         check_device(args.device)
         check_dtype(args.dtype)

@@ -26,6 +26,7 @@ from typing import Any
 from dspark_mini import Transformer, build_model, get_config
 from dspark_mini.baselines import Eagle3Drafter, MTP1Drafter, load_baseline, read_baseline_header
 from dspark_mini.checkpoint import TARGET_KEY, load_model, read_header, stamp_target
+from dspark_mini.device import check_device, check_dtype, compute_config
 from dspark_mini.drafters import Drafter, DSparkDrafter
 from dspark_mini.files import write_atomic
 from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
@@ -245,47 +246,31 @@ def lab_model(
     weights: str = "trained",
     seed: int = 0,
     weights_dir: str | Path | None = None,
-    checkpoint: str | Path | None = None,
-    shard: bool = True,
     device: str | None = None,
     dtype: str | None = None,
-    free: int | None = None,
 ) -> Transformer:
-    """The `lab` model: trained target + DSpark draft, or the untrained init of `seed` — or, with `checkpoint`, the
-    model read back from a folder in the official layout (`dspark-lab checkpoint export`), whatever `weights` says.
-    Under torchrun with several ranks it is this rank's shard (`shard=False`: the whole model, on every rank).
+    """The `lab` model in this process: the trained target + DSpark draft (the shipped set, or the set in
+    `weights_dir`), or the untrained init of `seed`.
 
     device: cpu (default), cuda or cuda:N; dtype: the compute dtype the model is built in — float64 (the lab's),
-    float32 or bfloat16; mHC, router, sinks and head stay fp32 (`lab.realscale.placement`). Before anything is
-    built, the memory estimate is compared with what the device has free (`free`: injected free bytes, for tests)."""
-    from .realscale import load_checkpoint
-    from .realscale.distributed import SINGLE, maybe_distributed, maybe_distributed_load  # no-ops in one process
-    from .realscale.placement import check_device, check_dtype, check_fits, estimate_rank
-
+    float32 or bfloat16; mHC, router, sinks and head stay fp32 (`dspark_mini.device`). A checkpoint folder in the
+    official layout, a memory check against the device and a rank's shard under torchrun are the real-scale path's
+    (`lab.realscale.run_model`), which calls this for the lab's own set."""
     dev = check_device(device, "device")
     check_dtype(dtype, "dtype")
-    if checkpoint is not None:  # under torchrun only this rank's tensors are read
-        if shard:
-            return maybe_distributed_load(checkpoint, device=str(dev), dtype=dtype)
-        return load_checkpoint(checkpoint, device=dev, dtype=dtype, free=free)
     check_weights(weights)
-    cfg = get_config("lab")
-    check_fits(estimate_rank(cfg, SINGLE, packed=False, dtype=dtype, style="lab"), dev, free)
     if weights == "untrained":
-        model = build_model(cfg, seed=seed)
+        model = build_model(get_config("lab"), seed=seed)
     else:
         target, draft = weight_file("target", weights_dir), weight_file("dspark", weights_dir)
         verified(target, draft)
         model = load_model(target, draft)
-    model = in_dtype(model, dtype)
-    return maybe_distributed(model, device=str(dev)) if shard else model.to(dev)
+    return in_dtype(model, dtype).to(dev)
 
 
 def in_dtype(model: Transformer, dtype: str | None) -> Transformer:
     """The same weights in a model built in compute dtype `dtype` (None or the model's own: the model itself); the
     high-precision tensors keep their fp32 (`hp_dtype`), the STS temperatures are carried over."""
-    from .realscale.placement import compute_config
-
     cfg = compute_config(model.cfg, dtype)
     if cfg is model.cfg:
         return model

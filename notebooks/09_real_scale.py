@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 from dspark_mini import build_model, count_params, get_config
 from lab.lesson.exercises import check
 from lab.realscale import inspect_checkpoint, write_header_only
-from lab.realscale.distributed import Parallel, ShardingError, check_shardable, engram_rows, rank_selector
+from lab.realscale.ranks import Parallel, ShardingError, check_shardable, engram_rows, rank_selector
 from lab.realscale.placement import check_fits, estimate_ranks, read_stored
 from lab.serving.sps import staircase_table
 

@@ -30,18 +30,8 @@ import pytest
 import torch
 
 from dspark_mini import get_config
-from lab.realscale.distributed import (
-    ExpertParallelMoE,
-    Parallel,
-    ShardingError,
-    check_shardable,
-    engram_rows,
-    maybe_distributed,
-    rank_selector,
-    rank_slice,
-    read_env,
-    shard_model,
-)
+from lab.realscale.distributed import ExpertParallelMoE, maybe_distributed, read_env, shard_model
+from lab.realscale.ranks import Parallel, ShardingError, check_shardable, engram_rows, rank_selector, rank_slice
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -269,7 +259,7 @@ def official(tmp_path_factory):
     from lab.weights import lab_model
 
     folder = tmp_path_factory.mktemp("dist") / "official"
-    return export_checkpoint(lab_model("trained", shard=False), folder, shards=3, style="official")
+    return export_checkpoint(lab_model("trained"), folder, shards=3, style="official")
 
 
 def test_packed_sharded_equals_packed_one_rank_reading_only_its_share(official):

@@ -13,25 +13,25 @@ import pytest
 import torch
 
 from dspark_mini import build_model, get_config
+from dspark_mini.device import check_device, check_dtype, compute_config
 from dspark_mini.packed import state_bytes
 from lab.lesson.generation import compare
 from lab.realscale import export as export_mod
 from lab.realscale import export_checkpoint, load_checkpoint, write_header_only
-from lab.realscale.distributed import SINGLE, Parallel, held_bytes, load_sharded
+from lab.realscale.ranks import SINGLE, Parallel
+from lab.realscale.distributed import held_bytes, load_sharded
 from lab.realscale.export import build_on_meta
 from lab.realscale.placement import (
     MARGIN_FLOOR,
     MARGIN_FRACTION,
     PlacementError,
-    check_device,
-    check_dtype,
     check_fits,
-    compute_config,
     estimate_rank,
     estimate_ranks,
     free_bytes,
     read_stored,
 )
+from lab.realscale.run import run_model
 from lab.realscale.shards import read_index
 
 GIB = 2**30
@@ -52,7 +52,7 @@ FP32_FLIP_TOL = 0.1
 def trained():
     from lab.weights import lab_model
 
-    return lab_model("trained", shard=False)
+    return lab_model("trained")
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_nothing_is_built_when_it_does_not_fit(official, monkeypatch) -> None:
     monkeypatch.setattr(export_mod, "build_model", no_build)
     monkeypatch.setattr(export_mod, "build_on_meta", no_build)
     with pytest.raises(PlacementError, match="does not fit"):
-        weights.lab_model("trained", shard=False, free=1)
+        run_model("trained", shard=False, free=1)
     with pytest.raises(PlacementError, match="does not fit"):
         load_checkpoint(official, free=1)
     with pytest.raises(PlacementError, match=r"does not fit: rank 0 of 1 .*\(packed as stored"):

@@ -9,8 +9,6 @@ cannot be compared.
 from __future__ import annotations
 
 import copy
-import os
-import platform
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -21,45 +19,9 @@ from dspark_mini import Trace, get_config
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
+from .conditions import percentiles, run_conditions
+
 TAP_CHECK = "main_x the draft received vs main_x rebuilt from the tap layers' inputs caught by hooks"
-
-
-def percentiles(xs: list[float]) -> dict[str, float]:
-    """Nearest-rank p50 / p95 / p99 (and n) of a list of measurements."""
-    if not xs:
-        raise ValueError("percentiles of an empty list")
-    s = sorted(xs)
-
-    def q(p: float) -> float:
-        return s[min(len(s) - 1, max(0, round(p * (len(s) - 1))))]
-
-    return {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "n": len(s)}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def run_conditions(model, batch: int, cache_len: int) -> dict[str, Any]:
-    dev = next(model.parameters()).device
-    return {
-        "batch": batch,
-        "cache_length": cache_len,
-        "threads": torch.get_num_threads(),
-        "dtype": model.cfg.dtype,
-        "device": str(dev),
-        "torch": torch.__version__,
-        "cpu": cpu_model(),
-        "cpus": os.cpu_count(),
-        "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
-    }
 
 
 @torch.no_grad()
@@ -189,7 +151,7 @@ def profile(
     """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
     (the language they learned); untrained ones after random token ids. `verify_steps` gives verify(k) ÷ one
     decode step for k = 1..block at each of `verify_lengths` (`verify_cost[k]["steps"]` at `cache_len`)."""
-    from ..weights import lab_model
+    from ..realscale.run import run_model
 
     check_seed(seed)
     check_int(reps, "reps", 1)
@@ -200,7 +162,7 @@ def profile(
     verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
     why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
     check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
-    model = lab_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)

@@ -257,7 +257,7 @@ def evaluate_drafters(
 
 
 def conditions(n_prompts: int, max_new_tokens: int, speed_prompts: int, seed: int) -> dict[str, Any]:
-    from .profiling import cpu_model
+    from .conditions import cpu_model
 
     return {
         "n_prompts": n_prompts,

@@ -11,8 +11,8 @@ from dspark_mini import get_config, get_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
+from ..realscale.run import run_model
 from ..text import DEFAULT_PROMPT
-from ..weights import lab_model
 
 
 @dataclass
@@ -106,7 +106,7 @@ def compare(
     cfg = get_config(preset)
     tok = get_tokenizer(cfg)
     ids = tok.encode(prompt)
-    model = lab_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     spec = generate_speculative(model, x, max_new_tokens, block, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)

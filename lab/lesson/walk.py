@@ -21,8 +21,8 @@ from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
+from ..realscale.run import run_model
 from ..text import DEFAULT_PROMPT, check_lang
-from ..weights import lab_model
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk
 from .view_6b import view_6b
@@ -66,7 +66,7 @@ def run_walk(
         )
     block = check_block(cfg, block)
     temperature = check_temperature(temperature)
-    model = lab_model(weights, seed, checkpoint=checkpoint)
+    model = run_model(weights, seed, checkpoint=checkpoint)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
     with torch.no_grad():

@@ -48,8 +48,7 @@ from dspark_mini.tokenizer import default_tokenizer
 from ..evaluation.quality import eval_prompts
 from ..lesson.view_6b import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
 from ..text import LANGS, UI
-from .page import asset, render
-from .presenter import DEFAULT_REQUESTS
+from .page import DEFAULT_REQUESTS, MARKERS, asset, render
 from .rounds import cache_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -380,15 +379,6 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "Made by `{cmd}` from the trained lab model; it runs offline, nothing to install.",
     },
     "walk_prompt": {"vi": "lời nhắc mặc định của dspark-lab walk", "en": "dspark-lab walk's default prompt"},
-}
-MARKERS = {  # the verify outcomes' markers, as lab/lesson/render.py's STRIP: the marker alone tells them apart
-    "anchor": "▸",
-    "accepted": "✓",
-    "rejected": "✗",
-    "not_verified": "·",
-    "not_sent": "○",
-    "resampled": "↻",
-    "bonus": "+",
 }
 
 

@@ -3,6 +3,7 @@
 asset(name)                    a file of this package (template, style, script)
 inline(template, parts)        the template with every `/*@MARKER@*/` replaced by its text, each exactly once
 render(template, data, parts)  inline() with the page's data as JSON under `/*@DATA@*/`
+DEFAULT_REQUESTS, MARKERS      what both pages (the presenter and the Explorer) start from and draw verdicts with
 """
 
 from __future__ import annotations
@@ -10,6 +11,17 @@ from __future__ import annotations
 import json
 from importlib import resources
 from typing import Any
+
+DEFAULT_REQUESTS = 128  # a busy server: the scheduler holds some drafts back (at R ≤ 64 the lab model sends all 5)
+MARKERS = {  # the verify outcomes' markers, as lab/lesson/render.py's STRIP: the marker alone tells them apart
+    "anchor": "▸",
+    "accepted": "✓",
+    "rejected": "✗",
+    "not_verified": "·",
+    "not_sent": "○",
+    "resampled": "↻",
+    "bonus": "+",
+}
 
 
 def asset(name: str) -> str:

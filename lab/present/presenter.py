@@ -29,12 +29,11 @@ from typing import Any
 
 from ..lesson.steps import STEP_IDS
 from ..text import LANGS, UI, check_lang, say_symlink
-from .page import asset, render
+from .page import DEFAULT_REQUESTS, MARKERS, asset, render
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_ROUNDS = 12
-DEFAULT_REQUESTS = 128  # a busy server: the scheduler holds some drafts back (at R ≤ 64 the lab model sends all 5)
 ROUNDS_SLIDE = "6B-rounds"  # the slide after 6B: the rounds of the scheduled run
 PLOTLY = "plotly.min.js"  # served beside the page from the installed plotly package (no network)
 CONNECTION_TIMEOUT_S = 5.0  # a connection that sends nothing (or takes no WRITE_CHUNK) this long is closed
@@ -219,7 +218,7 @@ def build_data(
 
     from ..lesson.widgets import LabState
     from ..text import DEFAULT_PROMPT
-    from . import deck, explorer
+    from . import deck
     from .rounds import scheduled_rounds
 
     lang = check_lang(lang)
@@ -245,7 +244,7 @@ def build_data(
         "deck": decks,
         "debugger": debug,
         "vocab": [tok.token_text(i).replace("\n", "↵") for i in range(tok.vocab_size)],
-        "markers": explorer.MARKERS,
+        "markers": MARKERS,
         "ui": strings(),
     }
 

@@ -56,9 +56,7 @@ ranks (a missing shard of one rank's experts) are exchanged first (`agree`), so 
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +70,7 @@ from torch import nn
 
 from dspark_mini.attention import Attention
 from dspark_mini.config import ModelConfig
+from dspark_mini.device import check_device, compute_config
 from dspark_mini.engram import Engram
 from dspark_mini.linear import cast
 from dspark_mini.model import Recorder
@@ -79,12 +78,12 @@ from dspark_mini.moe import MoE, act_qdq
 from dspark_mini.packed import PackedLinear, PackedWeight, drop_weight_caches, replace_module, slice_packed
 from dspark_mini.quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 
+from . import placement
+from .export import CheckpointReader, build_on_meta, load_checkpoint, read_config
+from .layout import lab_tensors
+from .ranks import SINGLE, Parallel, ShardingError, check_shardable, engram_rows, rank_slice, sliced_shape
+
 DEFAULT_TIMEOUT_S = 300.0  # a collective that waits longer than this fails instead of hanging
-
-
-class ShardingError(ValueError):
-    """The model cannot be sharded this way (a size that does not divide, a rank that failed); the message says
-    which tensor / option / rank."""
 
 
 # ---- ranks: torchrun's environment, the process group -----------------------------------------------------
@@ -146,25 +145,13 @@ class DistInfo:
     device: torch.device
 
 
-def check_device(device: str | torch.device | None) -> str:
-    try:
-        kind = "cpu" if device is None else torch.device(device).type
-    except (RuntimeError, TypeError):
-        kind = None
-    if kind not in ("cpu", "cuda"):
-        raise ShardingError(f"device = {device!r} is invalid: allowed 'cpu' or 'cuda'")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ShardingError("device = 'cuda' but this machine has no CUDA GPU: allowed 'cpu' here")
-    return kind
-
-
 def init_distributed(device: str | None = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S, env=None) -> DistInfo:
     """Join the process group torchrun set up: `gloo` on CPU, `nccl` on CUDA (each rank on GPU LOCAL_RANK).
 
     One process (no torchrun): no group, rank 0 of 1. Already initialized: the existing group is used. Rank 0
     prints; call `quiet_other_ranks` to silence the others' stdout (stderr stays: errors show on every rank)."""
     e = read_env(env)
-    kind = check_device(device)
+    kind = check_device(device, "device").type
     if kind == "cuda":
         if e.local_rank >= torch.cuda.device_count():
             raise ShardingError(
@@ -201,68 +188,6 @@ def finish_distributed(barrier: bool = False) -> None:
         if barrier:
             dist.barrier()
         dist.destroy_process_group()
-
-
-# ---- one rank's place ---------------------------------------------------------------------------------------
-@dataclass
-class Parallel:
-    """One rank's place in a sharded model: the group the experts and Engram tables are split over (`size`
-    ranks, this one is `rank`), and inside it the tensor-parallel group of `tp` consecutive ranks that splits
-    attention and the vocab (this one is `tp_rank`). size == 1: nothing is split (no collectives)."""
-
-    group: Any = None
-    rank: int = 0
-    size: int = 1
-    tp_group: Any = None
-    tp_rank: int = 0
-    tp: int = 1
-
-    def describe(self) -> dict[str, int]:
-        return {"ranks": self.size, "rank": self.rank, "tp": self.tp, "tp_rank": self.tp_rank}
-
-
-SINGLE = Parallel()
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def check_shardable(cfg: ModelConfig, size: int, tp: int | None = None) -> int:
-    """Refuse (ShardingError naming every problem) a split of `cfg` over `size` ranks with tensor-parallel size
-    `tp` (default: size) that does not divide; returns tp. From the config alone: the same on every rank and
-    before any collective, so every rank raises and none waits."""
-    tp = size if tp is None else tp
-    for name, v in (("ranks", size), ("tp", tp)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ShardingError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
-    problems = []
-    if size % tp:
-        problems.append(f"tp = {tp} does not divide the {size} ranks")
-    expert_counts = [("n_routed_experts", "routed experts", cfg.n_routed_experts)]
-    if cfg.n_mtp_layers:
-        expert_counts.append(("dspark_n_routed_experts", "the draft's routed experts", cfg.dspark_n_routed_experts))
-    for name, what, n in expert_counts:
-        if n % size:
-            problems.append(f"{name} = {n} ({what}) is not divisible by {size} ranks (expert parallelism)")
-    for name, what, n in (
-        ("o_groups", "attention output groups", cfg.o_groups),
-        ("n_heads", "attention heads", cfg.n_heads),
-        ("vocab_size", "vocabulary", cfg.vocab_size),
-    ):
-        if n % tp:
-            problems.append(f"{name} = {n} ({what}) is not divisible by the tensor-parallel size tp = {tp}")
-    if problems:
-        ep = math.gcd(*(n for _, _, n in expert_counts))
-        tp_ok = math.gcd(cfg.o_groups, cfg.n_heads, cfg.vocab_size)
-        raise ShardingError(
-            f"cannot shard {cfg.name} over {size} ranks with tp = {tp}: "
-            + "; ".join(problems)
-            + f". Allowed: ranks dividing {ep} ({', '.join(map(str, _divisors(ep)))}) and a tp (--tp) dividing both "
-            f"the ranks and {tp_ok} ({', '.join(map(str, _divisors(tp_ok)))}); with tp < ranks, attention and the "
-            "vocab are split tp-way and replicated over ranks/tp groups of ranks"
-        )
-    return tp
 
 
 def make_parallel(size: int | None = None, tp: int | None = None) -> Parallel:
@@ -639,13 +564,6 @@ def shard_attention(attn: Attention, par: Parallel, path: str = "attn") -> None:
     attn.forward = HeadShardedForward(attn, par)  # an instance attribute: traces see all heads
 
 
-def engram_rows(n_rows: int, par: Parallel) -> tuple[int, int]:
-    """This rank's rows [lo, hi) of an Engram table: ⌈R/N⌉ a rank, the last ranks fewer (ceil division)."""
-    per = -(-n_rows // par.size)
-    lo = min(par.rank * per, n_rows)
-    return lo, min(lo + per, n_rows)
-
-
 def shard_engram(engram: Engram, par: Parallel) -> None:
     """Keep this rank's rows of the Engram table (row-sharded, ceil division), in place: embed [R, hd] → [hi − lo, hd];
     `lookup` becomes a `ShardedLookup` (masked lookup + all_reduce)."""
@@ -704,64 +622,6 @@ def shard_model(model: nn.Module, par: Parallel) -> nn.Module:
     return model
 
 
-# ---- loading only this rank's tensors ------------------------------------------------------------------------
-def rank_selector(cfg: ModelConfig, par: Parallel) -> Callable[[str], bool]:
-    """Which lab state-dict names this rank reads from a checkpoint: everything but the routed experts of the other
-    ranks (`layers.{i}.ffn.experts.{e}.*` and `mtp.layers.{k}.ffn.experts.{e}.*` with e outside this rank's block).
-    The vocab / Engram tables are read whole and sliced (a row-range read is in "remains")."""
-    backbone = range(par.rank * cfg.n_routed_experts // par.size, (par.rank + 1) * cfg.n_routed_experts // par.size)
-    n_draft = cfg.dspark_n_routed_experts
-    draft = range(par.rank * n_draft // par.size, (par.rank + 1) * n_draft // par.size)
-
-    def keep(name: str) -> bool:
-        parts = name.split(".")
-        if "experts" not in parts or "ffn" not in parts:
-            return True
-        i = parts.index("experts")
-        if i + 1 >= len(parts) or not parts[i + 1].isdigit():
-            return True
-        return int(parts[i + 1]) in (draft if parts[0] == "mtp" else backbone)
-
-    return keep
-
-
-_TP_ROWS = re.compile(r"(^|\.)attn\.(wq_b|wo_a)\.weight$")  # the block's own projections, not the indexer's wq_b
-_VOCAB_ROWS = ("embed.weight", "head.weight", "mtp.markov_head.embed.weight", "mtp.markov_head.head.weight")
-
-
-def rank_slice(cfg: ModelConfig, par: Parallel, lab: str, shape: tuple[int, ...]) -> tuple[int, int, int] | None:
-    """What rank `par` holds of the lab tensor `lab` of full `shape`: None (all of it, a copy) or (dim, start, stop),
-    rows (dim 0) or columns (dim 1) start … stop − 1 — (0, 0, 0) for another rank's routed expert. The rules of the
-    module docstring, from the config alone: `shard_model` produces exactly these shapes (tests check it), and
-    `load_sharded` / `placement.estimate_rank` read and count exactly these ranges."""
-    if ".ffn.experts." in lab:
-        return None if rank_selector(cfg, par)(lab) else (0, 0, 0)
-    if lab.endswith(".engram.embed.weight"):
-        return (0, *engram_rows(shape[0], par))
-    T, t = par.tp, par.tp_rank
-    if T == 1:
-        return None
-    if lab in _VOCAB_ROWS:
-        n = shape[0] // T
-        return 0, t * n, (t + 1) * n
-    Dh, R = cfg.head_dim, cfg.o_lora_rank
-    hn, gn = cfg.n_heads // T, cfg.o_groups // T
-    if _TP_ROWS.search(lab):
-        return (0, t * hn * Dh, (t + 1) * hn * Dh) if lab.endswith("wq_b.weight") else (0, t * gn * R, (t + 1) * gn * R)
-    if re.search(r"(^|\.)attn\.wo_b\.weight$", lab):
-        return 1, t * gn * R, (t + 1) * gn * R
-    if re.search(r"(^|\.)attn\.attn_sink$", lab):
-        return 0, t * hn, (t + 1) * hn
-    return None
-
-
-def sliced_shape(shape: tuple[int, ...], cut: tuple[int, int, int] | None) -> tuple[int, ...]:
-    if cut is None:
-        return tuple(shape)
-    dim, start, stop = cut
-    return tuple(stop - start if d == dim else n for d, n in enumerate(shape))
-
-
 def load_sharded(
     folder: str | os.PathLike,
     par: Parallel,
@@ -781,7 +641,6 @@ def load_sharded(
        kept packed as stored (`packed`: FP8 / FP4 codes + E8M0 scales, cut on their blocks) or dequantized.
     The model's `read_bytes` says how many bytes of tensor data this rank read. A failure on any rank (it does not
     fit, a missing shard of its experts, a truncated file) is raised on every rank, naming the rank."""
-    from .export import read_config
 
     cfg = read_config(folder)[0]
     check_shardable(cfg, par.size, par.tp)
@@ -792,17 +651,13 @@ def load_sharded(
 def _load_shard(folder, par: Parallel, device, packed: bool, dtype: str | None, free: int | None) -> nn.Module:
     from dspark_mini.packed import PACKED_FORMATS, packed_module
 
-    from . import placement
-    from .export import CheckpointReader, build_on_meta
-    from .layout import lab_tensors
-
-    dev = placement.check_device(device, "device")
+    dev = check_device(device, "device")
     reader = CheckpointReader(folder)
     cfg = reader.cfg
     # from config.json alone (the layout): another rank's missing shard is not this rank's problem
     est = placement.estimate_rank(cfg, par, packed=packed, dtype=dtype, style=reader.style)
     placement.check_fits(est, dev, free)  # before any weight is allocated
-    model = build_on_meta(placement.compute_config(cfg, dtype))
+    model = build_on_meta(compute_config(cfg, dtype))
     shard_model(model, par)
     full = lab_tensors(cfg)
     for name, t in list(model.state_dict(keep_vars=True).items()):
@@ -874,7 +729,6 @@ def maybe_distributed_load(
     """`load_checkpoint(folder)` in one process; under torchrun with more than one rank, this rank's shard with only
     its tensors read (`load_sharded`). tp as in `maybe_distributed`. Sizes are checked from config.json alone before
     the process group is joined; the memory estimate of each rank runs before anything is allocated."""
-    from .export import load_checkpoint, read_config
 
     env = read_env()
     if env.world_size == 1:

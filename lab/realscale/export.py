@@ -61,6 +61,8 @@ from .layout import (
     official_text_config,
     quantization_config,
 )
+from .placement import check_fits, estimate_rank
+from .ranks import SINGLE
 from .shards import (
     CONFIG,
     INDEX,
@@ -390,8 +392,7 @@ def load_checkpoint(
     dtype:  the compute dtype the model is built in (default the config's; `placement.compute_config`).
     Before anything is built, the memory estimate of the whole model (`placement`) is compared with what `device`
     has free (`free`: injected free bytes, for tests) and refused when it does not fit."""
-    from .distributed import SINGLE
-    from .placement import check_device, check_fits, compute_config, estimate_rank
+    from dspark_mini.device import check_device, compute_config
 
     dev = check_device(device, "device")
     reader = CheckpointReader(folder)

@@ -1,10 +1,7 @@
 """Where a model runs — its device and compute dtype — and whether this rank's share fits there, decided before
 any weight is allocated.
 
-  check_device("cuda:1"), check_dtype("bfloat16")    the options, validated (errors name the option)
-  compute_config(cfg, "float32")                     the config in that compute dtype: the model is *built* in it;
-                                                     mHC, router, sinks and head stay fp32 (`hp_dtype`), fp64 only
-                                                     for a float64 model
+  (the device and dtype options and `compute_config` are dspark_mini/device.py's, used by every loader)
   read_stored(folder)                                checkpoint name → (dtype, shape), from the shard headers only
   estimate_rank(cfg, par, stored, packed, dtype)     RankEstimate: the bytes rank `par.rank` reads and holds
   estimate_ranks(cfg, pars, …)                       the same for several ranks (the layout computed once)
@@ -12,7 +9,7 @@ any weight is allocated.
   check_fits(estimate, device, free=None)            PlacementError (a ValueError) when it does not fit: the
                                                      estimate, what is free, and what to change
 
-What a rank holds follows the sharding rules of `distributed.rank_slice` (its experts, its tensor-parallel rows or
+What a rank holds follows the sharding rules of `ranks.rank_slice` (its experts, its tensor-parallel rows or
 columns, its vocab and Engram rows; everything else in full). Each checkpoint tensor counts for that share:
   stored   the bytes of the share as the checkpoint stores it (what the rank reads: FP8 / FP4 codes + E8M0 scales,
            BF16 / FP32 for the rest) — 61.51 GiB for rank 0 of the real checkpoint on 8 ranks (notebook 09 §4);
@@ -28,15 +25,16 @@ from __future__ import annotations
 
 import math
 import os
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from dspark_mini.config import DTYPES, ModelConfig
+from dspark_mini.config import ModelConfig
+from dspark_mini.device import PlacementError, compute_config
 
 from .layout import ST_DTYPES, RealScaleError, by_name, group_of, lab_tensors, layout
+from .ranks import rank_slice
 
 MARGIN_FRACTION = 0.10  # of the held bytes: KV cache + activations of a short run, one dequantized weight at a time
 MARGIN_FLOOR = 512 * 2**20  # bytes: CUDA context / allocator slack, a small model's buffers
@@ -47,45 +45,6 @@ MEMINFO = Path("/proc/meminfo")
 def size(nbytes: float) -> str:
     """Bytes for a reader: GiB from 1 GiB up, MiB below."""
     return f"{nbytes / GIB:,.2f} GiB" if nbytes >= GIB else f"{nbytes / 2**20:,.2f} MiB"
-
-
-class PlacementError(ValueError):
-    """A device or dtype that cannot be used, or a share that does not fit the device; the message names the
-    option, what is allowed or what to change."""
-
-
-# ---- the options --------------------------------------------------------------------------------------------------
-def check_device(device: str | torch.device | None, option: str = "--device") -> torch.device:
-    """cpu, cuda or cuda:N (N < the GPUs here); a clear error naming `option` otherwise, or when CUDA is absent."""
-    text = "cpu" if device is None else str(device)
-    ok = re.fullmatch(r"cpu|cuda(:\d+)?", text)
-    if not ok:
-        raise PlacementError(f"{option} = {text!r} is invalid: allowed cpu, cuda or cuda:N")
-    dev = torch.device(text)
-    if dev.type == "cuda":
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0:
-            raise PlacementError(f"{option} = {text!r} but this machine has no CUDA GPU: allowed cpu here")
-        if dev.index is not None and dev.index >= n:
-            raise PlacementError(
-                f"{option} = {text!r} is invalid: this machine has {n} GPU(s), allowed cuda:0..cuda:{n - 1}"
-            )
-    return dev
-
-
-def check_dtype(dtype: str | None, option: str = "--dtype") -> str | None:
-    """One of float64 / float32 / bfloat16 (None: the config's own)."""
-    if dtype is not None and dtype not in DTYPES:
-        raise PlacementError(f"{option} = {dtype!r} is invalid: allowed one of {', '.join(DTYPES)}")
-    return dtype
-
-
-def compute_config(cfg: ModelConfig, dtype: str | None) -> ModelConfig:
-    """`cfg` with compute dtype `dtype` (None: unchanged). Every module reads the dtype from the config, so the model
-    is built in it; hp_dtype(cfg) keeps mHC, the router, the sinks and the head in fp32 (fp64 for a fp64 model)."""
-    if check_dtype(dtype, "dtype") is None or dtype == cfg.dtype:
-        return cfg
-    return replace(cfg, dtype=dtype)
 
 
 # ---- the estimate -------------------------------------------------------------------------------------------------
@@ -184,7 +143,6 @@ def estimate_ranks(
     style: str = "official",
 ) -> list[RankEstimate]:
     """`estimate_rank` for several ranks at once (the layout of the real model is computed once, not per rank)."""
-    from .distributed import rank_slice
 
     ccfg = compute_config(cfg, dtype)
     entries = by_name(layout(cfg, style))

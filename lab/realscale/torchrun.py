@@ -27,13 +27,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from dspark_mini.device import check_device, check_dtype
+
 from .distributed import (
     DEFAULT_TIMEOUT_S,
-    Parallel,
-    ShardingError,
     agree,
-    check_device,
-    check_shardable,
     finish_distributed,
     held_bytes,
     init_distributed,
@@ -43,7 +41,7 @@ from .distributed import (
     read_env,
     shard_model,
 )
-from .placement import check_dtype
+from .ranks import Parallel, ShardingError, check_shardable
 
 TOLERANCE = 1e-5
 
@@ -132,7 +130,7 @@ def full_model(args: argparse.Namespace, device: torch.device):
         return load_checkpoint(args.checkpoint, packed=args.packed, device=device, dtype=args.dtype)
     from lab.weights import lab_model
 
-    return lab_model("trained", shard=False, device=device, dtype=args.dtype)
+    return lab_model("trained", device=device, dtype=args.dtype)
 
 
 def sharded_model(args: argparse.Namespace, par: Parallel, device: torch.device):
@@ -141,7 +139,7 @@ def sharded_model(args: argparse.Namespace, par: Parallel, device: torch.device)
         return load_sharded(args.checkpoint, par, device, args.packed, args.dtype)
     from lab.weights import lab_model
 
-    return agree(par, lambda: shard_model(lab_model("trained", shard=False, dtype=args.dtype), par).to(device))
+    return agree(par, lambda: shard_model(lab_model("trained", dtype=args.dtype), par).to(device))
 
 
 def read_bytes(model) -> int | None:
@@ -435,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_other_ranks(env.rank)
     tag = f"[{env.label}]"
     try:
-        kind = check_device(args.device)
+        kind = check_device(args.device, "device").type
         check_dtype(args.dtype)
         if args.packed and args.checkpoint is None:
             raise ValueError("--packed needs --checkpoint: the shipped lab weights are not stored packed")

@@ -133,7 +133,7 @@ def profile_sps(
 ) -> SPSTable:
     """Measure the lab model's verify forward at each B of `sizes` → the forced-monotone SPS table with its run
     conditions. `model` defaults to `lab.weights.lab_model(weights, seed)`."""
-    from lab.evaluation.profiling import run_conditions
+    from lab.evaluation.conditions import run_conditions
     from lab.weights import lab_model
 
     check_seed(seed)

@@ -111,7 +111,7 @@ def streams_conditions(path: str | Path | None) -> dict[str, Any]:
 def record_default_streams(on_progress: Callable[[str], None] | None = None) -> tuple[list, dict[str, Any]]:
     """Re-record the streams with RECORD_SETTINGS from the shipped trained DSpark drafter. → (streams, conditions)"""
     from lab.corpus import DOMAINS
-    from lab.evaluation.profiling import cpu_model
+    from lab.evaluation.conditions import cpu_model
     from lab.weights import WEIGHTS_DIR, load_drafter, read_manifest
 
     model, drafter = load_drafter("dspark")
@@ -208,7 +208,7 @@ def schedule_report(
 ) -> dict[str, Any]:
     """Everything `dspark-lab schedule --json` prints: sim[table][policy][R] = {throughput, mean_verify_len,
     tau, batch_tokens}, the conditions, and the scheduler's cost per round. Defaults: the shipped files."""
-    from lab.evaluation.profiling import cpu_model
+    from lab.evaluation.conditions import cpu_model
 
     check_seed(seed)
     check_float(threshold, "threshold", 0.0, 1.0)

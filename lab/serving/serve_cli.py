@@ -33,13 +33,13 @@ def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[st
 
     from dspark_mini import get_tokenizer
 
-    from ..evaluation.profiling import run_conditions
+    from ..evaluation.conditions import run_conditions
     from ..evaluation.quality import eval_prompts
-    from ..weights import lab_model
+    from ..realscale.run import run_model
     from .schedule import read_table
     from .serve import serve
 
-    model = lab_model("trained", args.seed, checkpoint=args.checkpoint, device=args.device, dtype=args.dtype).eval()
+    model = run_model("trained", args.seed, args.checkpoint, args.device, args.dtype).eval()
     tok = get_tokenizer(model.cfg)
     if args.prompts_file is not None:
         texts = read_prompts_file(args.prompts_file)

@@ -243,7 +243,7 @@ def load_table(path: str | Path) -> SPSTable:
 
 # ---- measuring --------------------------------------------------------------------------------------------
 def nearest_rank(sorted_xs: Sequence[float], q: float) -> float:
-    """Nearest-rank quantile of sorted values (the convention of lab.evaluation.profiling.percentiles)."""
+    """Nearest-rank quantile of sorted values (the convention of lab.evaluation.conditions.percentiles)."""
     return sorted_xs[min(len(sorted_xs) - 1, max(0, round(q * (len(sorted_xs) - 1))))]
 
 
