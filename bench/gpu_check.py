@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dspark_mini import build_model, get_config  # noqa: E402
 from dspark_mini.files import write_atomic  # noqa: E402
-from dspark_mini.model import count_params  # noqa: E402
+from dspark_mini.params import count_params  # noqa: E402
 from dspark_mini.speculative import generate_plain, generate_speculative  # noqa: E402
 
 TRUNCATED = {"n_routed_experts": 16, "engram_vocab_size": 100_000, "dspark_n_routed_experts": 8}
@@ -42,8 +42,8 @@ def config():
 def estimate():
     """What the run will hold on its one device, from the config alone (lab/realscale/placement.py, the estimate
     every loader runs): every weight in bf16 (fp32 where the model keeps it), + the stated margin."""
-    from lab.realscale.ranks import SINGLE
     from lab.realscale.placement import estimate_rank
+    from lab.realscale.ranks import SINGLE
 
     return estimate_rank(config(), SINGLE, packed=False, style="lab")
 

@@ -4,7 +4,8 @@ Imports nothing from `lab/`. Start with `get_config("lab")`, `build_model(cfg)` 
 """
 
 from .config import ConfigError, ModelConfig
-from .model import ForwardOutput, Trace, Transformer, count_params
+from .model import ForwardOutput, Trace, Transformer
+from .params import count_params, param_counts
 from .presets import PRESETS, build_model, get_config, get_tokenizer
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "Trace",
     "Transformer",
     "count_params",
+    "param_counts",
     "PRESETS",
     "build_model",
     "get_config",

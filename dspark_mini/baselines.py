@@ -50,6 +50,7 @@ from .checkpoint import (
 )
 from .config import ModelConfig
 from .dspark import DraftOutput
+from .indexer import window_mask
 from .linear import Linear
 from .model import ForwardOutput, Transformer
 from .norm import RMSNorm
@@ -69,12 +70,6 @@ def draft_heads(dim: int) -> int:
         if dim % h == 0 and (dim // h) % 2 == 0:
             return h
     raise ValueError(f"dim = {dim} is invalid for a draft block: allowed an even integer ≥ 2")
-
-
-def window_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int) -> torch.Tensor:
-    """Causal sliding window: query at position i sees keys at i − window < t ≤ i.  → [Sq, Sk] bool"""
-    d = q_pos[:, None] - k_pos[None, :]  # [Sq, Sk]
-    return (d >= 0) & (d < window)
 
 
 # fields that shape only the model's own DSpark draft (`mtp.*`): neither the target nor a baseline reads them

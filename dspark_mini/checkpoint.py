@@ -33,6 +33,7 @@ from .files import atomic_path
 from .jsonlimits import MAX_INT_DIGITS, JSONLimitError, loads
 from .kv_cache import cache_bytes
 from .model import Transformer
+from .params import param_parts
 from .presets import build_model
 
 FORMAT = "dspark-lab"
@@ -362,39 +363,6 @@ def check_finite(path: Path, name: str, t: torch.Tensor) -> None:
             f"{str(path)!r}: tensor {name!r} holds non-finite values ({n_nan} NaN, {n_inf} ±inf of {t.numel()}): "
             "allowed finite numbers only (a diverged training run or a damaged file)"
         )
-
-
-def estimate_params(cfg: ModelConfig) -> int:
-    """The parameter count of a config's largest pieces, from the numbers alone (nothing is built).
-
-    Embedding + head, every layer's attention, experts and mHC mixes, the Engram tables and the DSpark draft
-    (norms, compressors and indexers are left out, so this is a slight under-estimate)."""
-    return sum(param_parts(cfg).values())
-
-
-def param_parts(cfg: ModelConfig) -> dict[str, int]:
-    """`estimate_params` by part: vocab (embedding, head, Markov head), experts, attention, hc, engram."""
-    D, V = cfg.dim, cfg.vocab_size
-    attn = (
-        D * cfg.q_lora_rank  # wq_a
-        + cfg.q_lora_rank * cfg.n_heads * cfg.head_dim  # wq_b
-        + D * cfg.head_dim  # wkv (one shared latent)
-        + cfg.n_heads * cfg.head_dim * cfg.o_lora_rank  # wo_a (grouped)
-        + cfg.o_groups * cfg.o_lora_rank * D  # wo_b
-    )
-    hc = 2 * (cfg.hc_mult * D) * (cfg.hc_mult**2 + 2 * cfg.hc_mult)  # the two mHC mixes of a block
-
-    def ffn(n_routed: int) -> int:
-        return (n_routed + cfg.n_shared_experts) * 3 * D * cfg.moe_inter_dim + n_routed * D
-
-    layers, draft = cfg.n_layers, cfg.n_mtp_layers
-    return {
-        "vocab": 2 * V * D + (2 * V * cfg.dspark_markov_rank if draft else 0),
-        "experts": layers * ffn(cfg.n_routed_experts) + draft * ffn(cfg.dspark_n_routed_experts),
-        "attention": (layers + draft) * attn,
-        "hc": (layers + draft) * hc,
-        "engram": len(cfg.engram_layer_ids) * cfg.engram_n_hash_cols * cfg.engram_vocab_size * cfg.engram_head_dim,
-    }
 
 
 def _part_name(cfg: ModelConfig, part: str) -> str:

@@ -327,18 +327,3 @@ def draft(
         )
     k = model.cfg.dspark_block_size if block_size is None else block_size
     return model.mtp(anchor, model.embed, model.head, cache, k, temperature, generator, trace)
-
-
-def count_params(model: nn.Module) -> dict[str, int]:
-    """Parameters by group: Engram tables, the DSpark draft (`mtp.*`, shared embed/head not counted
-    again), and the backbone (everything else, Engram projections included)."""
-    out = {"backbone": 0, "engram": 0, "draft": 0}
-    for name, p in model.named_parameters():
-        if ".engram.embed." in name:
-            out["engram"] += p.numel()
-        elif name.startswith("mtp.") or name.startswith("draft."):
-            out["draft"] += p.numel()
-        else:
-            out["backbone"] += p.numel()
-    out["total"] = sum(out.values())
-    return out

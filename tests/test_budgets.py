@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from dspark_mini.kv_cache import kv_bytes
-from dspark_mini.model import count_params
+from dspark_mini.params import count_params
 from dspark_mini.presets import build_model, get_config
 
 BACKBONE_FLASH = 551_880_819_824  # measured (dossier §8: 551.88 B)
@@ -143,7 +143,8 @@ def model_groups(model) -> dict[str, int]:
 # ---- flash on meta ---------------------------------------------------------------------------------------
 def test_param_counts_from_the_config_equal_the_built_models(flash_cfg, flash_counts, lab_model) -> None:
     """`inspect` counts from the config alone (nothing built); it must give the very numbers of the modules."""
-    from lab.lesson.summary import inspect_model, param_counts
+    from dspark_mini.params import param_counts
+    from lab.lesson.summary import inspect_model
 
     assert param_counts(flash_cfg) == flash_counts
     assert param_counts(lab_model.cfg) == count_params(lab_model)

@@ -18,7 +18,6 @@ from dspark_mini.packed import state_bytes
 from lab.lesson.generation import compare
 from lab.realscale import export as export_mod
 from lab.realscale import export_checkpoint, load_checkpoint, write_header_only
-from lab.realscale.ranks import SINGLE, Parallel
 from lab.realscale.distributed import held_bytes, load_sharded
 from lab.realscale.export import build_on_meta
 from lab.realscale.placement import (
@@ -31,6 +30,7 @@ from lab.realscale.placement import (
     free_bytes,
     read_stored,
 )
+from lab.realscale.ranks import SINGLE, Parallel
 from lab.realscale.run import run_model
 from lab.realscale.shards import read_index
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from dspark_mini.scheduler import survival as scheduler_survival
+
 DEFAULT_GRID = tuple(round(0.25 + 0.05 * i, 2) for i in range(76))  # 0.25 … 4.0
 
 
@@ -58,9 +60,9 @@ def ece(pred: torch.Tensor, label: torch.Tensor, n_bins: int = 20) -> float:
 
 
 def survival(logits: torch.Tensor, temperatures: Sequence[float]) -> torch.Tensor:
-    """a_i = Π_{j≤i} σ(z_j / T_j).  logits [N, k] → [N, k]"""
+    """a_i = Π_{j≤i} σ(z_j / T_j) (the scheduler's `survival` of the calibrated confidences).  logits [N, k] → [N, k]"""
     t = torch.tensor(list(temperatures), dtype=torch.float64)
-    return torch.cumprod(torch.sigmoid(logits.double() / t), dim=1)
+    return scheduler_survival(torch.sigmoid(logits.double() / t))
 
 
 def fit_sts(

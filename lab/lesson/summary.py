@@ -9,47 +9,8 @@ from typing import Any
 from dspark_mini import get_config
 from dspark_mini.config import ModelConfig
 from dspark_mini.kv_cache import kv_bytes
+from dspark_mini.params import param_counts
 from dspark_mini.schedule import layer_roles
-
-
-def param_counts(cfg: ModelConfig) -> dict[str, int]:
-    """`model.count_params(build_model(cfg))` from the config alone: backbone, engram, draft, total — the same
-    numbers without building anything (the real-size model has 63,903 modules). Mirrors the modules' shapes one
-    by one; tests/test_budgets.py pins it to the built lab and flash models."""
-    from dspark_mini.engram import engram_num_embeddings
-
-    D, V, hc, Dh, Rq = cfg.dim, cfg.vocab_size, cfg.hc_mult, cfg.head_dim, cfg.q_lora_rank
-    H, G, R, Hi, Di = cfg.n_heads, cfg.o_groups, cfg.o_lora_rank, cfg.index_n_heads, cfg.index_head_dim
-    L, I = cfg.n_layers, cfg.moe_inter_dim
-    n_mix = (2 + hc) * hc
-
-    def block(layer: int) -> int:
-        backbone = layer < L
-        n = D * Rq + Rq + Rq * H * Dh + D * Dh + Dh + (H * Dh // G) * (G * R) + G * R * D + H  # attention
-        if backbone and layer in cfg.kv_source_layers:  # compressor: wkv (+ wgate at ratio 2) and its norm
-            n += (2 if cfg.compress_ratios[layer] > 1 else 1) * D * Dh + Dh
-        if backbone and layer in cfg.index_source_layers:  # indexer: wq_b, weights_proj (+ wk, k_norm: owners)
-            n += Rq * Hi * Di + D * Hi + ((Dh * Di + Di) if layer in cfg.kv_source_layers else 0)
-        E = cfg.n_routed_experts if backbone else cfg.dspark_n_routed_experts
-        n += E * D + E + E * 3 * D * I + 3 * D * I * cfg.n_shared_experts  # gate, routed and shared experts
-        n += 2 * D + 2 * (n_mix * hc * D + n_mix + 3)  # attn_norm, ffn_norm; hc_attn, hc_ffn
-        if backbone and layer in cfg.engram_layer_ids:  # the Engram projections (its table is counted apart)
-            n += cfg.engram_n_hash_cols * cfg.engram_head_dim * D * (hc + 1) + 2 * hc * D
-        return n
-
-    engram = sum(engram_num_embeddings(cfg)) * cfg.engram_head_dim
-    backbone = 2 * V * D + D + sum(block(i) for i in range(L))  # embed, head, final norm, blocks
-    draft = 0
-    if cfg.n_mtp_layers:
-        r = cfg.dspark_markov_rank
-        taps = len(cfg.dspark_target_layer_ids)
-        draft = (taps * D * D if cfg.dspark_tap_mix == "concat_proj" else 0) + 2 * D  # main_proj, main_norm, norm
-        draft += sum(block(L + i) for i in range(cfg.n_mtp_layers))
-        draft += V * r + V * r  # the Markov head's embed and head
-        if cfg.dspark_markov_kind == "rnn":
-            draft += (2 * r + D) * 3 * r + 3 * r  # its gated cell
-        draft += D + r  # confidence head
-    return {"backbone": backbone, "engram": engram, "draft": draft, "total": backbone + engram + draft}
 
 
 def inspect_model(preset: str = "lab", seed: int = 0) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import torch
 
 from dspark_mini import get_config
 from dspark_mini.config import ModelConfig
-from dspark_mini.scheduler import Scheduler, StepRate
+from dspark_mini.scheduler import Scheduler, StepRate, survival
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, Round, speculative_round
 from dspark_mini.validate import check_int, check_temperature
 
@@ -300,12 +300,8 @@ def check_load(requests: Any) -> int:
 
 
 def survival_of(confidence: Sequence[float]) -> list[float]:
-    """a_j = c_1·…·c_j, left to right in Python floats."""
-    out, run = [], 1.0
-    for c in confidence:
-        run *= float(c)
-        out.append(run)
-    return out
+    """a_j = c_1·…·c_j of one round (the scheduler's `survival`, as Python floats)."""
+    return survival(torch.tensor([list(confidence)], dtype=torch.float64))[0].tolist()
 
 
 def load_plan(confidence: Sequence[float], requests: int, sps: StepRate | None = None) -> LoadPlan:
