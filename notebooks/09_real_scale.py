@@ -260,8 +260,8 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 # Each rank builds on `meta`, reads only its slices (row ranges of the vocab and Engram tables, its experts) and keeps
 # them packed; tested on the lab model over 2 and 4 CPU ranks, never yet on the real weights or on GPUs — and
 # `generate` there needs the real tokenizer, which the lab does not have (README, "Several ranks"). To *serve*
-# DeepSeek-V4.1-Flash, use an engine. What the research files record (in brackets: [arch] =
-# `shared/research/v41_flash_architecture.md`, [spec] = `shared/research/dspark_deepspec.md`, with the section):
+# DeepSeek-V4.1-Flash, use an engine. What the lab's sources record about the engines
+# (`docs/sources.md`: the V4.1 inference code and model card, the engines' DSpark changes, the vLLM blog post):
 #
 # ```bash
 # # the lab, one node of 8 GPUs (README "Several ranks"): looking inside
@@ -271,14 +271,14 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 #
 # | setting | vLLM | SGLang |
 # |---|---|---|
-# | support | `main`, package `vllm/models/deepseek_v41/` [arch §8] | a preview branch at the time of the report [arch §8] |
-# | speculative method | `dspark`; `mtp` is hard-rejected for V4.1 [arch §8] | DSpark (the preview used DSPARK_BLOCK_SIZE 3 at low concurrency) [arch §8] |
-# | speculative tokens | `num_speculative_tokens` 5 — must be ≥ `dspark_block_size` = 5 [spec §6, arch §1.2] | 5 (same constraint) [spec §6] |
-# | TP / EP | TP 8 (TP ≤ 8: o_groups / TP ≥ 1), expert parallelism on [arch §8] | the same [arch §8] |
-# | load-aware verify | `enable_adaptive_verification` [spec §2.5] | `--speculative-dspark-sps-table-path` (SPS table) [spec §2.5] |
-# | hardware | recipe: h200 / gb200 / gb300 / mi350x, `vram_minimum_gb: 614` [arch §8] | — |
+# | support | `main`, package `vllm/models/deepseek_v41/` | a preview branch at the time of the report |
+# | speculative method | `dspark`; `mtp` is hard-rejected for V4.1 | DSpark (the preview used DSPARK_BLOCK_SIZE 3 at low concurrency) |
+# | speculative tokens | `num_speculative_tokens` 5 — must be ≥ `dspark_block_size` = 5 | 5 (same constraint) |
+# | TP / EP | TP 8 (TP ≤ 8: o_groups / TP ≥ 1), expert parallelism on | the same |
+# | load-aware verify | `enable_adaptive_verification` | `--speculative-dspark-sps-table-path` (SPS table) |
+# | hardware | recipe: h200 / gb200 / gb300 / mi350x, `vram_minimum_gb: 614` | — |
 #
-# The research files do not record the engines' full command lines (how vLLM and SGLang spell the speculative
+# The lab's sources do not record the engines' full command lines (how vLLM and SGLang spell the speculative
 # config, TP and EP on their command line): take those from the engine's DeepSeek-V4.1 recipe, with the settings
 # above. The lab is for looking inside, the engines are for serving.
 #
@@ -287,8 +287,7 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 # chúng ở dạng đóng gói; đã kiểm thử trên mô hình của lab với 2 và 4 rank CPU, chưa từng chạy trên trọng số thật hay
 # GPU — và `generate` ở đó cần tokenizer thật mà lab không có (README, "Several ranks"). Để *phục vụ*
 # DeepSeek-V4.1-Flash, hãy dùng
-# một engine: bảng trên ghi những gì hồ sơ nghiên cứu ghi nhận (nguồn trong
-# ngoặc vuông). Hồ sơ nghiên cứu không ghi đầy đủ dòng lệnh của các engine (cách vLLM và SGLang viết cấu hình
+# một engine: bảng trên ghi những gì các nguồn của lab ghi nhận (`docs/sources.md`). Các nguồn ấy không ghi đầy đủ dòng lệnh của các engine (cách vLLM và SGLang viết cấu hình
 # speculative, TP và EP trên dòng lệnh): hãy lấy từ công thức DeepSeek-V4.1 của engine, với các thiết lập ở trên.
 # Lab để nhìn vào bên trong, engine để phục vụ.
 #

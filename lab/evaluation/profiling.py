@@ -1,4 +1,4 @@
-"""Step 6B profiling (LAB_SPEC §5): logit parity, the tap check (main_x against a second forward with hooks),
+"""Step 6B profiling (docs/speed.md): logit parity, the tap check (main_x against a second forward with hooks),
 acceptance per position with the confidence beside it, and the cost of verifying k draft tokens in one pass vs
 k single decode steps.
 

@@ -103,7 +103,7 @@ def draft_table_html(content: dict[str, Any], lang: str) -> str:
 
 def load_content(state: LabState, requests: int) -> dict[str, Any]:
     """What the scheduler would verify of the state's round with `requests` copies of it in flight (the 6B walk's
-    scheduler table, `walkthrough.load_plan`), and ℓ at every load of the slider, as plain data."""
+    scheduler table, `view_6b.load_plan`), and ℓ at every load of the slider, as plain data."""
     requests = check_load(requests)
     rd, tok = state.walk.round, state.walk.tokenizer
     plan = load_plan(rd.confidence, requests)

@@ -122,7 +122,7 @@ NOTES = {
         "probability min(1, p_t/p_d), so a kept draft may differ from the target's argmax, and the replacement or "
         "bonus token is sampled, not the argmax — the table says 'sampled, not argmax' exactly where that happens.",
     },
-    # the lesson's setting next to the lab's (../shared/seeds/000_*.txt)
+    # the lesson's setting next to the lab's (the Vietnamese 6B lesson, docs/sources.md)
     "lesson_title": {
         "vi": "Bài học (seed 000) đặt cạnh lab",
         "en": "The lesson's setting (seed 000) next to the lab's",
@@ -362,7 +362,7 @@ EQUATION_VI = {  # prose inside the registry's equations (math symbols and ident
 }
 
 
-# the seed lesson's setting (../shared/seeds/000_*.txt): untrained, taps 3 and 4 mixed 0.5/0.5, 3 draft tokens
+# the Vietnamese 6B lesson's setting (docs/sources.md): untrained, taps 3 and 4 mixed 0.5/0.5, 3 draft tokens
 LESSON = {"taps": "3, 4", "mix": "0.5/0.5", "block": 3, "tokens": "2, 1, 6", "p_d": [0.167, 0.234, 0.173]}
 
 

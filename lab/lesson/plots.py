@@ -1,6 +1,6 @@
-"""Plotly figures of the ten steps and of step 6B's inspection (LAB_SPEC §6 "Plots").
+"""Plotly figures of the ten steps (1A–5A; step 6B's are plots_6b.py, notebook 07's plots_training.py).
 
-Every function reads what `walkthrough.run_walk` (or `profiling.profile`, `speculative.acceptance_stats`)
+Every function reads what `walk.run_walk` (or `profiling.profile`, `speculative.acceptance_stats`)
 already computed and returns a `plotly.graph_objects.Figure`: no model is run here, nothing is fetched
 (no hot links, no kaleido), and titles and axes follow `lang` ("vi" or "en"). `figure_for_step` gives the
 main figure of each step and `step_figures` all of its figures, main first.

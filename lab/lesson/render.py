@@ -1,6 +1,6 @@
 """Rich rendering of step views and of `inspect`, `generate` and `profile` reports (terminal and notebook).
 
-Nothing here computes model numbers: it lays out what `walkthrough` built. Everything reads without colour
+Nothing here computes model numbers: it lays out what the walk built (walk.py, view.py). Everything reads without colour
 and at 80 columns: table columns are never narrower than their longest word, and the accept/reject strip
 marks every token with a symbol as well as a colour.
 """
@@ -24,7 +24,7 @@ from .steps import get_column
 from .summary import fmt_params
 from .view import StepView, ViewTable
 
-# strings of the generate and profile screens, both languages (step views use walkthrough.NOTES)
+# strings of the generate and profile screens, both languages (step views use notes.NOTES)
 TEXT = {
     "strip_title": {
         "vi": "DSpark: vẽ nháp → verify, mỗi đoạn của dải là một vòng",

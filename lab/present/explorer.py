@@ -457,7 +457,7 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
 
 
 def sps_data() -> dict[str, Any]:
-    """The shipped SPS(B) table as the scheduler reads it (`walkthrough.shipped_sps`: forced monotone, with its
+    """The shipped SPS(B) table as the scheduler reads it (`view_6b.shipped_sps`: forced monotone, with its
     interpolation rule), and where and how it was measured."""
     table = shipped_sps()
     c = table.conditions
@@ -578,7 +578,7 @@ class Policy:
 
 def verify_length(confidence: list[float], policy: Policy) -> int:
     """ℓ of this request: what `dspark_mini.scheduler` plans for its confidences c [K] (dspark: stacked R times,
-    `walkthrough.load_plan` on the shipped SPS table, as the presenter's 6B page)."""
+    `view_6b.load_plan` on the shipped SPS table, as the presenter's 6B page)."""
     if policy.name == "dspark":
         return load_plan(confidence, policy.requests).verify_len
     options = {"length": policy.k} if policy.name == "fixed" else {"threshold": policy.threshold}
