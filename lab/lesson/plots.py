@@ -27,7 +27,7 @@ from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
 from dspark_mini.tokenizer import LabTokenizer
 
-from ..figure import LOG_FLOOR, finish, none_if, rows_height
+from ..style import LOG_FLOOR, finish, none_if, rows_height
 from ..text import UI, Texts, check_lang
 from .steps import get_step
 from .view import Walk

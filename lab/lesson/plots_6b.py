@@ -18,7 +18,7 @@ from dspark_mini.tokenizer import LabTokenizer
 from dspark_mini.validate import check_temperature
 
 from ..evaluation.profiling import reliability
-from ..figure import finish, rows_height
+from ..style import finish, rows_height
 from ..text import UI, check_lang, verify_label
 from .plots import TEXT, token_text
 from .view import Walk

@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..figure import finish
+from ..style import finish
 from ..text import Texts, check_lang
 
 # ---- training and the mini DeepSpec comparison (notebook 07) -----------------------------------------

@@ -7,17 +7,14 @@ marks every token with a symbol as well as a colour.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from rich import box
-from rich.cells import cell_len
 from rich.columns import Columns
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, Group
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
+from ..style import FitTable, cell, simple_table
 from ..text import UI, Texts, verify_label
 from .notes import NOTES, equation
 from .steps import get_column
@@ -86,52 +83,6 @@ STRIP = {  # verify outcome → (marker, colour): the marker alone must tell the
 }
 
 
-def cell(x: Any) -> str:
-    if isinstance(x, float):
-        return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
-    if isinstance(x, list):
-        return "[" + ", ".join(cell(y) for y in x) + "]"
-    return str(x)
-
-
-def longest_word(text: str) -> int:
-    return max((cell_len(w) for w in text.split()), default=0)
-
-
-def fit_widths(natural: list[int], minimum: list[int], room: int) -> list[int]:
-    """Column widths that fit `room`: shrink the widest column that can still wrap, one cell at a time, never
-    below its longest word. If even the words do not fit, the natural widths go back to rich (it folds)."""
-    widths = list(natural)
-    while sum(widths) > room:
-        can = [i for i, (wd, mn) in enumerate(zip(widths, minimum, strict=True)) if wd > mn]
-        if not can:
-            return natural
-        widths[max(can, key=lambda i: widths[i])] -= 1
-    return widths
-
-
-class FitTable:
-    """A rich table whose columns are sized at render time, when the width is known: words wrap whole, so
-    "accepted" or "SWA-only" never print as "accepte/d" or "SWA-onl/y" (rich alone folds them at 80 columns)."""
-
-    def __init__(self, columns: list[str], rows: list[list[str]]):
-        self.columns, self.rows = columns, rows
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = Table(box=box.SIMPLE_HEAVY, padding=(0, 1, 0, 0), show_edge=False)  # columns 2 spaces apart
-        for name in self.columns:
-            table.add_column(name, overflow="fold")
-        cols = list(zip(self.columns, *self.rows, strict=True))
-        natural = [max(cell_len(line) for x in col for line in x.split("\n")) for col in cols]
-        minimum = [max(longest_word(x) for x in col) for col in cols]
-        room = options.max_width - table._extra_width - len(cols)  # separators, then 1 cell of padding each
-        for column, width in zip(table.columns, fit_widths(natural, minimum, room), strict=True):
-            column.width = max(width, 1)
-        for row in self.rows:
-            table.add_row(*row)
-        yield table
-
-
 def rich_table(t: ViewTable, max_rows: int = 24) -> Group:
     rows = t.rows if len(t.rows) <= max_rows else t.rows[: max_rows - 1]
     cells = [[cell(x) for x in row] for row in rows]
@@ -176,10 +127,6 @@ def render_walk(console: Console, walk, lang: str) -> None:
     console.print(head)
     for view in walk.views.values():
         console.print(render_view(view))
-
-
-def simple_table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Group:
-    return Group(Text(title, style="bold"), FitTable(list(columns), [[cell(x) for x in row] for row in rows]))
 
 
 def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:

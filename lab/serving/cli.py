@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..lesson.render import simple_table
+from ..style import simple_table
 from ..text import UI, Texts
 from .sps import SPSTable, save_table
 

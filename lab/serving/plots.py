@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 
 from dspark_mini.validate import check_int
 
-from ..figure import finish
+from ..style import finish
 from ..text import Texts, check_lang
 from .sps import SPSTable
 
