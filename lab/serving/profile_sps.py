@@ -16,9 +16,10 @@ reps, one thread) takes ≈ 25 s on a 2-core Xeon, most of it at B = 1536.
 
 Measured one size at a time (`measure_size`, with `lab.serving.sps.measure_sps`): that size's caches are
 prefilled, it is warmed up and timed `reps` times, and its caches are freed before the next size — so the peak
-memory is the largest single size's (≈ 0.2 GB at B = 3072), not the sum over the sizes (every allowed size at
-once: ≈ 45 GB). SPS = 1 / median step time, p50/p95/p99 kept, forced monotone. (Interleaving the reps over the
-sizes would spread a slow drift of the machine over all of them, but it needs every size's caches at once.)
+memory is the largest single size's (B = 3072: 1.3 GB resident, the process included), not the sum over the
+sizes (every allowed size at once: ≈ 45 GB). SPS = 1 / median step time, p50/p95/p99 kept, forced monotone.
+(Interleaving the reps over the sizes would spread a slow drift of the machine over all of them, but it needs
+every size's caches at once.)
 Before it starts, `estimate_sps` says how many forwards that is and about how long they take here.
 """
 
@@ -38,7 +39,7 @@ from dspark_mini.validate import check_int, check_seed
 from .sps import SPSTable, measure_sps
 
 DEFAULT_BATCH_TOKENS = (1, 6, 12, 24, 48, 96, 192, 384, 768, 1536)  # a decode step, then R = 1 … 256 blocks of 6
-MAX_BATCH_TOKENS = 3072  # 512 sequences of 6 rows (their caches ≈ 0.2 GB, the largest one size holds)
+MAX_BATCH_TOKENS = 3072  # 512 sequences of 6 rows, measured alone (1.3 GB resident at this size)
 SPS_CACHE_LENGTH = 32  # a held-out prompt (16 tokens) plus the middle of a 40-token generation
 ROOT = Path(__file__).resolve().parents[2]
 
