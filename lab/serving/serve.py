@@ -2,7 +2,8 @@
 
 One round, for the requests in flight (continuous batching — a finished request's slot takes the next prompt):
   1. admit: a free slot takes the next prompt; its prefill runs on its own cache and samples its first token
-     (the round's anchor), so prompts of any length join the running batch;
+     (the round's anchor), so prompts of any length join the running batch — the prompts admitted together
+     (at the start, or when several requests finished in the same round) share one packed prefill forward;
   2. draft: every request drafts the whole trained block (k = 5) on its own cache → tokens and confidences c;
   3. schedule: the policy turns the confidences [R, k] into verify lengths ℓ_r (`dspark_mini.scheduler`);
   4. verify: ONE target forward over all requests' [anchor, x_1..x_ℓr] rows, each at its own cache length
@@ -33,12 +34,14 @@ from typing import Any
 import torch
 
 from dspark_mini.dspark import next_token
+from dspark_mini.model import forward_ragged
 from dspark_mini.scheduler import POLICIES, Scheduler
 from dspark_mini.speculative import Round, draft_requests, verify_ragged
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
 MAX_REQUESTS = 1024  # slots in flight
 PLAN_SAMPLE = 4096  # scheduler times kept for the median: all of them up to this many rounds, a uniform sample beyond
+PREFILL_PACK_TOKENS = 2048  # prompt tokens prefilled in one packed forward (bounds its logits [1, T, V])
 
 
 @dataclass
@@ -203,11 +206,37 @@ def check_prompt(prompt: list[int], index: int, max_new_tokens: int, cfg) -> Non
         )
 
 
-def admit(model, req: Request, temperature: float, gen: torch.Generator) -> None:
-    """Prefill the request's prompt on its own new cache and sample its first token (its first round's anchor)."""
-    req.cache = model.new_cache(1)
-    out = model(torch.tensor([req.prompt], device=model.device), cache=req.cache, last_only=True)
-    req.tokens.append(int(next_token(out.logits[:, -1], temperature, gen)[0]))
+def packs(reqs: list[Request], budget: int = PREFILL_PACK_TOKENS) -> Iterator[list[Request]]:
+    """The requests in order, in groups of at most `budget` prompt tokens (a longer prompt is a group alone)."""
+    group: list[Request] = []
+    tokens = 0
+    for r in reqs:
+        if group and tokens + len(r.prompt) > budget:
+            yield group
+            group, tokens = [], 0
+        group.append(r)
+        tokens += len(r.prompt)
+    if group:
+        yield group
+
+
+def admit(model, reqs: list[Request], temperature: float, gen: torch.Generator) -> None:
+    """Prefill the prompts of requests admitted together, each on its own new cache, in ONE forward — packed
+    (`forward_ragged`: the token-wise work shared, attention per prompt) when there are several, the plain one
+    when alone — and sample each one's first token (its first round's anchor), in admission order."""
+    dev = model.device
+    for r in reqs:
+        r.cache = model.new_cache(1)
+    if len(reqs) == 1:
+        last = [model(torch.tensor([reqs[0].prompt], device=dev), cache=reqs[0].cache, last_only=True).logits[:, -1]]
+    else:
+        outs = forward_ragged(model, [torch.tensor([r.prompt], device=dev) for r in reqs], [r.cache for r in reqs])
+        last = []
+        for r, out in zip(reqs, outs, strict=True):
+            r.cache.commit(out.pending)  # every prompt row
+            last.append(out.logits[:, -1])  # [1, V]
+    for r, logits in zip(reqs, last, strict=True):
+        r.tokens.append(int(next_token(logits, temperature, gen)[0]))
 
 
 def serve_round(
@@ -281,17 +310,19 @@ def serve_stream(
     index = 0
     t0 = time.perf_counter()
     while True:
-        while len(active) < requests:  # 1. admit: free slots take the next prompts, prefilled into the batch
+        admitted = []  # 1. admit: free slots take the next prompts, prefilled together into the batch
+        while len(active) + len(admitted) < requests:
             prompt = next(source, None)
             if prompt is None:
                 break
-            req = Request(index, list(prompt), max_new_tokens)
-            check_prompt(req.prompt, index, max_new_tokens, cfg)
+            admitted.append(Request(index, list(prompt), max_new_tokens))
+            check_prompt(admitted[-1].prompt, index, max_new_tokens, cfg)
             index += 1
-            admit(model, req, temperature, gen)
+        for group in packs(admitted):
+            admit(model, group, temperature, gen)
             stats.prefill_forwards += 1
-            tell(1)
-            active.append(req)
+            tell(len(group))
+        active += admitted
         if not active:
             break
         live = [r for r in active if not r.done]  # (with max_new_tokens 1 the prefill's token is all there is)
@@ -356,7 +387,8 @@ def probe_round(model, prompt: Sequence[int]) -> dict[str, float]:
 
 
 def estimate_serve(prompts: int, requests: int, max_new_tokens: int, k: int, probe: dict[str, float], table):
-    """The work of serving `prompts` prompts: one prefill each (exact), ≈ ⌈(max_new_tokens − 1) / τ⌉ rounds each
+    """The work of serving `prompts` prompts: at most one prefill forward each (prompts admitted together share
+    one), ≈ ⌈(max_new_tokens − 1) / τ⌉ rounds each
     at τ = ESTIMATE_TAU (each round one draft pass of the request, and a share of one verify forward of the
     min(R, prompts) in flight), timed by `probe` (`probe_round`); the verify forward at B = slots·(k + 1) is
     the probe's B = k + 1 scaled by the SPS table's curve `table`. → Estimate"""

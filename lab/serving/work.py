@@ -28,11 +28,11 @@ REFRESH_S = 0.1  # the bar is redrawn at most this often
 
 TEXT: dict[str, dict[str, str]] = {
     "serve": {
-        "en": "estimate: {prompts:,} prompts × {new_tokens} new tokens, R = {slots} in flight → {prefills:,} prefill "
+        "en": "estimate: {prompts:,} prompts × {new_tokens} new tokens, R = {slots} in flight → ≤ {prefills:,} prefill "
         "forwards, ≈ {drafts:,} draft passes and ≈ {verifies:,} verify forwards (at τ ≈ {tau} tokens a round); "
         "about {time} on this machine at the measured rate",
-        "vi": "ước tính: {prompts:,} lời nhắc × {new_tokens} token mới, R = {slots} đồng thời → {prefills:,} forward "
-        "prefill, ≈ {drafts:,} lượt nháp và ≈ {verifies:,} forward verify (với τ ≈ {tau} token mỗi vòng); "
+        "vi": "ước tính: {prompts:,} lời nhắc × {new_tokens} token mới, R = {slots} đồng thời → ≤ {prefills:,} "
+        "forward prefill, ≈ {drafts:,} lượt nháp và ≈ {verifies:,} forward verify (với τ ≈ {tau} token mỗi vòng); "
         "khoảng {time} trên máy này theo tốc độ đo được",
     },
     "sps": {
