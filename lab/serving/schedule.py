@@ -12,7 +12,8 @@ Two files ship in lab/serving/data/ and are what the scheduler reads by default:
 `measured` (the shipped or given table), `smooth` and `staircase` (lab.serving.sps) — and measures the
 scheduler's own time per round (`plan_cost`) next to the verify forward it plans, at R = 1 and R = 256.
 Every allowed combination runs (`--requests` up to 1024, `--rounds` up to 10,000: ≈ 45 min for R = 1 … 1024 ×
-10,000 rounds on the lab machine); `estimate_schedule` says how much that is before it starts (lab.serving.work).
+10,000 rounds, estimated on a loaded 2-core machine); `estimate_schedule` says how much that is before it
+starts (lab.serving.work).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from rich.text import Text
 
 DEFAULT_PROMPTS_PER_DOMAIN = 4  # held-out corpus prompts when no --prompts-file is given (12 in all)
 PROMPT_TOKENS = 10  # tokens per held-out prompt
-MAX_PROMPTS = 100_000  # prompts in a --prompts-file: ≈ 3 h of serving on the lab machine at the defaults
+MAX_PROMPTS = 100_000  # prompts in a --prompts-file: ≈ 3–4 h of serving on a 2-core CPU at the defaults
 # characters in one line of a --prompts-file: a prompt must fit max_seq_len 256 tokens and no token is longer
 # than 12 bytes, so a longer line can never be served (and is never read whole)
 MAX_LINE_CHARS = 4096
