@@ -21,12 +21,12 @@ or written) · 130 interrupted (Ctrl-C: one line, no traceback) · 141 the reade
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
+
+from .style import print_json
 
 EPILOG = """\
 steps: 1A token→embedding→4 lanes · 1B Engram · 2A mHC · 3A CED schedule · 3B CSA2 compressor ·
@@ -514,6 +514,15 @@ examples:
 
 At temperature 0 every request's tokens equal `dspark-lab generate --prompt <same> --json`'s plain.tokens,
 for every policy and R: the scheduler only decides how much to verify, never what to keep.
+
+output: first one estimate line (prefills, ≈ draft passes and verify forwards, about how long here), then each
+request the moment it finishes (its cache is freed then and its slot takes the next prompt), then a summary.
+--json streams JSON lines on stdout: one {"kind": "request", "index", "prompt", "tokens", "text", "rounds",
+"mean_accepted_length", "mean_verify_len", …} per finished request, in order of finishing, then one
+{"kind": "summary", "policy", "requests", "tokens_per_s", "mean_verify_len", "batch_tokens_per_round",
+"conditions", "estimate", …}; the estimate line and the progress bar go to stderr.
+
+exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 141 output pipe closed (e.g. `| head`)
 """
 
 
@@ -545,7 +554,8 @@ def add_serve_parser(sub: Any) -> None:
     v.add_argument(
         "--prompts-file",
         default=None,
-        help="UTF-8 text, one prompt per line (blank lines skipped); default: 12 held-out corpus prompts",
+        help="UTF-8 text, one prompt per line (blank lines skipped), read line by line: at most 100,000 prompts "
+        "of at most 4,096 characters; default: 12 held-out corpus prompts",
     )
     v.add_argument("--sps-table", default=None, help="SPS cost table (default the shipped measured one)")
     v.add_argument(
@@ -558,7 +568,12 @@ def add_serve_parser(sub: Any) -> None:
     add_checkpoint_argument(v)
     add_placement_arguments(v)
     v.add_argument("--lang", default="en", help="vi or en")
-    v.add_argument("--json", action="store_true", help="policy, requests (prompt, tokens, rounds, τ), tokens/s, …")
+    v.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines: one object per request as it finishes (prompt, tokens, rounds, τ), then a summary "
+        "(policy, tokens/s, …)",
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -704,28 +719,6 @@ def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
         check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len - cfg.dspark_block_size - 2, why)
     check_float(args.lr, "--lr", 0.0, MAX_LR, lo_open=True)
     check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
-
-
-def to_jsonable(x: Any, where: str = "", bad: list[str] | None = None) -> Any:
-    """x with str keys and lists; a NaN or ±inf float becomes None (JSON has neither) and its path goes to `bad`."""
-    if isinstance(x, dict):
-        return {str(k): to_jsonable(v, f"{where}.{k}" if where else str(k), bad) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_jsonable(v, f"{where}[{i}]", bad) for i, v in enumerate(x)]
-    if isinstance(x, float) and not math.isfinite(x):
-        if bad is not None:
-            bad.append(f"{where} = {x}")
-        return None
-    return x
-
-
-def print_json(report: Any) -> None:
-    """Strict JSON on stdout (never NaN or Infinity): non-finite numbers are null and listed under "non_finite"."""
-    bad: list[str] = []
-    data = to_jsonable(report, "", bad)
-    if bad and isinstance(data, dict):
-        data["non_finite"] = {"note": "these numbers were NaN or ±inf; JSON has neither, so they are null", "at": bad}
-    print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
 
 
 def error_line(args: argparse.Namespace, e: Exception) -> str:
@@ -971,9 +964,7 @@ def run(args: argparse.Namespace, console: Any) -> None:
     elif args.command == "serve":
         from .serving.serve_cli import main_serve
 
-        report = main_serve(args, console, lang)
-        if args.json:
-            print_json(report)
+        main_serve(args, console, lang)  # prints each request as it finishes (JSON lines with --json), then the summary
     elif args.command == "present":
         from .present.presenter import main_present
 

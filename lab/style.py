@@ -2,11 +2,14 @@
 
 Figures (plotly): the white template, a left-aligned title, tight margins, a height that grows with the rows shown,
 the floor a log axis draws an exact 0 at. Terminal tables (rich): columns sized when the width is known so words
-wrap whole at 80 columns, numbers written one way (`cell`), readable without colour.
+wrap whole at 80 columns, numbers written one way (`cell`), readable without colour. JSON (`print_json`): strict,
+a NaN or ±inf written as null and listed under "non_finite".
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -92,3 +95,27 @@ class FitTable:
 
 def simple_table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Group:
     return Group(Text(title, style="bold"), FitTable(list(columns), [[cell(x) for x in row] for row in rows]))
+
+
+# ---- JSON ----------------------------------------------------------------------------------------------------
+def to_jsonable(x: Any, where: str = "", bad: list[str] | None = None) -> Any:
+    """x with str keys and lists; a NaN or ±inf float becomes None (JSON has neither) and its path goes to `bad`."""
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v, f"{where}.{k}" if where else str(k), bad) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v, f"{where}[{i}]", bad) for i, v in enumerate(x)]
+    if isinstance(x, float) and not math.isfinite(x):
+        if bad is not None:
+            bad.append(f"{where} = {x}")
+        return None
+    return x
+
+
+def print_json(report: Any, indent: int | None = 1, flush: bool = False) -> None:
+    """Strict JSON on stdout (never NaN or Infinity): non-finite numbers are null and listed under "non_finite".
+    indent None: one line (a JSON line of a stream such as `serve --json`; flush: it leaves at once)."""
+    bad: list[str] = []
+    data = to_jsonable(report, "", bad)
+    if bad and isinstance(data, dict):
+        data["non_finite"] = {"note": "these numbers were NaN or ±inf; JSON has neither, so they are null", "at": bad}
+    print(json.dumps(data, ensure_ascii=False, indent=indent, allow_nan=False), flush=flush)

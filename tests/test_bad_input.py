@@ -282,7 +282,9 @@ def test_eval_defaults_are_the_readmes(capsys) -> None:
     assert (args.prompts, args.max_new_tokens) == (12, 40) == (Recipe().eval_prompts, Recipe().max_new_tokens)
     params = inspect.signature(evaluate_drafters).parameters
     assert (params["n_prompts"].default, params["max_new_tokens"].default) == (12, 40)
-    assert "12 held-out prompts per domain × 40 new" in flat((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert "12 held-out prompts per domain × 40 new" in flat(
+        (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    )
     assert "(default 12)" in help_of(capsys, "eval") and "(default 40)" in help_of(capsys, "eval")
 
 

@@ -168,11 +168,12 @@ def test_serve_json_matches_generate_for_a_prompts_file(tmp_path, capsys):
     f = tmp_path / "p.txt"
     f.write_text("The model predicts the next token.\n\n1 + 2 =\n", encoding="utf-8")
     assert main(["serve", "--prompts-file", str(f), "--requests", "2", "--max-new-tokens", "12", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    *rows, report = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # requests, then the summary
     for key in ("policy", "requests", "tokens_per_s", "mean_verify_len", "batch_tokens_per_round", "conditions"):
         assert key in report
-    assert [r["prompt"] for r in report["requests"]] == ["The model predicts the next token.", "1 + 2 ="]
-    for r in report["requests"]:
+    by_prompt = sorted(rows, key=lambda r: r["index"])
+    assert [r["prompt"] for r in by_prompt] == ["The model predicts the next token.", "1 + 2 ="]
+    for r in rows:
         assert {"prompt", "tokens", "rounds", "mean_accepted_length"} <= set(r)
         assert main(["generate", "--prompt", r["prompt"], "--max-new-tokens", "12", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["plain"]["tokens"] == r["tokens"]

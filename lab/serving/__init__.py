@@ -9,5 +9,9 @@ in dspark_mini/scheduler.py):
   schedule.py  `dspark-lab schedule`: the simulation on the shipped data (data/sps_lab_cpu.json, the measured
                table; data/streams_dspark.json, recorded rounds) and the scheduler's own cost per round;
   cli.py       the two subcommands' handlers and their vi/en tables;
+  serve.py, serve_cli.py  `dspark-lab serve`: ragged speculative rounds for R requests in flight, each request
+               freed and printed (or streamed as a JSON line) the moment it finishes;
+  work.py      the estimate line `serve`, `schedule` and `profile --sps` print before they start, and their
+               progress bar;
   plots.py     SPS(B) and B·SPS(B); throughput and mean verify length vs R per policy (paper Fig. 7/8).
 """

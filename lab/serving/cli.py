@@ -21,7 +21,6 @@ from .sps import SPSTable, save_table
 DEFAULT_SPS_OUT = Path("runs") / "sps.json"
 
 TEXT = {
-    "measuring": {"vi": "đang đo SPS(B) của forward verify…", "en": "measuring SPS(B) of the verify forward…"},
     "sps_title": {
         "vi": "SPS(B): số bước verify mỗi giây theo số token của batch B (trung vị, ép đơn điệu)",
         "en": "SPS(B): verify steps per second vs batch tokens B (median, forced monotone)",
@@ -50,7 +49,6 @@ TEXT = {
         "vi": "đã ghi {n} luồng ({rows} vòng) vào {path}",
         "en": "recorded {n} streams ({rows} rounds) to {path}",
     },
-    "simulating": {"vi": "đang mô phỏng tải…", "en": "simulating the load…"},
     "sim_title": {
         "vi": "Bảng {table}: thông lượng (token/giây) / độ dài verify trung bình ℓ, theo số yêu cầu đồng thời R",
         "en": "Table {table}: throughput (tokens/s) / mean verify length ℓ, by concurrent requests R",
@@ -84,15 +82,32 @@ TEXT = Texts(TEXT, "serving")
 # ---- profile --sps ------------------------------------------------------------------------------------------
 def main_profile_sps(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
     """Measure, save, draw. → the table's JSON with the path it was saved to."""
-    from .profile_sps import profile_sps
+    from ..weights import lab_model
+    from .profile_sps import estimate_sps, profile_sps
+    from .schedule import read_table
+    from .work import Bar, say_estimate, side_console
 
     out = Path(args.out) if args.out is not None else DEFAULT_SPS_OUT
-    with console.status(TEXT("measuring", lang)) if not args.json else nullcontext():
-        table = profile_sps(args.batch_tokens, args.reps, args.cache_length, args.weights, args.seed)
+    model = lab_model(args.weights, args.seed).eval()
+    warmup = 1
+    estimate = estimate_sps(model, args.batch_tokens, args.reps, warmup, args.cache_length, read_table(None))
+    side = side_console(console, args.json)
+    say_estimate(side, estimate, lang)
+    with Bar(side, "bar_sps", estimate.counts["batch_tokens"], lang, args.json) as bar:
+        table = profile_sps(
+            args.batch_tokens,
+            args.reps,
+            args.cache_length,
+            args.weights,
+            args.seed,
+            warmup,
+            model,
+            on_size=lambda b: bar.advance(b * (warmup + args.reps)),
+        )
     save_table(table, out)
     if not args.json:
         render_sps(console, table, lang, out)
-    return {**table.to_dict(), "path": str(out)}
+    return {**table.to_dict(), "path": str(out), "estimate": estimate.to_json()}
 
 
 def render_sps(console: Console, table: SPSTable, lang: str, path: Path | None = None) -> None:
@@ -126,6 +141,7 @@ def main_schedule(args: argparse.Namespace, console: Console, lang: str) -> dict
         DEFAULT_STREAMS_OUT,
         SHIPPED_STREAMS,
         SHIPPED_TABLE,
+        estimate_schedule,
         read_streams,
         read_table,
         record_default_streams,
@@ -133,6 +149,7 @@ def main_schedule(args: argparse.Namespace, console: Console, lang: str) -> dict
         streams_conditions,
     )
     from .simulate import save_streams
+    from .work import Bar, say_estimate, side_console
 
     measured = read_table(args.sps_table)
     path = SHIPPED_STREAMS if args.streams is None else Path(args.streams)
@@ -147,7 +164,12 @@ def main_schedule(args: argparse.Namespace, console: Console, lang: str) -> dict
     else:
         streams = read_streams(args.streams)
         streams_cond = streams_conditions(args.streams)
-    with console.status(TEXT("simulating", lang)) if not args.json else nullcontext():
+    estimate = estimate_schedule(
+        streams, measured, args.requests, args.policies, args.rounds, args.seed, args.threshold
+    )
+    side = side_console(console, args.json)
+    say_estimate(side, estimate, lang)
+    with Bar(side, "bar_schedule", estimate.counts["request_rounds"], lang, args.json) as bar:
         report = schedule_report(
             streams,
             measured,
@@ -159,7 +181,9 @@ def main_schedule(args: argparse.Namespace, console: Console, lang: str) -> dict
             table_path=SHIPPED_TABLE if args.sps_table is None else args.sps_table,
             streams_path=path,
             streams_cond=streams_cond,
+            on_round=bar.advance,
         )
+    report["estimate"] = estimate.to_json()
     if not args.json:
         render_schedule(console, report, lang)
     return report

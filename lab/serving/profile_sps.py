@@ -14,17 +14,23 @@ linearly). Powers of two, because the step time of a small model on a CPU is a f
 overhead) plus work per token: doubling spreads the points evenly over that curve. The default run (15
 reps, one thread) takes ≈ 25 s on a 2-core Xeon, most of it at B = 1536.
 
-Measured with `lab.serving.sps.measure_sps`: a warm-up per size, the repetitions interleaved over the sizes,
-SPS = 1 / median step time, p50/p95/p99 kept, forced monotone.
+Measured one size at a time (`measure_size`, with `lab.serving.sps.measure_sps`): that size's caches are
+prefilled, it is warmed up and timed `reps` times, and its caches are freed before the next size — so the peak
+memory is the largest single size's (B = 3072: 1.3 GB resident, the process included), not the sum over the
+sizes (every allowed size at once: ≈ 45 GB). SPS = 1 / median step time, p50/p95/p99 kept, forced monotone.
+(Interleaving the reps over the sizes would spread a slow drift of the machine over all of them, but it needs
+every size's caches at once.)
+Before it starts, `estimate_sps` says how many forwards that is and about how long they take here.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -33,7 +39,7 @@ from dspark_mini.validate import check_int, check_seed
 from .sps import SPSTable, measure_sps
 
 DEFAULT_BATCH_TOKENS = (1, 6, 12, 24, 48, 96, 192, 384, 768, 1536)  # a decode step, then R = 1 … 256 blocks of 6
-MAX_BATCH_TOKENS = 3072  # 512 sequences of 6 rows: every cache is held at once while the reps interleave
+MAX_BATCH_TOKENS = 3072  # 512 sequences of 6 rows, measured alone (1.3 GB resident at this size)
 SPS_CACHE_LENGTH = 32  # a held-out prompt (16 tokens) plus the middle of a 40-token generation
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,27 +86,25 @@ def corpus_rows(n: int, length: int, seed: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def verify_forward(model, sizes: Sequence[int], cache_len: int, seed: int = 0) -> Callable[[int], object]:
-    """forward_fn(B) for `measure_sps`: one verify forward over B batch tokens (see the module docstring).
-    The caches are prefilled here, once per size (all held in memory while the reps interleave)."""
-    rows = model.cfg.dspark_block_size + 1
-    sizes = check_batch_tokens(list(sizes), rows, "batch_tokens")
-    check_int(cache_len, "cache_len", 1, model.cfg.max_seq_len - rows, f"max_seq_len − one verify of {rows} rows")
-    most = max(layout(b, rows)[0] for b in sizes)
-    text = corpus_rows(most, cache_len + rows, seed)  # [R_max, L + rows]
-    work: dict[int, tuple[Any, torch.Tensor]] = {}
-    for b in sizes:
-        r, s = layout(b, rows)
-        cache = model.new_cache(r)
-        model(text[:r, :cache_len], cache=cache)
-        work[b] = (cache, text[:r, cache_len : cache_len + s].contiguous())
+def size_forward(model, b: int, cache_len: int, text: torch.Tensor) -> Callable[[], object]:
+    """forward() for one size: one verify forward over B = b batch tokens (see the module docstring). Its R
+    caches are prefilled here from `text` [≥ R, cache_len + rows]; they live as long as the returned function."""
+    r, s = layout(b, model.cfg.dspark_block_size + 1)
+    cache = model.new_cache(r)
+    model(text[:r, :cache_len], cache=cache)
+    block = text[:r, cache_len : cache_len + s].contiguous()  # [R, rows]
 
     @torch.no_grad()
-    def forward(b: int) -> object:
-        cache, block = work[b]
+    def forward() -> object:
         return model(block, cache=cache, commit=False).logits
 
     return forward
+
+
+def measure_size(model, b: int, cache_len: int, text: torch.Tensor, reps: int, warmup: int) -> SPSTable:
+    """One size measured on its own: its caches built, warmed up, timed `reps` times, and released on return."""
+    forward = size_forward(model, b, cache_len, text)
+    return measure_sps(lambda _b: forward(), [b], reps, warmup=warmup)
 
 
 def git_state() -> str:
@@ -130,9 +134,11 @@ def profile_sps(
     seed: int = 0,
     warmup: int = 1,
     model=None,
+    on_size: Callable[[int], None] | None = None,
 ) -> SPSTable:
-    """Measure the lab model's verify forward at each B of `sizes` → the forced-monotone SPS table with its run
-    conditions. `model` defaults to `lab.weights.lab_model(weights, seed)`."""
+    """Measure the lab model's verify forward at each B of `sizes`, one size at a time (`measure_size`: only that
+    size's caches are alive) → the forced-monotone SPS table with its run conditions. `model` defaults to
+    `lab.weights.lab_model(weights, seed)`; `on_size(B)` hears of every size measured (a progress bar)."""
     from lab.evaluation.conditions import run_conditions
     from lab.weights import lab_model
 
@@ -143,13 +149,20 @@ def profile_sps(
     model.eval()
     rows = model.cfg.dspark_block_size + 1
     sizes = check_batch_tokens(list(sizes), rows, "batch_tokens")
-    forward = verify_forward(model, sizes, cache_len, seed)
+    check_int(cache_len, "cache_len", 1, model.cfg.max_seq_len - rows, f"max_seq_len − one verify of {rows} rows")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    text = corpus_rows(max(layout(b, rows)[0] for b in sizes), cache_len + rows, seed)  # [R_max, L + rows]
+    parts = []
+    for b in sizes:
+        parts.append(measure_size(model, b, cache_len, text, reps, warmup))
+        if on_size is not None:
+            on_size(b)
     cond = run_conditions(model, 0, cache_len)
     cond.update(
         {
             "batch": f"R = B / {rows} sequences of {rows} rows (anchor + block {rows - 1}); B ≤ {rows}: one sequence",
             "forward": "model(block [R, rows], cache prefilled with held-out corpus text, commit=False), no_grad",
+            "order": "one size at a time (its caches built, warm-up, reps, caches freed), sizes ascending",
             "rows_per_request": rows,
             "weights": weights,
             "preset": model.cfg.name,
@@ -158,4 +171,42 @@ def profile_sps(
             "load_average_1min_before": load,
         }
     )
-    return measure_sps(forward, sizes, reps, warmup=warmup, name="measured", conditions=cond)
+    raw = [p.raw_steps_per_s[0] for p in parts]
+    stats = [p.step_stats[0] for p in parts]
+    return SPSTable(sizes, raw, "linear", "measured", {**parts[0].conditions, **cond}, stats, raw)
+
+
+@torch.no_grad()
+def estimate_sps(model, sizes: Sequence[int], reps: int, warmup: int, cache_len: int, table: SPSTable, seed: int = 0):
+    """The work of `profile_sps`: per size one prefill of its R sequences and warmup + reps verify forwards
+    (exact counts), timed by a probe here (the prefill of one sequence and one forward at B = k + 1, the fastest
+    of three runs) scaled along the SPS table's curve `table` (prefill of R × cache_len tokens, verify at B).
+    → Estimate"""
+    from .work import Estimate
+
+    rows = model.cfg.dspark_block_size + 1
+    sizes = check_batch_tokens(list(sizes), rows, "batch_tokens")
+    text = corpus_rows(1, cache_len + rows, seed)  # [1, L + rows]
+    prefill_s = verify_s = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        forward = size_forward(model, rows, cache_len, text)
+        t1 = time.perf_counter()
+        forward()
+        prefill_s, verify_s = min(prefill_s, t1 - t0), min(verify_s, time.perf_counter() - t1)
+    t = table.step_seconds
+    seconds = 0.0
+    for b in sizes:
+        r = layout(b, rows)[0]
+        seconds += prefill_s * t(r * cache_len) / t(cache_len) + (warmup + reps) * verify_s * t(b) / t(rows)
+    counts = {
+        "sizes": len(sizes),
+        "smallest": sizes[0],
+        "largest": sizes[-1],
+        "warmup": warmup,
+        "reps": reps,
+        "prefills": len(sizes),
+        "forwards": len(sizes) * (warmup + reps),
+        "batch_tokens": sum(sizes) * (warmup + reps),
+    }
+    return Estimate("sps", counts, seconds)

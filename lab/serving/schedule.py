@@ -11,11 +11,15 @@ Two files ship in lab/serving/data/ and are what the scheduler reads by default:
 `schedule_report` replays the streams for R = 1, 2, 4, …, 256 requests under every policy on three tables —
 `measured` (the shipped or given table), `smooth` and `staircase` (lab.serving.sps) — and measures the
 scheduler's own time per round (`plan_cost`) next to the verify forward it plans, at R = 1 and R = 256.
+Every allowed combination runs (`--requests` up to 1024, `--rounds` up to 10,000: ≈ 45 min for R = 1 … 1024 ×
+10,000 rounds, estimated on a loaded 2-core machine); `estimate_schedule` says how much that is before it
+starts (lab.serving.work).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,16 @@ import torch
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES, Scheduler
 from dspark_mini.validate import check_float, check_int, check_seed
 
-from .simulate import SIM_REQUESTS, check_streams, load_streams, plan_cost, record_streams, replay, simulate
+from .simulate import (
+    SIM_REQUESTS,
+    check_streams,
+    load_streams,
+    plan_cost,
+    record_streams,
+    replay,
+    run_policy,
+    simulate,
+)
 from .sps import SPSTable, load_table, smooth_table, staircase_table
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -205,9 +218,11 @@ def schedule_report(
     table_path: str | Path | None = None,
     streams_path: str | Path | None = None,
     streams_cond: dict[str, Any] | None = None,
+    on_round: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Everything `dspark-lab schedule --json` prints: sim[table][policy][R] = {throughput, mean_verify_len,
-    tau, batch_tokens}, the conditions, and the scheduler's cost per round. Defaults: the shipped files."""
+    tau, batch_tokens}, the conditions, and the scheduler's cost per round. Defaults: the shipped files.
+    on_round(R): called after every simulated round of R requests (a progress bar)."""
     from lab.evaluation.conditions import cpu_model
 
     check_seed(seed)
@@ -221,7 +236,7 @@ def schedule_report(
         measured = read_table(table_path)
         table_path = SHIPPED_TABLE if table_path is None else table_path
     tables = tables_for(measured)
-    sim = simulate(streams, tables, policies, requests, rounds, seed, threshold, LAG)
+    sim = simulate(streams, tables, policies, requests, rounds, seed, threshold, LAG, on_round)
     return {
         "sim": sim,
         "scheduler_cost": scheduler_cost(streams, measured, policies, threshold, seed, COST_REQUESTS, cost_reps),
@@ -251,3 +266,46 @@ def schedule_report(
             },
         },
     }
+
+
+def estimate_schedule(
+    streams: Sequence[Sequence[Any]],
+    measured: SPSTable,
+    requests: Sequence[int],
+    policies: Sequence[str],
+    rounds: int,
+    seed: int = 0,
+    threshold: float = DEFAULT_THRESHOLD,
+):
+    """The work of `schedule_report`'s simulation: for every R, policy and table, `rounds` scheduler plans of R
+    requests (exact counts), timed by a probe here — per R, the replay of LAG + 1 rounds and one measured round
+    of every policy (`run_policy`), which the simulation repeats `rounds` times on every table. → Estimate"""
+    from .work import Estimate
+
+    requests = check_requests(list(requests), "requests")
+    check_int(rounds, "rounds", 1)
+    _, _, k = check_streams(streams)
+    n_tables = len(TABLE_NAMES)
+    for _ in range(2):  # the second run is the one kept: the first one pays for the first calls
+        seconds = 0.0
+        for r in requests:
+            t0 = time.perf_counter()
+            batches = replay(streams, r, LAG + 1, seed)
+            seconds += (rounds + LAG) * (time.perf_counter() - t0) / (LAG + 1)
+            for p in policies:
+                sched = Scheduler(p, k, measured, threshold=threshold)
+                t0 = time.perf_counter()
+                run_policy(batches, sched, measured, LAG)  # one measured round
+                seconds += n_tables * rounds * (time.perf_counter() - t0)
+    plans = len(requests) * len(policies) * n_tables * rounds
+    counts = {
+        "loads": len(requests),
+        "smallest": requests[0],
+        "largest": requests[-1],
+        "policies": len(policies),
+        "tables": n_tables,
+        "rounds": rounds,
+        "plans": plans,
+        "request_rounds": sum(requests) * len(policies) * n_tables * rounds,
+    }
+    return Estimate("schedule", counts, seconds)

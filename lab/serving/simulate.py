@@ -115,9 +115,12 @@ def replay(streams: Sequence[Sequence[Any]], requests: int, rounds: int, seed: i
     return out
 
 
-def run_policy(batches, scheduler: Scheduler, sps: StepRate, lag: int = 2) -> dict[str, float]:
+def run_policy(
+    batches, scheduler: Scheduler, sps: StepRate, lag: int = 2, on_round: Callable[[int], None] | None = None
+) -> dict[str, float]:
     """Play the replayed rounds under one scheduler; the round time is 1/SPS(B). The first `lag` rounds are a
-    warm-up that only provides stale confidences (a running server has them); the rest are measured."""
+    warm-up that only provides stale confidences (a running server has them); the rest are measured.
+    `on_round(R)` hears of every measured round of R requests (a progress bar)."""
     _check_int("lag", lag, 1)
     if len(batches) <= lag:
         raise ValueError(f"{len(batches)} rounds leave nothing to measure after the warm-up of lag = {lag}")
@@ -130,6 +133,8 @@ def run_policy(batches, scheduler: Scheduler, sps: StepRate, lag: int = 2) -> di
         verified += plan.capacity
         batch_tokens += plan.batch_tokens
         slots += n.numel()
+        if on_round is not None:
+            on_round(n.numel())
     return {
         "throughput": committed / seconds,
         "mean_verify_len": verified / slots,
@@ -147,11 +152,13 @@ def simulate(
     seed: int = 0,
     threshold: float = DEFAULT_THRESHOLD,
     lag: int = 2,
+    on_round: Callable[[int], None] | None = None,
 ) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
     """sim[table][policy][str(R)] = {throughput, mean_verify_len, tau, batch_tokens}, over `rounds` measured
     rounds after a warm-up of `lag` rounds (dspark-async reads the batch's confidences `lag` rounds old).
 
-    streams: recorded or synthetic rows (see `Row`); tables: name → SPS table; R as a string key ("1" … "256")."""
+    streams: recorded or synthetic rows (see `Row`); tables: name → SPS table; R as a string key ("1" … "256");
+    on_round(R): called after every measured round of R requests (a progress bar)."""
     if not isinstance(tables, Mapping) or not tables:
         raise ValueError("tables is empty: allowed a mapping name → SPS table (e.g. {'smooth': smooth_table()})")
     for p in policies:
@@ -165,7 +172,7 @@ def simulate(
         for name, table in tables.items():
             for p in policies:
                 sched = Scheduler(p, k, table, threshold=threshold)
-                out[name][p][str(r)] = run_policy(batches, sched, table, lag)
+                out[name][p][str(r)] = run_policy(batches, sched, table, lag, on_round)
     return out
 
 
