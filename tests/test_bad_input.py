@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import lab.cli as cli
+import lab.training.cli as training_cli
 from dspark_mini import get_config
 from dspark_mini.config import ConfigError
 from dspark_mini.sampling import token_distribution
@@ -217,7 +218,7 @@ def test_ctrl_c_in_walk_is_one_line_and_130(workdir, capsys, monkeypatch) -> Non
 
 
 def test_ctrl_c_during_training_leaves_no_checkpoint(workdir, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("lab.training.cli.train_target", interrupt)
+    monkeypatch.setattr("lab.training.commands.train_target", interrupt)
     before = snapshot(workdir)
     argv = ["train", "target", "--steps", "2", "--lines", "20", "--seq-len", "16", "--out", "t.safetensors"]
     assert cli.main(argv) == 130
@@ -294,11 +295,11 @@ def test_train_help_states_each_kinds_steps(capsys) -> None:
 
     r = Recipe()
     want = {"target": r.target_steps, **dict.fromkeys(MODEL_DRAFTERS, r.draft_steps)}
-    assert cli.TRAIN_STEPS == {**want, **dict.fromkeys(BASELINE_DRAFTERS, r.baseline_steps)}
+    assert training_cli.TRAIN_STEPS == {**want, **dict.fromkeys(BASELINE_DRAFTERS, r.baseline_steps)}
     text = help_of(capsys, "train")
     assert f"target {r.target_steps}" in text and f"dflash {r.draft_steps}" in text
     assert f"eagle3 / mtp1 {r.baseline_steps}" in text
-    for kind, steps in cli.TRAIN_STEPS.items():  # and the run uses them when --steps is not given
+    for kind, steps in training_cli.TRAIN_STEPS.items():  # and the run uses them when --steps is not given
         argv = ["train", "target"] if kind == "target" else ["train", "draft", "--kind", kind]
         args = cli.parser().parse_args(argv)
         cli.check_args(args)

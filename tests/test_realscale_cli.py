@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from lab.cli import CHECKPOINT_STYLES, main
+from lab.cli import main
+from lab.options import CHECKPOINT_STYLES
 from lab.realscale.layout import STYLES
 
 

@@ -55,7 +55,8 @@ def counted_caches(trained, monkeypatch):
 @pytest.fixture
 def served_model(trained, monkeypatch):
     """The CLI's `serve` / `profile --sps` on the module's model (no reload per call)."""
-    monkeypatch.setattr("lab.weights.lab_model", lambda *a, **k: trained)
+    monkeypatch.setattr("lab.weights.lab_model", lambda *a, **k: trained)  # profile --sps
+    monkeypatch.setattr("lab.realscale.run.run_model", lambda *a, **k: trained)  # serve
     return trained
 
 

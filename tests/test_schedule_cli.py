@@ -324,9 +324,8 @@ def test_a_missing_streams_file_names_the_option(tmp_path):
 
 
 def test_help_defaults_are_the_code_s():
-    import lab.cli as cli
     from dspark_mini import scheduler
-    from lab.serving import profile_sps, schedule
+    from lab.serving import cli, profile_sps, schedule
 
     assert cli.DEFAULT_THRESHOLD == scheduler.DEFAULT_THRESHOLD
     assert cli.SIM_REQUESTS_TEXT == ",".join(map(str, schedule.SIM_REQUESTS))

@@ -20,7 +20,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-import lab.training.cli as train_cli_mod
+import lab.training.commands as train_cli_mod
 import lab.training.rebuild as train_all_mod
 import lab.weights as weights_mod
 from dspark_mini import build_model, get_config

@@ -1,4 +1,7 @@
-"""`dspark-lab eval`: the mini DeepSpec evaluation of the shipped (or given) drafters, as rich tables or JSON."""
+"""`dspark-lab eval`: the mini DeepSpec evaluation of the shipped (or given) drafters, as rich tables or JSON.
+
+The parsers import nothing heavy, so `--help` stays fast; a handler imports the model when it runs.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +13,73 @@ from rich.progress import Progress
 from rich.table import Table
 
 from ..corpus import DOMAINS
+from ..options import add_json, add_lang, add_seed, command
+from ..style import print_json
 from ..text import Texts
-from ..weights import check_drafter, load_drafter
-from .quality import evaluate_drafters, public_json
+
+COMMANDS = ("eval",)
+# Defaults that --help prints (it stays fast: no torch); tests/test_bad_input.py checks them against the
+# recipe of `train all` (training/rebuild.py) and quality.py's defaults.
+EVAL_PROMPTS, EVAL_NEW_TOKENS = 12, 40
+MAX_EVAL_PROMPTS = 1000  # held-out prompts per domain: math has ≈ 1,000 distinct lines, more would repeat
+EVAL_EXAMPLES = """\
+examples:
+  dspark-lab eval                                   τ per drafter and domain, T = 1 and greedy
+  dspark-lab eval --drafters dspark,dflash --json   two drafters, as JSON"""
+
+
+def add_parsers(sub: Any) -> None:
+    e = command(
+        sub,
+        "eval",
+        "τ per domain per drafter, acceptance per position, threshold sweep, tokens/s (shipped weights)",
+        "A mini DeepSpec evaluation of the trained drafters: accepted length τ per domain at temperature 1 and "
+        "greedy (Table 1), conditional acceptance per draft position (Figure 2), a static confidence-threshold "
+        "sweep (Figure 5), and wall-clock tokens/s of plain vs speculative decoding.",
+        EVAL_EXAMPLES,
+    )
+    e.add_argument(
+        "--drafters",
+        default="dspark,dspark-rnn,dflash,eagle3,mtp1",
+        help="comma-separated drafters (default all five)",
+    )
+    e.add_argument("--weights-dir", default=None, help="folder of the weights (default: the shipped lab/weights)")
+    e.add_argument(
+        "--prompts",
+        type=int,
+        default=EVAL_PROMPTS,
+        help=f"held-out prompts per domain: 1..{MAX_EVAL_PROMPTS} (default {EVAL_PROMPTS})",
+    )
+    e.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=EVAL_NEW_TOKENS,
+        help=f"new tokens per prompt: 1..240 = max_seq_len 256 − a 16-token prompt (default {EVAL_NEW_TOKENS})",
+    )
+    e.add_argument(
+        "--speed-prompts", type=int, default=2, help="prompts per domain timed at batch 1: 1..--prompts (default 2)"
+    )
+    add_seed(e, "seed of the prompts and the sampling")
+    add_lang(e)
+    add_json(e, "per drafter and domain: tau, cond_accept, tokens/s ratio")
+
+
+def check(args: argparse.Namespace, cfg: Any) -> None:
+    from dspark_mini.validate import check_int  # torch: only when a command runs, not for --help
+
+    from .quality import PROMPT_TOKENS
+
+    check_int(args.prompts, "--prompts", 1, MAX_EVAL_PROMPTS)
+    why = f"max_seq_len {cfg.max_seq_len} − a {PROMPT_TOKENS}-token prompt"
+    check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - PROMPT_TOKENS, why)
+    check_int(args.speed_prompts, "--speed-prompts", 1, args.prompts, "at most --prompts")
+
+
+def run(args: argparse.Namespace, console: Console, lang: str) -> None:
+    report = main_eval(args, console, lang)
+    if args.json:
+        print_json(report)
+
 
 TEXT = {
     "tau": {"en": "accepted length τ (kept drafts + 1)", "vi": "độ dài chấp nhận τ (token nháp giữ + 1)"},
@@ -33,6 +100,8 @@ TEXT = Texts(TEXT, "eval")
 
 
 def parse_drafters(text: str) -> list[str]:
+    from ..weights import check_drafter  # torch: only when the command runs
+
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
         raise ValueError(
@@ -42,6 +111,9 @@ def parse_drafters(text: str) -> list[str]:
 
 
 def main_eval(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
+    from ..weights import load_drafter  # torch: only when the command runs
+    from .quality import evaluate_drafters, public_json
+
     names = parse_drafters(args.drafters)
     entries = {n: load_drafter(n, args.weights_dir) for n in names}
     with Progress(console=console, disable=args.json, transient=True) as bar:

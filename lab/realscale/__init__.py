@@ -14,23 +14,35 @@
 The packed weights themselves (FP8 / MXFP4 codes and E8M0 scales, dequantized at use) are dspark_mini.packed.
 """
 
-from .export import CheckpointReader, export_checkpoint, load_checkpoint, read_config
-from .inspect import format_report, inspect_checkpoint, write_header_only
-from .layout import GROUPS, STYLES, RealScaleError, checkpoint_name, group_of, lab_tensors, layout
+# The names below load on first use (PEP 562), so `import lab.realscale.cli` (the parser of `dspark-lab checkpoint`)
+# does not import torch and `dspark-lab --help` stays fast.
+_HOMES = {
+    "CheckpointReader": "export",
+    "export_checkpoint": "export",
+    "load_checkpoint": "export",
+    "read_config": "export",
+    "format_report": "inspect",
+    "inspect_checkpoint": "inspect",
+    "write_header_only": "inspect",
+    "GROUPS": "layout",
+    "STYLES": "layout",
+    "RealScaleError": "layout",
+    "checkpoint_name": "layout",
+    "group_of": "layout",
+    "lab_tensors": "layout",
+    "layout": "layout",
+}
+__all__ = sorted(_HOMES)
 
-__all__ = [
-    "CheckpointReader",
-    "GROUPS",
-    "RealScaleError",
-    "STYLES",
-    "checkpoint_name",
-    "export_checkpoint",
-    "format_report",
-    "group_of",
-    "inspect_checkpoint",
-    "lab_tensors",
-    "layout",
-    "load_checkpoint",
-    "read_config",
-    "write_header_only",
-]
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module  # on first use: the package itself stays torch-free
+
+    home = _HOMES[name]
+    module = import_module(f".{home}", __name__)
+    # bind every name of that module at once, as an eager `from .layout import …, layout` did: `layout` is then the
+    # function, not the submodule the import just set on the package
+    globals().update({n: getattr(module, n) for n, h in _HOMES.items() if h == home})
+    return globals()[name]

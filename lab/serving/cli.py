@@ -1,247 +1,217 @@
-"""The CLI side of confidence-scheduled verification: `dspark-lab profile --sps` and `dspark-lab schedule`.
-
-lab/cli.py parses and checks the options and calls `main_profile_sps` / `main_schedule`; both return the report
-that `--json` prints and otherwise draw it as tables that read at 80 columns without colour, in vi or en.
+"""`dspark-lab schedule`, `dspark-lab serve` and `profile --sps`: their options and checks (the handlers are
+commands.py and serve_cli.py). Nothing here imports torch, so `--help` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.text import Text
+from ..options import add_checkpoint, add_json, add_lang, add_placement, add_seed, add_temperature, command
+from ..style import print_json
 
-from ..style import simple_table
-from ..text import UI, Texts
-from .sps import SPSTable, save_table
+COMMANDS = ("schedule", "serve")
+SIM_REQUESTS_TEXT = "1,2,4,8,16,32,64,128,256"
+MAX_SIM_ROUNDS = 10_000
+DEFAULT_THRESHOLD = 0.1  # dspark_mini.scheduler.DEFAULT_THRESHOLD, kept here so --help needs no torch (tested)
 
-DEFAULT_SPS_OUT = Path("runs") / "sps.json"
+SCHEDULE_EXAMPLES = """\
+policies: fixed (verify all k drafts) · threshold (stop at the first survival
+a = Π c below --threshold) · dspark (Algorithm 1: greedy over a, early stop on
+Θ = τ*·SPS(B)) · dspark-async (capacity from confidences two rounds old, global
+search; then the top current candidates)
+tables: measured (lab/serving/data/sps_lab_cpu.json or --sps-table) · smooth
+(t = t0·(1 + B/256)) · staircase (CUDA-graph-like buckets at powers of two)
 
-TEXT = {
-    "sps_title": {
-        "vi": "SPS(B): số bước verify mỗi giây theo số token của batch B (trung vị, ép đơn điệu)",
-        "en": "SPS(B): verify steps per second vs batch tokens B (median, forced monotone)",
-    },
-    "layout": {"vi": "R × hàng", "en": "R × rows"},
-    "p50_ms": {"vi": "p50 ms", "en": "p50 ms"},
-    "p95_ms": {"vi": "p95 ms", "en": "p95 ms"},
-    "p99_ms": {"vi": "p99 ms", "en": "p99 ms"},
-    "sps_raw": {"vi": "SPS đo", "en": "SPS measured"},
-    "sps_forced": {"vi": "SPS đơn điệu", "en": "SPS monotone"},
-    "tok_s": {"vi": "B·SPS token/giây", "en": "B·SPS tokens/s"},
-    "saved": {"vi": "đã lưu bảng chi phí: {path}", "en": "cost table saved to {path}"},
-    "use_it": {
-        "vi": "dùng nó: dspark-lab schedule --sps-table {path}",
-        "en": "use it: dspark-lab schedule --sps-table {path}",
-    },
-    "forced_note": {
-        "vi": "{n} điểm bị nâng lên khi ép đơn điệu (nhiễu đo: thời gian bước không được giảm khi B tăng)",
-        "en": "{n} point(s) raised by forcing monotone (noise: the step time may not fall as B grows)",
-    },
-    "recording": {
-        "vi": "đang ghi lại các vòng của bộ vẽ DSpark đã huấn luyện…",
-        "en": "recording rounds of the trained DSpark drafter…",
-    },
-    "recorded": {
-        "vi": "đã ghi {n} luồng ({rows} vòng) vào {path}",
-        "en": "recorded {n} streams ({rows} rounds) to {path}",
-    },
-    "sim_title": {
-        "vi": "Bảng {table}: thông lượng (token/giây) / độ dài verify trung bình ℓ, theo số yêu cầu đồng thời R",
-        "en": "Table {table}: throughput (tokens/s) / mean verify length ℓ, by concurrent requests R",
-    },
-    "verdict": {
-        "vi": "R = {r}: dspark {ratio:.2f}× thông lượng của fixed, ℓ {l1:.2f} → {l2:.2f}",
-        "en": "R = {r}: dspark {ratio:.2f}× fixed's throughput, ℓ {l1:.2f} → {l2:.2f}",
-    },
-    "stall": {
-        "vi": "dừng sớm bị kẹt (ℓ = 0) ở R = {rs}; dspark-async vẫn verify ℓ = {ls}",
-        "en": "early stop stalls (ℓ = 0) at R = {rs}; dspark-async still verifies ℓ = {ls}",
-    },
-    "no_stall": {"vi": "dừng sớm không bị kẹt ở R nào", "en": "the early stop never stalls here"},
-    "cost_title": {
-        "vi": "Chi phí của bộ lập lịch mỗi vòng, cạnh forward verify đo được ở cùng B",
-        "en": "The scheduler's own cost per round, beside the measured verify forward at the same B",
-    },
-    "policy": {"vi": "chính sách", "en": "policy"},
-    "plan_p50": {"vi": "lập lịch p50 µs", "en": "plan p50 µs"},
-    "plan_p95": {"vi": "p95 µs", "en": "p95 µs"},
-    "verify_ms": {"vi": "verify ms", "en": "verify ms"},
-    "share": {"vi": "lập lịch / verify", "en": "plan / verify"},
-    "streams": {
-        "vi": "luồng: {n} yêu cầu ghi lại, {rows} vòng, k = {k}, τ khi verify cả khối = {tau:.2f}",
-        "en": "streams: {n} recorded requests, {rows} rounds, k = {k}, τ with the full block = {tau:.2f}",
-    },
-}
-TEXT = Texts(TEXT, "serving")
+examples:
+  dspark-lab schedule                               every policy on the three tables, R = 1 … 256
+  dspark-lab schedule --json                        sim[table][policy][R] = {throughput, mean_verify_len, tau}
+  dspark-lab schedule --requests 1,16,256 --policies fixed,dspark
+  dspark-lab schedule --sps-table runs/sps.json     with a table you measured (dspark-lab profile --sps)
+  dspark-lab schedule --record --streams runs/streams.json   re-record the confidences, then simulate"""
+SERVE_EXAMPLES = """\
+examples:
+  dspark-lab serve                                  12 held-out prompts, 4 in flight, Algorithm 1
+  dspark-lab serve --requests 8 --policy dspark-async --json
+  dspark-lab serve --policy fixed --requests 1      the classic: verify the whole block, one request
+  dspark-lab serve --prompts-file prompts.txt --max-new-tokens 48 --temperature 1 --seed 3
+
+At temperature 0 every request's tokens equal `dspark-lab generate --prompt <same>
+--json`'s plain.tokens, for every policy and R: the scheduler only decides how
+much to verify, never what to keep.
+
+output: one estimate line (prefills, ≈ draft passes and verify forwards, about
+how long here), then each request the moment it finishes (its cache is freed and
+its slot takes the next prompt), then a summary. --json streams JSON lines: one
+{"kind": "request", "index", "prompt", "tokens", "text", "rounds",
+"mean_accepted_length", "mean_verify_len", …} per finished request, in order of
+finishing, then one {"kind": "summary", "policy", "requests", "tokens_per_s",
+"mean_verify_len", "batch_tokens_per_round", "conditions", "estimate", …}; the
+estimate line and the progress bar go to stderr."""
 
 
-# ---- profile --sps ------------------------------------------------------------------------------------------
-def main_profile_sps(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
-    """Measure, save, draw. → the table's JSON with the path it was saved to."""
-    from ..weights import lab_model
-    from .profile_sps import estimate_sps, profile_sps
-    from .schedule import read_table
-    from .work import Bar, say_estimate, side_console
-
-    out = Path(args.out) if args.out is not None else DEFAULT_SPS_OUT
-    model = lab_model(args.weights, args.seed).eval()
-    warmup = 1
-    estimate = estimate_sps(model, args.batch_tokens, args.reps, warmup, args.cache_length, read_table(None))
-    side = side_console(console, args.json)
-    say_estimate(side, estimate, lang)
-    with Bar(side, "bar_sps", estimate.counts["batch_tokens"], lang, args.json) as bar:
-        table = profile_sps(
-            args.batch_tokens,
-            args.reps,
-            args.cache_length,
-            args.weights,
-            args.seed,
-            warmup,
-            model,
-            on_size=lambda b: bar.advance(b * (warmup + args.reps)),
-        )
-    save_table(table, out)
-    if not args.json:
-        render_sps(console, table, lang, out)
-    return {**table.to_dict(), "path": str(out), "estimate": estimate.to_json()}
-
-
-def render_sps(console: Console, table: SPSTable, lang: str, path: Path | None = None) -> None:
-    rows_per = table.conditions.get("rows_per_request", 6)
-    rows = []
-    for b, raw, forced, st in zip(
-        table.batch_tokens, table.raw_steps_per_s, table.forced_steps_per_s, table.step_stats, strict=True
-    ):
-        r, s = (1, b) if b <= rows_per else (b // rows_per, rows_per)
-        ms = [f"{st[q] * 1e3:.2f}" if st else "–" for q in ("p50", "p95", "p99")]
-        rows.append([str(b), f"{r}×{s}", *ms, f"{raw:.1f}", f"{forced:.1f}", f"{b * forced:,.0f}"])
-    cols = ["B", TEXT("layout", lang), TEXT("p50_ms", lang), TEXT("p95_ms", lang), TEXT("p99_ms", lang)]
-    cols += [TEXT("sps_raw", lang), TEXT("sps_forced", lang), TEXT("tok_s", lang)]
-    console.print(simple_table(TEXT("sps_title", lang), cols, rows))
-    raised = sum(f < r for f, r in zip(table.forced_steps_per_s, table.raw_steps_per_s, strict=True))
-    if raised:
-        console.print(TEXT("forced_note", lang, n=raised))
-    if path is not None:
-        console.print(TEXT("saved", lang, path=path))
-        console.print(TEXT("use_it", lang, path=path))
-    conditions(console, table.conditions, lang)
-
-
-def conditions(console: Console, cond: dict[str, Any], lang: str) -> None:
-    console.print(Text(UI("run_conditions", lang) + ": " + ", ".join(f"{k}={v}" for k, v in cond.items())))
-
-
-# ---- schedule -----------------------------------------------------------------------------------------------
-def main_schedule(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
-    from .schedule import (
-        DEFAULT_STREAMS_OUT,
-        SHIPPED_STREAMS,
-        SHIPPED_TABLE,
-        estimate_schedule,
-        read_streams,
-        read_table,
-        record_default_streams,
-        schedule_report,
-        streams_conditions,
+def add_parsers(sub: Any) -> None:
+    s = command(
+        sub,
+        "schedule",
+        "load simulation: throughput and verify length of each verify-length policy for R = 1 … 256",
+        "Confidence-scheduled verification under load: replay recorded calibrated confidences and acceptances "
+        "of the trained DSpark drafter for R concurrent requests, let each policy choose how many drafts every "
+        "request verifies, and time each round with an SPS(B) cost table (measured here, smooth, staircase). "
+        "Reports throughput, mean verify length ℓ and τ per table, policy and R, and the scheduler's own time "
+        "per round beside the verify forward.",
+        SCHEDULE_EXAMPLES,
     )
-    from .simulate import save_streams
-    from .work import Bar, say_estimate, side_console
-
-    measured = read_table(args.sps_table)
-    path = SHIPPED_STREAMS if args.streams is None else Path(args.streams)
-    if args.record:
-        path = Path(args.streams) if args.streams is not None else DEFAULT_STREAMS_OUT
-        with console.status(TEXT("recording", lang)) if not args.json else nullcontext():
-            streams, streams_cond = record_default_streams()
-        save_streams(path, streams, streams_cond)
-        if not args.json:
-            n = sum(len(s) for s in streams)
-            console.print(TEXT("recorded", lang, n=len(streams), rows=n, path=path))
-    else:
-        streams = read_streams(args.streams)
-        streams_cond = streams_conditions(args.streams)
-    estimate = estimate_schedule(
-        streams, measured, args.requests, args.policies, args.rounds, args.seed, args.threshold
+    s.add_argument(
+        "--requests",
+        default=SIM_REQUESTS_TEXT,
+        help=f"comma-separated concurrent requests R, each 1..1024 (default {SIM_REQUESTS_TEXT})",
     )
-    side = side_console(console, args.json)
-    say_estimate(side, estimate, lang)
-    with Bar(side, "bar_schedule", estimate.counts["request_rounds"], lang, args.json) as bar:
-        report = schedule_report(
-            streams,
-            measured,
-            args.requests,
-            args.policies,
-            args.threshold,
-            args.rounds,
-            args.seed,
-            table_path=SHIPPED_TABLE if args.sps_table is None else args.sps_table,
-            streams_path=path,
-            streams_cond=streams_cond,
-            on_round=bar.advance,
-        )
-    report["estimate"] = estimate.to_json()
-    if not args.json:
-        render_schedule(console, report, lang)
-    return report
+    s.add_argument(
+        "--policies",
+        default="fixed,threshold,dspark,dspark-async",
+        help="comma-separated policies: fixed, threshold, dspark, dspark-async (default all four)",
+    )
+    s.add_argument(
+        "--sps-table",
+        default=None,
+        help="the measured SPS table (JSON from `dspark-lab profile --sps`; default the shipped "
+        "lab/serving/data/sps_lab_cpu.json)",
+    )
+    s.add_argument(
+        "--streams",
+        default=None,
+        help="recorded rounds (JSON; default the shipped lab/serving/data/streams_dspark.json); with --record: "
+        "where to write them (default runs/streams_dspark.json)",
+    )
+    s.add_argument(
+        "--record",
+        action="store_true",
+        help="re-record the streams from the trained drafter (32 held-out prompts per domain, 40 new tokens, T = 1)",
+    )
+    s.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"the threshold policy's survival cut: a number in [0, 1] (default {DEFAULT_THRESHOLD})",
+    )
+    s.add_argument(
+        "--rounds",
+        type=int,
+        default=64,
+        help=f"measured rounds per R, policy and table: 1..{MAX_SIM_ROUNDS:,} (default 64)",
+    )
+    add_seed(s, "seed of the replay (which recorded rounds each request slot plays)")
+    add_lang(s)
+    add_json(s)
+
+    v = command(
+        sub,
+        "serve",
+        "R requests decoded concurrently: ragged speculative rounds, confidence-scheduled verification",
+        "Decode many prompts with at most R in flight (continuous batching). Each round every request drafts the "
+        "whole trained block, the policy picks how many drafts each one verifies from the confidences (and "
+        "SPS(B) for dspark / dspark-async), and ONE target forward verifies every request at its own cache "
+        "length; each request commits its own verdict.",
+        SERVE_EXAMPLES,
+    )
+    v.add_argument("--requests", type=int, default=4, help="requests in flight R: 1..1024 (default 4)")
+    v.add_argument(
+        "--policy",
+        default="dspark",
+        choices=["fixed", "threshold", "dspark", "dspark-async"],
+        help="verify-length policy (default dspark = Algorithm 1)",
+    )
+    add_temperature(v)
+    v.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=32,
+        help="new tokens per request: 1..256 − the longest prompt (default 32)",
+    )
+    v.add_argument(
+        "--prompts-file",
+        default=None,
+        help="UTF-8 text, one prompt per line (blank lines skipped), read line by line: at most 100,000 prompts "
+        "of at most 4,096 characters; default: 12 held-out corpus prompts",
+    )
+    v.add_argument("--sps-table", default=None, help="SPS cost table (default the shipped measured one)")
+    v.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="the threshold policy's survival cut-off, in [0, 1] (default 0.1)",
+    )
+    add_seed(v, "seed of the sampling")
+    add_checkpoint(v)
+    add_placement(v)
+    add_lang(v)
+    add_json(
+        v,
+        "JSON lines: one object per request as it finishes (prompt, tokens, rounds, τ), then a summary "
+        "(policy, tokens/s, …)",
+    )
 
 
-def fmt_tok(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+def check(args: argparse.Namespace, cfg: Any) -> None:
+    """schedule's and serve's options, and the rest of `profile --sps` (the lesson's cli checks --reps)."""
+    from dspark_mini.validate import check_float, check_int  # torch: only when a command runs, not for --help
+
+    if args.command == "schedule":
+        from .schedule import parse_policies, parse_requests
+
+        if isinstance(args.requests, str):
+            args.requests = parse_requests(args.requests)
+        if isinstance(args.policies, str):
+            args.policies = parse_policies(args.policies)
+        check_float(args.threshold, "--threshold", 0.0, 1.0, why="a survival probability")
+        check_int(args.rounds, "--rounds", 1, MAX_SIM_ROUNDS)
+        for option, value in (("--sps-table", args.sps_table), ("--streams", args.streams)):
+            if value is not None and Path(value).is_dir():
+                raise ValueError(f"--{option.lstrip('-')} = {value!r} is a folder: allowed a JSON file")
+    elif args.command == "serve":
+        from .serve import MAX_REQUESTS
+
+        check_int(args.requests, "--requests", 1, MAX_REQUESTS)
+        check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - 1)
+        if args.threshold is not None:
+            check_float(args.threshold, "--threshold", 0.0, 1.0, why="a survival probability")
+        for option, value in (("--prompts-file", args.prompts_file), ("--sps-table", args.sps_table)):
+            if value is not None and not Path(value).is_file():
+                raise ValueError(f"{option} = {value!r} is not a file: allowed an existing file")
+    else:  # profile --sps
+        check_profile_sps(args, cfg)
 
 
-def render_schedule(console: Console, report: dict[str, Any], lang: str) -> None:
-    sim, cond = report["sim"], report["conditions"]
-    s = cond["streams"]
-    console.print(TEXT("streams", lang, n=s["streams"], rows=s["rows"], k=s["k"], tau=s["tau_full_block"]))
-    for name, per_policy in sim.items():
-        policies = list(per_policy)
-        rs = list(next(iter(per_policy.values())))
-        rows = [
-            [
-                r,
-                *(
-                    f"{fmt_tok(per_policy[p][r]['throughput'])} / {per_policy[p][r]['mean_verify_len']:.2f}"
-                    for p in policies
-                ),
-            ]
-            for r in rs
-        ]
-        console.print(Text(""))
-        console.print(simple_table(TEXT("sim_title", lang, table=name), ["R", *policies], rows))
-        last = rs[-1]
-        if "dspark" in per_policy and "fixed" in per_policy:
-            d, f = per_policy["dspark"][last], per_policy["fixed"][last]
-            ratio = d["throughput"] / f["throughput"]
-            console.print(TEXT("verdict", lang, r=last, ratio=ratio, l1=f["mean_verify_len"], l2=d["mean_verify_len"]))
-        if "dspark" in per_policy and "dspark-async" in per_policy:
-            stalled = [r for r in rs if per_policy["dspark"][r]["mean_verify_len"] == 0.0]
-            if stalled:
-                ls = ", ".join(f"{per_policy['dspark-async'][r]['mean_verify_len']:.2f}" for r in stalled)
-                console.print(TEXT("stall", lang, rs=", ".join(stalled), ls=ls))
-            elif name == "staircase":
-                console.print(TEXT("no_stall", lang))
-    cost = report["scheduler_cost"]
-    rows = []
-    for p, per_r in cost.items():
-        for r, c in per_r.items():
-            rows.append(
-                [
-                    p,
-                    r,
-                    str(c["batch_tokens"]),
-                    f"{c['plan_s']['p50'] * 1e6:.0f}",
-                    f"{c['plan_s']['p95'] * 1e6:.0f}",
-                    f"{c['verify_s'] * 1e3:.1f}",
-                    f"{c['plan_over_verify']:.2%}",
-                ]
-            )
-    cols = [TEXT("policy", lang), "R", "B", TEXT("plan_p50", lang), TEXT("plan_p95", lang), TEXT("verify_ms", lang)]
-    console.print(Text(""))
-    console.print(simple_table(TEXT("cost_title", lang), [*cols, TEXT("share", lang)], rows))
-    measured = cond["tables"]["measured"]["conditions"]
-    keys = ("cpu", "threads", "dtype", "cache_length", "reps", "source")
-    conditions(console, {k: measured[k] for k in keys if k in measured}, lang)
+def check_profile_sps(args: argparse.Namespace, cfg: Any) -> None:
+    """`profile --sps`: the cache length, the batch-token sizes and where the table goes."""
+    from dspark_mini.validate import check_int  # torch: only when a command runs, not for --help
+
+    from .profile_sps import DEFAULT_BATCH_TOKENS, SPS_CACHE_LENGTH, parse_batch_tokens
+
+    if args.device != "cpu" or args.dtype is not None:
+        raise ValueError("--device / --dtype apply to `profile` without --sps: allowed their defaults with --sps")
+    verify = cfg.dspark_block_size + 1
+    args.cache_length = SPS_CACHE_LENGTH if args.cache_length is None else args.cache_length
+    why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
+    check_int(args.cache_length, "--cache-length", 1, cfg.max_seq_len - verify, why)
+    if args.batch_tokens is None:
+        args.batch_tokens = list(DEFAULT_BATCH_TOKENS)
+    elif isinstance(args.batch_tokens, str):
+        args.batch_tokens = parse_batch_tokens(args.batch_tokens, verify)
+    if args.out is not None and Path(args.out).is_dir():
+        raise ValueError(f"--out = {args.out!r} is a folder: allowed a file path for the JSON table")
+
+
+def run(args: argparse.Namespace, console: Any, lang: str) -> None:
+    if args.command == "serve":
+        from .serve_cli import main_serve  # torch: only when the command runs
+
+        main_serve(args, console, lang)  # prints each request as it finishes (JSON lines with --json), then the summary
+        return
+    from .commands import main_profile_sps, main_schedule  # torch: only when the command runs
+
+    report = (main_schedule if args.command == "schedule" else main_profile_sps)(args, console, lang)
+    if args.json:
+        print_json(report)

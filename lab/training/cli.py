@@ -1,218 +1,167 @@
-"""`dspark-lab train target`: corpus → training with a progress bar → safetensors checkpoint + report."""
+"""`dspark-lab train` and `dspark-lab data`: their options and checks (the handlers are commands.py and
+lab/corpus.py). Nothing here imports torch, so `--help` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
+from ..corpus import DEFAULT_LINES_PER_DOMAIN, MAX_LINES_PER_DOMAIN, add_data_arguments
+from ..options import add_json, add_lang, add_seed, command
+from ..style import print_json
 
-from dspark_mini import get_config
-from dspark_mini.checkpoint import save
+COMMANDS = ("data", "train")
+# Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
+# training/rebuild.py's Recipe (target_steps, draft_steps, baseline_steps).
+TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 400, "mtp1": 400}
+# Upper bounds of the options that have no natural one (the model-dependent ones come from the lab config).
+MAX_STEPS = 100_000  # 250× the shipped target recipe
+MAX_BATCH = 256  # sequences per step: 16× the default (memory grows with batch × seq-len)
+MAX_LR = 1.0  # Adam moves every weight by about lr per step: above 1 it throws the weights away
 
-from ..corpus import build_corpus, mix, split, token_stream
-from ..text import check_lang, say_symlink
-from ..weights import check_out, file_sha256, record_file
-from .train import evaluate, model_for_draft, train_draft, train_target
+DATA_EXAMPLES = """\
+examples:
+  dspark-lab data                                   describe the toy corpus (3 domains)
+  dspark-lab data --out runs/corpus --lang vi       write it, one file a domain"""
+TRAIN_EXAMPLES = """\
+examples:
+  dspark-lab train target --steps 400 --out runs/target.safetensors
+  dspark-lab train draft --kind eagle3 --target runs/target.safetensors --out runs/eagle3.safetensors
+  dspark-lab train all --out lab/weights --force    rebuild every shipped weight file
+  dspark-lab train all --quick --out runs/quick     the same pipeline, tiny (a minute)"""
 
 
-def progress(console: Console, quiet: bool) -> Progress:
-    """A rich progress bar with the running loss (silent under --json)."""
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} · loss {task.fields[loss]:.3f}"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=quiet,
+def add_parsers(sub: Any) -> None:
+    d = command(
+        sub,
+        "data",
+        "build, describe and write the toy corpus (math / code / chat)",
+        "Three toy domains that differ in predictability, like the DSpark paper's math / code / chat: arithmetic "
+        "facts, a small code-like language and a branching vi/en chat grammar. Deterministic, no downloads.",
+        DATA_EXAMPLES,
     )
+    add_data_arguments(d)
+
+    t = command(
+        sub,
+        "train",
+        "train the tiny target, one drafter against it, or every shipped file (all)",
+        "Train the `lab` target on the toy corpus (next-token cross-entropy with QAT through the FP8/FP4 "
+        "simulation; the router bias by the loss-free balancing rule) and save a safetensors checkpoint with its "
+        "config and loss curve; or one drafter against the frozen target (DSpark: the paper's three losses with "
+        "DeepSpec's released weights, CE 0.1 / L1 0.9 / confidence BCE 1.0, position weights exp(−(k−1)/4), a "
+        "teacher-forced Markov head); or `all`: the target, the five drafters, their calibration and evaluation, "
+        "as shipped in lab/weights.",
+        TRAIN_EXAMPLES,
+    )
+    t.add_argument(
+        "what",
+        choices=["target", "draft", "all"],
+        help="the target; one drafter against a trained target; or all: every shipped file from scratch",
+    )
+    t.add_argument("--target", default="runs/target.safetensors", help="(draft) the trained target checkpoint")
+    t.add_argument(
+        "--kind",
+        default="dspark",
+        choices=["dspark", "dspark-rnn", "dflash", "eagle3", "mtp1"],
+        help="(draft) dspark (Markov + confidence heads), dspark-rnn (RNN head), or a baseline: dflash (parallel "
+        "only), eagle3 (autoregressive, training-time test), mtp1 (one token)",
+    )
+    t.add_argument(
+        "--quick", action="store_true", help="(all) tiny settings: checks the pipeline in a minute (CI smoke run)"
+    )
+    t.add_argument(
+        "--keep-target",
+        action="store_true",
+        help="(all) keep the target already in --out (byte for byte, with its record) and rebuild only the drafters "
+        "against it",
+    )
+    t.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help=f"(target, draft) optimizer steps: 1..{MAX_STEPS:,}; default per kind, as the shipped recipe: target "
+        f"{TRAIN_STEPS['target']}, dspark / dspark-rnn / dflash {TRAIN_STEPS['dspark']} (the model's draft layers), "
+        f"eagle3 / mtp1 {TRAIN_STEPS['eagle3']} (their own small modules); `all` follows training/rebuild.py's Recipe",
+    )
+    t.add_argument(
+        "--batch", type=int, default=16, help=f"(target, draft) sequences per step: 1..{MAX_BATCH} (default 16)"
+    )
+    t.add_argument(
+        "--seq-len",
+        type=int,
+        default=64,
+        help="(target, draft) tokens per sequence: target 1..256 (max_seq_len); a drafter leaves room for one block: "
+        "dspark / dspark-rnn / dflash 8..250 (≥ the window), eagle3 / mtp1 1..249 (default 64)",
+    )
+    t.add_argument(
+        "--lr", type=float, default=3e-3, help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g} (default 3e-3)"
+    )
+    add_seed(t, "seed of the weights, the corpus and the batches")
+    t.add_argument(
+        "--lines",
+        type=int,
+        default=DEFAULT_LINES_PER_DOMAIN,
+        help=f"(target, draft) corpus lines per domain: 1..{MAX_LINES_PER_DOMAIN:,} "
+        f"(default {DEFAULT_LINES_PER_DOMAIN})",
+    )
+    t.add_argument(
+        "--out",
+        default=None,
+        help="checkpoint path (.safetensors; default runs/target.safetensors) — for `all` a folder (default "
+        "runs/weights; `--out lab/weights --force` replaces the shipped files)",
+    )
+    t.add_argument(
+        "--force", action="store_true", help="allow --out to write into the shipped lab/weights (make weights does)"
+    )
+    add_lang(t)
+    add_json(t, "print the training report as JSON")
 
 
-def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    lang = check_lang(args.lang)
+def check(args: argparse.Namespace, cfg: Any) -> None:
+    from pathlib import Path
+
+    if args.command == "data":
+        if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+            raise ValueError(f"--out = {args.out!r} is a file: allowed a folder (data writes <domain>.txt into it)")
+    else:
+        check_train_args(args, cfg)
+
+
+def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
+    """`train`'s options (the same checks for target and draft; `all` follows its recipe)."""
+    from dspark_mini.validate import check_float, check_int  # torch: only when a command runs, not for --help
+
     if args.what == "all":
-        return main_train_all(args, console)
-    out = Path(args.out or ("runs/target.safetensors" if args.what == "target" else f"runs/{args.kind}.safetensors"))
-    if out.suffix != ".safetensors":
-        raise ValueError(f"--out = {args.out!r}: allowed a path ending in .safetensors")
-    if isinstance(args.lines, bool) or args.lines < 1:
-        raise ValueError(f"--lines = {args.lines!r}: allowed an integer ≥ 1")
-    check_out(out, folder=False, force=args.force)  # before the long run, not after it
-    if args.what == "draft":
-        return main_train_draft(args, console, lang, out)
-    cfg = get_config("lab")
-    corpus = build_corpus(args.seed, args.lines)
-    train_lines, val_lines = split(mix(corpus, args.seed), 0.1, args.seed)
-    train_ids, val_ids = token_stream(train_lines), token_stream(val_lines)
-    label = "huấn luyện mô hình mục tiêu" if lang == "vi" else "training the target"
-    with progress(console, args.json) as bar:
-        task = bar.add_task(label, total=args.steps, loss=float("nan"))
-        model, log = train_target(
-            cfg,
-            train_ids,
-            val_ids,
-            args.steps,
-            args.batch,
-            args.seq_len,
-            args.lr,
-            args.seed,
-            eval_every=max(1, args.steps // 8),
-            on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
-        )
-    # the numbers of the model as saved (float64): the float32 curve's last point depends on the CPU's kernels
-    val_loss, val_acc = evaluate(model, val_ids, args.seq_len)
-    meta = {
-        "trained": "target",
-        "steps": args.steps,
-        "batch": args.batch,
-        "seq_len": args.seq_len,
-        "lr": args.lr,
-        "seed": args.seed,
-        "corpus_lines_per_domain": args.lines,
-        "train_tokens": int(train_ids.numel()),
-        "val_loss": val_loss,
-        "val_accuracy": val_acc,
-        "seconds": round(log.seconds, 1),
-    }
-    path = save(model, out, part="target", meta=meta)
-    record_file(path)  # --force into a recorded set: its manifest entry follows (old drafters are then refused)
-    report = {
-        "checkpoint": str(path),
-        "meta": meta,
-        "curve": {
-            "val_steps": log.val_steps,
-            "val_loss": log.val_loss,
-            "val_accuracy": log.val_accuracy,
-            "train_loss_every_step": log.train_loss,
-        },
-    }
-    if not args.json:
-        t = Table(title="loss curve" if lang == "en" else "đường loss", title_justify="left")
-        for c in ("step", "val loss", "val accuracy"):
-            t.add_column(c)
-        for s, vl, va in zip(log.val_steps, log.val_loss, log.val_accuracy, strict=True):
-            t.add_row(str(s), f"{vl:.3f}", f"{va:.3f}")
-        console.print(t)
-        console.print(f"saved {path} · {log.seconds:.1f} s · {int(train_ids.numel())} training tokens")
-    return report
+        if args.steps is not None:
+            raise ValueError("--steps applies to `train target` and `train draft`: `train all` follows its recipe")
+        return
+    if args.keep_target:
+        raise ValueError("--keep-target applies to `train all` (it keeps the target of the set in --out)")
+    args.steps = TRAIN_STEPS[args.what if args.what == "target" else args.kind] if args.steps is None else args.steps
+    check_int(args.steps, "--steps", 1, MAX_STEPS)
+    check_int(args.batch, "--batch", 1, MAX_BATCH)
+    if args.what == "target":
+        check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len, "max_seq_len")
+    elif args.kind in ("dspark", "dspark-rnn", "dflash"):  # a window of context, then one block [anchor, k drafts]
+        why = f"the window {cfg.window_size} .. max_seq_len − block {cfg.dspark_block_size} − 1"
+        check_int(args.seq_len, "--seq-len", cfg.window_size, cfg.max_seq_len - cfg.dspark_block_size - 1, why)
+    else:  # eagle3 / mtp1 also read the token after the block
+        why = f"max_seq_len − block {cfg.dspark_block_size} − 2"
+        check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len - cfg.dspark_block_size - 2, why)
+    check_float(args.lr, "--lr", 0.0, MAX_LR, lo_open=True)
+    check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
 
 
-def main_train_all(args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    """`dspark-lab train all`: every shipped file from scratch (see lab/training/rebuild.py)."""
-    import dataclasses
+def run(args: argparse.Namespace, console: Any, lang: str) -> None:
+    if args.command == "data":
+        from ..corpus import main_data
 
-    from .rebuild import QUICK, Recipe, train_all
+        main_data(args, console)
+        return
+    from .commands import main_train  # torch: only when the command runs
 
-    base = QUICK if args.quick else Recipe()
-    recipe = dataclasses.replace(base, seed=args.seed)
-    out = Path(args.out or "runs/weights")
-    if out.suffix:
-        raise ValueError(f"--out = {args.out!r}: `train all` writes a folder, allowed a path without a suffix")
-    say_symlink(out, "--out", args.lang)  # before the long run: the set goes where the link points
-    report = train_all(out, recipe, console, quiet=args.json, force=args.force, keep_target=args.keep_target)
-    if not args.json:
-        s = report["summary"]
-        t = Table(title=f"{out} · {report['seconds']['total']:.0f} s", title_justify="left")
-        for c in ("drafter", "τ (T = 1)", "τ (greedy)", "tokens/s spec ÷ plain"):
-            t.add_column(c)
-        for k, m in s["mean_tau"].items():
-            ratios = list(s["tokens_per_s_ratio"].get(k, {}).values())
-            t.add_row(k, f"{m['t1']:.2f}", f"{m['greedy']:.2f}", f"{sum(ratios) / max(1, len(ratios)):.2f}")
-        console.print(t)
-        if "dspark_over_dflash" in s:
-            r = s["dspark_over_dflash"]
-            console.print(f"DSpark ÷ DFlash mean τ: {r['t1']:.2f} (T = 1), {r['greedy']:.2f} (greedy)")
-    return report
-
-
-def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out: Path) -> dict[str, Any]:
-    """`dspark-lab train draft`: load the trained target, train one drafter against it, save it."""
-    from dspark_mini.checkpoint import load_model
-
-    if args.kind in ("eagle3", "mtp1"):
-        return main_train_baseline(args, console, lang, out, load_model(args.target))
-    target = model_for_draft(args.target, args.kind, args.seed)
-    target_sha256 = file_sha256(args.target)  # recorded in the draft's header: it loads only beside this target
-    corpus = build_corpus(args.seed, args.lines)
-    train_lines, _ = split(mix(corpus, args.seed), 0.1, args.seed)
-    train_ids = token_stream(train_lines)
-    context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 1)
-    label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"
-    with progress(console, args.json) as bar:
-        task = bar.add_task(label, total=args.steps, loss=float("nan"))
-        log = train_draft(
-            target,
-            train_ids,
-            args.steps,
-            args.batch,
-            context,
-            args.lr,
-            args.seed,
-            kind=args.kind,
-            on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
-        )
-    meta = draft_meta(args, log, context)
-    path = save(target, out, part="draft", meta=meta, target_sha256=target_sha256)
-    return draft_report(args, console, out, log, path)
-
-
-def draft_meta(args: argparse.Namespace, log, context: int) -> dict[str, Any]:
-    tail = log.val_accuracy[-max(1, args.steps // 10) :]
-    return {
-        "trained": "draft",
-        "kind": args.kind,
-        "target": str(args.target),
-        "steps": args.steps,
-        "batch": args.batch,
-        "context": context,
-        "lr": args.lr,
-        "seed": args.seed,
-        "accuracy_last_10pct": sum(tail) / len(tail),
-        "seconds": round(log.seconds, 1),
-    }
-
-
-def draft_report(args: argparse.Namespace, console: Console, out: Path, log, path: Path) -> dict[str, Any]:
-    from dspark_mini.baselines import read_baseline_header
-    from dspark_mini.checkpoint import read_header
-
-    record_file(path)  # --force into a recorded set: its manifest entry follows (the target binding still holds)
-    meta = (read_baseline_header(path) if args.kind in ("eagle3", "mtp1") else read_header(path))["meta"]
-    if not args.json:
-        what = "accuracy" if args.kind == "mtp1" else "analytic acceptance"
-        console.print(
-            f"saved {path} · {log.seconds:.1f} s · {what} (last 10 % of steps): {meta['accuracy_last_10pct']:.3f}"
-        )
-    return {"checkpoint": str(path), "meta": meta, "curve": {"loss": log.train_loss, "accept": log.val_accuracy}}
-
-
-def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, out: Path, target) -> dict[str, Any]:
-    """Eagle3-style or MTP-1 drafter against the frozen target, saved as its own module file."""
-    from dspark_mini.baselines import save_baseline
-
-    from .baselines import train_eagle3, train_mtp1
-
-    target_sha256 = file_sha256(args.target)  # recorded in the module's header: it loads only beside this target
-    corpus = build_corpus(args.seed, args.lines)
-    train_ids = token_stream(split(mix(corpus, args.seed), 0.1, args.seed)[0])
-    context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 2)
-    trainer = train_eagle3 if args.kind == "eagle3" else train_mtp1
-    label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"
-    with progress(console, args.json) as bar:
-        task = bar.add_task(label, total=args.steps, loss=float("nan"))
-        module, log = trainer(
-            target,
-            train_ids,
-            args.steps,
-            args.batch,
-            context,
-            args.lr,
-            args.seed,
-            on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
-        )
-    meta = draft_meta(args, log, context)
-    path = save_baseline(module, out, meta=meta, target_sha256=target_sha256)
-    return draft_report(args, console, out, log, path)
+    report = main_train(args, console)
+    if args.json:
+        print_json(report)
