@@ -264,7 +264,7 @@ def speculative_section(args, model) -> dict:
                 ref = generate_plain(model, p, new)
                 t_plain[rep] += ref.seconds
                 for k in KS:
-                    s = generate_speculative(model, p, new, block_size=k)
+                    s = generate_speculative(model, p, new, verify_len=k)
                     if s.tokens != ref.tokens:
                         raise SystemExit(f"speculative (k = {k}) output differs from plain decoding on {name} {p}")
                     t_spec[k][rep] += s.seconds
@@ -376,7 +376,7 @@ def widgets_section(args, model=None) -> dict:
     app = LabApp(LabState())
     c = app.controls
     changes = {  # control → the values it steps through (back to the first one: every change is a real change)
-        "block (ℓ slider)": ("block", [3, 5, 1, 4, 2]),
+        "ℓ slider": ("verify_len", [3, 5, 1, 4, 2]),
         "temperature slider": ("temperature", [0.5, 1.0, 0.0]),
         "layer menu": ("layer", [2, 5, "auto"]),
         "language toggle": ("lang", ["vi", "en"]),

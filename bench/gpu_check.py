@@ -112,7 +112,7 @@ def gpu_run(device: str, prompt_len: int, new_tokens: int, block: int) -> dict:
         out, prefill_s = timed(lambda: model(prompt))
         logits = out.logits[0, -1].float()
         plain, plain_s = timed(lambda: generate_plain(model, prompt, new_tokens))
-        spec, spec_s = timed(lambda: generate_speculative(model, prompt, new_tokens, block_size=block))
+        spec, spec_s = timed(lambda: generate_speculative(model, prompt, new_tokens, verify_len=block))
     rounds = spec.rows(0)
     first = rounds[0]
     return {
@@ -157,7 +157,14 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help="a CUDA device (default cuda)")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--block", type=int, default=5, help="verify length (the draft runs its trained block)")
+    ap.add_argument(
+        "--verify-len",
+        "--block",
+        dest="verify_len",
+        type=int,
+        default=5,
+        help="verify length ℓ (the draft runs its trained block; --block is the old name)",
+    )
     ap.add_argument("--out", default="runs/gpu_check.json")
     args = ap.parse_args(argv)
     if args.dry_run:
@@ -169,7 +176,7 @@ def main(argv=None) -> int:
                 file=sys.stderr,
             )
             return 2
-        report = gpu_run(args.device, args.prompt_len, args.new_tokens, args.block)
+        report = gpu_run(args.device, args.prompt_len, args.new_tokens, args.verify_len)
     write_atomic(args.out, json.dumps(report, indent=1) + "\n")  # the previous report survives a full disk
     print(json.dumps(report, indent=1))
     return 0 if not report.get("problems") else 1

@@ -101,7 +101,11 @@ class Round:
     next_token: int  # its replacement or bonus token
     next_kind: str  # resampled or bonus
     committed: list[int]  # tokens appended this round (in a batch: cut to the shortest verdict)
-    verify_len: int | None = None  # ℓ drafts sent to verify (None: the whole block, as `speculative_round` does)
+    verify_len: int | None = None  # ℓ: drafts sent to verify (None when made: the whole block, as `speculative_round`)
+
+    def __post_init__(self) -> None:
+        if self.verify_len is None:
+            self.verify_len = len(self.draft)
 
     @property
     def tau(self) -> int:
@@ -110,12 +114,8 @@ class Round:
 
     @property
     def block(self) -> int:
-        """Drafts sent to verify: ℓ (the verify length) when the round recorded one, else every draft."""
-        return len(self.draft) if self.verify_len is None else self.verify_len
-
-    @property
-    def drafted(self) -> int:
-        """Drafts proposed: the whole trained block for the parallel (DSpark-family) drafters."""
+        """k, the drafts proposed: the whole trained block for the parallel (DSpark-family) drafters; the first
+        `verify_len` (ℓ) of them were sent to verify."""
         return len(self.draft)
 
 
@@ -152,12 +152,18 @@ def check_prompt(model: Transformer, prompt: torch.Tensor, max_new_tokens: int) 
     model.check_tokens(prompt, None)
 
 
-def check_block(model: Transformer, block_size: int | None, drafter: Drafter | None = None) -> int:
-    top = model.cfg.dspark_block_size if drafter is None else drafter.max_block(model)
-    k = top if block_size is None else block_size
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= top:
-        raise ValueError(f"block size = {k!r} is invalid: allowed 1..{top} (the trained draft block)")
-    return k
+def check_verify_len(verify_len: int | None, top: int, name: str = "verify_len") -> int:
+    """ℓ, the drafts a round sends to verify: 1..top, the drafter's trained block (None: all of it). The one check of
+    ℓ: the API checks it, the CLI relies on it and names its option."""
+    ell = top if verify_len is None else verify_len
+    if not isinstance(ell, int) or isinstance(ell, bool) or not 1 <= ell <= top:
+        raise ValueError(f"{name} = {ell!r} is invalid: allowed 1..{top} (the trained draft block)")
+    return ell
+
+
+def drafter_block(model: Transformer, drafter: Drafter | None = None) -> int:
+    """k, the block a drafter was trained to draft (the model's own DSpark draft: cfg.dspark_block_size)."""
+    return model.cfg.dspark_block_size if drafter is None else drafter.max_block(model)
 
 
 def prefill(
@@ -199,7 +205,7 @@ def speculative_round(
     model: Transformer,
     cache,
     anchors: torch.Tensor,
-    block_size: int,
+    verify_len: int,
     temperature: float,
     gen: torch.Generator | None,
     residual: bool = True,
@@ -210,7 +216,7 @@ def speculative_round(
     """Draft after each anchor [B], verify k of the drafts in one forward, commit the kept prefix (+ anchor).
 
     A parallel drafter (DSpark, DFlash: the model's own draft) always drafts its whole trained block — the block it
-    was trained on — and `block_size` is the verify length ℓ of a fixed policy: drafts beyond ℓ are recorded as
+    was trained on — and `verify_len` is ℓ of a fixed policy: drafts beyond ℓ are recorded as
     `not sent`. A sequential drafter (Eagle3-lite, MTP-1) drafts only the k it will send. `draft_len` caps the
     parallel draft (generate passes what the sequence still needs: its last round drafts no more than that).
     In a batch every sequence commits the same number of rows: the shortest verdict n_min. A sequence that
@@ -220,7 +226,7 @@ def speculative_round(
     """
     drafter = DSparkDrafter() if drafter is None else drafter
     p = cache.length
-    k = block_size  # the verify length ℓ
+    k = verify_len  # ℓ
     # a parallel drafter drafts its trained block, but never past max_seq_len (the last rounds of a full cache)
     room = model.cfg.max_seq_len - cache.length
     drafted = min(drafter.max_block(model), room, draft_len or room) if getattr(drafter, "parallel", False) else k
@@ -271,7 +277,7 @@ def generate_speculative(
     model: Transformer,
     prompt: torch.Tensor,
     max_new_tokens: int,
-    block_size: int | None = None,
+    verify_len: int | None = None,
     temperature: float = 0.0,
     seed: int = 0,
     residual: bool = True,
@@ -281,7 +287,7 @@ def generate_speculative(
     draft unless another `drafter` is given."""
     check_prompt(model, prompt, max_new_tokens)
     drafter = DSparkDrafter() if drafter is None else drafter
-    k_max = check_block(model, block_size, drafter)
+    k_max = check_verify_len(verify_len, drafter_block(model, drafter))
     check_temperature(temperature)
     gen = torch.Generator(device=model.device).manual_seed(check_seed(seed))
     t0 = time.perf_counter()
@@ -388,10 +394,10 @@ def acceptance_stats(rounds: list[Round]) -> dict:
     """τ, kept/k, and per-position conditional and cumulative acceptance (with mean confidence beside it)."""
     if not rounds:
         return {"rounds": 0, "mean_accepted_length": 0.0, "acceptance_rate": 0.0, "per_position": []}
-    k = max(r.block for r in rounds)
+    k = max(r.verify_len for r in rounds)
     per = []
     for i in range(k):
-        full = [r for r in rounds if r.block > i]
+        full = [r for r in rounds if r.verify_len > i]
         reached = [r for r in full if r.n_accepted >= i]
         kept = [r for r in reached if r.n_accepted > i]
         per.append(
@@ -407,6 +413,6 @@ def acceptance_stats(rounds: list[Round]) -> dict:
     return {
         "rounds": len(rounds),
         "mean_accepted_length": sum(r.tau for r in rounds) / len(rounds),
-        "acceptance_rate": sum(r.n_accepted for r in rounds) / sum(r.block for r in rounds),
+        "acceptance_rate": sum(r.n_accepted for r in rounds) / sum(r.verify_len for r in rounds),
         "per_position": per,
     }

@@ -22,6 +22,7 @@ EXIT_CODES = "exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 1
 TEMPERATURE_HELP = "0 = greedy (default); a finite number ≥ 1e-6 samples"
 # lab.realscale.layout.STYLES (a test keeps them equal; --help stays torch-free)
 CHECKPOINT_STYLES = ("lab", "official")
+MAX_REPS = 1000  # `profile`: timing repetitions per block size (and per batch size with --sps)
 
 TOP_EXAMPLES = """\
 steps: 1A token→embedding→4 lanes · 1B Engram · 2A mHC · 3A CED schedule ·

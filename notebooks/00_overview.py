@@ -65,7 +65,7 @@ opened = [widgets.open_step(state, s.id)["title"] for s in STEPS]
 for title in opened:
     print(title)
 assert all(s.id in t for s, t in zip(STEPS, opened))  # probe: each click opens its own step
-print(state.update(block=1), "·", state.update(lang="vi" if LANG == "en" else "en"))  # what was recomputed
+print(state.update(verify_len=1), "·", state.update(lang="vi" if LANG == "en" else "en"))  # what was recomputed
 
 # %% [markdown]
 # ## How to use the lab / Cách dùng bài lab

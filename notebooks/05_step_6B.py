@@ -88,7 +88,7 @@ assert err == 0.0  # probe: the draft read layers 3 and 4, mixed 0.5/0.5
 # %%
 show(render_view(walk.views["6B"]))
 rd = walk.round
-assert rd.drafted == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe: the whole block is drafted
+assert rd.block == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe: the whole block is drafted
 plots_6b.draft_strip(rd, walk.tokenizer, lang=LANG, temperature=walk.temperature)  # hover: the numbers verify used
 
 # %% [markdown]
@@ -103,7 +103,7 @@ short = redraft(walk, 2, 0.0)
 print("status with ℓ = 2:", short.round.status)
 assert short.round.draft == rd.draft and short.round.status[2:] == ["not sent"] * 3  # probe: drafted, never sent
 for plan in load_plans(rd.confidence):
-    print(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.drafted}")
+    print(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.block}")
 plots_6b.draft_strip(short.round, walk.tokenizer, lang=LANG, temperature=0.0)
 
 # %% [markdown]
@@ -122,7 +122,7 @@ for name, w in (("trained", walk), ("untrained", raw)):
     print(f"{name:9s} p_d {[round(p, 3) for p in r.draft_probs]}  c {[round(c, 3) for c in r.confidence]}  "
           f"kept {r.n_accepted} of the {r.block} verified")
 assert max(raw.round.draft_probs) < 20 / cfg.vocab_size  # probe: untrained = noise, a few × 1/V
-assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
+assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
 
 # %% [markdown]
 # ## The seed lesson's setting beside the lab's / Thiết lập của bài học gốc cạnh thiết lập của lab
@@ -151,8 +151,8 @@ assert sum(walk.round.draft_probs) / walk.round.block > 100 / cfg.vocab_size  # 
 # %%
 lesson = redraft(raw, 3, 0.0)  # the seed lesson's setting: untrained, taps 3 and 4, 3 drafts verified
 for name, r in (("lesson: untrained, ℓ = 3", lesson.round), ("lab: trained, ℓ = 5", walk.round)):
-    print(f"{name:25s} p_d {[round(p, 3) for p in r.draft_probs[: r.block]]}  kept {r.n_accepted} of {r.block}")
-assert lesson.round.block == 3 and max(lesson.round.draft_probs) < 0.25  # probe: the lesson's picture of noise
+    print(f"{name:25s} p_d {[round(p, 3) for p in r.draft_probs[: r.verify_len]]}  kept {r.n_accepted} of {r.verify_len}")
+assert lesson.round.verify_len == 3 and max(lesson.round.draft_probs) < 0.25  # probe: the lesson's picture of noise
 assert walk.model.mtp.confidence_head.bias is None  # probe: no bias in the confidence head, as V4.1
 
 # %% [markdown]
@@ -167,7 +167,7 @@ assert walk.model.mtp.confidence_head.bias is None  # probe: no bias in the conf
 # %%
 for ell in (1, 3, 5):
     w = redraft(walk, ell, 0.0)
-    assert w.trace is walk.trace and w.round.block == ell and w.round.drafted == 5  # probe: forward reused, 5 drafted
+    assert w.trace is walk.trace and w.round.verify_len == ell and w.round.block == 5  # probe: forward reused, 5 drafted
     sent = [walk.tokenizer.token_text(t) for t in w.round.draft[:ell]]
     print(f"ℓ = {ell}: sent {sent} → kept {w.round.n_accepted}")
 inspector.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))

@@ -43,7 +43,7 @@ prompts = torch.randint(4, cfg.vocab_size, (12, 10), generator=gen)
 plain = generate_plain(model, prompts, 32)
 race = {}
 for k in range(1, 6):
-    spec = generate_speculative(model, prompts, 32, block_size=k)
+    spec = generate_speculative(model, prompts, 32, verify_len=k)
     race[k] = (spec.tokens == plain.tokens, len(spec.rounds))
     print(f"block {k}: identical = {race[k][0]}, rounds = {race[k][1]} (plain: {plain.forwards + 1} forwards)")
 assert all(same for same, _ in race.values())  # probe: greedy speculative == greedy plain

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import lab.cli as cli
+import lab.style as style
 import lab.training.cli as training_cli
 from dspark_mini import get_config
 from dspark_mini.config import ConfigError
@@ -76,8 +77,8 @@ CLI_CASES = [
     ("range", ["train", "target", "--seq-len", "257"], "--seq-len", "1..256"),
     ("range", ["train", "draft", "--kind", "dflash", "--seq-len", "4"], "--seq-len", "8..250"),
     ("range", ["train", "draft", "--kind", "mtp1", "--seq-len", "250"], "--seq-len", "1..249"),
-    ("range", ["walk", "--block", "0"], "--block", "1..5"),
-    ("range", ["generate", "--block", "6"], "--block", "1..5"),
+    ("range", ["walk", "--verify-len", "0"], "--verify-len", "1..5"),
+    ("range", ["generate", "--verify-len", "6"], "--verify-len", "1..5"),
     # ---- where the model runs: --device and --dtype (generate, profile, serve) ------------------------------
     ("device", ["generate", "--device", "gpu"], "--device", "allowed cpu, cuda or cuda:N"),
     ("device", ["profile", "--device", "cuda:x"], "--device", "allowed cpu, cuda or cuda:N"),
@@ -262,7 +263,7 @@ def test_json_output_is_strict_and_says_where_numbers_were_not_finite(workdir, c
 
 
 def test_json_of_a_finite_report_has_no_note(capsys) -> None:
-    cli.print_json({"a": [1.0, 2], "b": {"c": "x"}})
+    style.print_json({"a": [1.0, 2], "b": {"c": "x"}})
     assert strict_json(capsys.readouterr().out) == {"a": [1.0, 2], "b": {"c": "x"}}
 
 

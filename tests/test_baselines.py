@@ -149,14 +149,14 @@ def plain_ref(lab_model, lab_cfg):
 def test_greedy_speculative_equals_plain(lab_model, plain_ref, untrained, trained, which, kind, k):
     module = (untrained if which == "untrained" else trained)[kind]
     prompt, expected = plain_ref
-    spec = generate_speculative(lab_model, prompt, 24, block_size=k, drafter=KINDS[kind][1](module))
+    spec = generate_speculative(lab_model, prompt, 24, verify_len=k, drafter=KINDS[kind][1](module))
     assert spec.tokens == expected
     for rs in spec.rounds:
         for r in rs:
-            assert r.block <= k and 1 <= r.tau <= r.block + 1
+            assert r.verify_len <= k and 1 <= r.tau <= r.verify_len + 1
             # greedy: exactly the drafts matching the target's argmax are kept
             kept = 0
-            while kept < r.block and r.draft[kept] == r.target_argmax[kept]:
+            while kept < r.verify_len and r.draft[kept] == r.target_argmax[kept]:
                 kept += 1
             assert r.n_accepted == kept
 
@@ -405,11 +405,11 @@ def test_bad_training_target_and_decay(lab_model, stream):
 
 def test_bad_drafter_use(lab_model, lab_cfg, untrained):
     prompt = ids(lab_cfg, 2, 6, seed=12)
-    with pytest.raises(ValueError, match="block size = 2 is invalid: allowed 1..1"):
-        generate_speculative(lab_model, prompt, 8, block_size=2, drafter=MTP1Drafter(untrained["mtp1"]))
+    with pytest.raises(ValueError, match="verify_len = 2 is invalid: allowed 1..1"):
+        generate_speculative(lab_model, prompt, 8, verify_len=2, drafter=MTP1Drafter(untrained["mtp1"]))
     k = lab_cfg.dspark_block_size
-    with pytest.raises(ValueError, match=f"block size = {k + 1} is invalid: allowed 1..{k}"):
-        generate_speculative(lab_model, prompt, 8, block_size=k + 1, drafter=Eagle3Drafter(untrained["eagle3"]))
+    with pytest.raises(ValueError, match=f"verify_len = {k + 1} is invalid: allowed 1..{k}"):
+        generate_speculative(lab_model, prompt, 8, verify_len=k + 1, drafter=Eagle3Drafter(untrained["eagle3"]))
     with pytest.raises(ValueError, match="module must be a MTP1Draft"):
         MTP1Drafter(untrained["eagle3"])
     d = Eagle3Drafter(untrained["eagle3"])

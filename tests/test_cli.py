@@ -119,10 +119,10 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
         (["walk", "--prompt", "a" * 600], "allowed 1..250"),
         (["walk", "--preset", "flash"], "inspect --preset flash"),
         (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
-        (["walk", "--block", "0"], "--block = 0 is invalid: allowed an integer in 1..5"),
+        (["walk", "--verify-len", "0"], "--verify-len = 0 is invalid: allowed an integer in 1..5"),
         (["walk", "--temperature", "-1"], "--temperature = -1.0 is invalid"),
-        (["generate", "--block", "6"], "--block = 6 is invalid: allowed an integer in 1..5"),
-        (["generate", "--block", "0"], "--block = 0 is invalid"),
+        (["generate", "--verify-len", "6"], "--verify-len = 6 is invalid: allowed an integer in 1..5"),
+        (["generate", "--block", "0"], "--verify-len = 0 is invalid"),
         (["generate", "--temperature", "-0.5"], "--temperature = -0.5 is invalid: allowed 0 (greedy)"),
         (["generate", "--prompt", ""], "prompt is empty"),
         (["generate", "--max-new-tokens", "0"], "--max-new-tokens = 0 is invalid: allowed an integer in 1..243"),
@@ -153,24 +153,24 @@ def test_help_teaches(capsys) -> None:
 
 
 @pytest.mark.parametrize("command", ["walk", "generate"])
-def test_block_help_says_it_is_the_verify_length(capsys, command) -> None:
+def test_verify_len_help_says_it_is_the_verify_length(capsys, command) -> None:
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    block = text[text.index("--block BLOCK ") :]
+    block = text[text.index("--verify-len ℓ, --block ℓ ") :]
     assert block.index("verify length ℓ of a fixed policy") < block.index("--temperature")
     assert "whole trained block" in block[: block.index("--temperature")]
 
 
 def test_walk_json_has_the_verify_length(capsys) -> None:
-    out = run_json(capsys, "walk", "--json", "--step", "6B", "--block", "2")["steps"]["6B"]
-    assert out["data"]["verify_len"] == 2 and out["data"]["drafted"] == 5
+    out = run_json(capsys, "walk", "--json", "--step", "6B", "--verify-len", "2")["steps"]["6B"]
+    assert out["data"]["verify_len"] == 2 and out["data"]["block"] == 5
     assert out["data"]["status"][2:] == ["not sent"] * 3
     assert [p["requests"] for p in out["data"]["scheduler"]["loads"]] == [1, 8, 64, 256]
 
 
 def test_generate_json_plain_vs_speculative(capsys) -> None:
-    g = run_json(capsys, "generate", "--json", "--max-new-tokens", "20", "--block", "2")
+    g = run_json(capsys, "generate", "--json", "--max-new-tokens", "20", "--verify-len", "2")
     assert g["identical_tokens"] and g["plain"]["tokens"] == g["speculative"]["tokens"]  # greedy: lossless
     assert len(g["plain"]["tokens"]) == 20 and g["plain"]["tokens_per_s"] > 0 and g["speculative"]["tokens_per_s"] > 0
     s = g["speculative"]
@@ -178,8 +178,8 @@ def test_generate_json_plain_vs_speculative(capsys) -> None:
     # every round commits τ = kept + 1 tokens; together with the prompt's token they are the output
     committed = 1 + sum(sum(st == "accepted" for st in r["status"]) + 1 for r in s["strip"])
     assert committed >= 20 and 1 <= s["mean_accepted_length"] <= 3
-    # --block 2 is the verify length ℓ of a fixed policy: each round drafts the whole block and sends 2
-    assert g["verify_len"] == g["block"] == 2 and all(r["verify_len"] <= 2 for r in s["strip"])
+    # --verify-len 2 is ℓ of a fixed policy: each round drafts the whole block (k = 5) and sends 2
+    assert g["verify_len"] == 2 and g["block"] == 5 and all(r["verify_len"] <= 2 for r in s["strip"])
     assert max(len(r["draft"]) for r in s["strip"]) == 5
     for r in s["strip"]:
         ell = r["verify_len"]
@@ -225,9 +225,9 @@ def test_redraft_and_language_switch_reuse_the_forward(walk_en) -> None:
     assert w2.trace is walk_en.trace and w2.model is walk_en.model  # no new forward over the prompt
     # ℓ = 1: one draft sent to verify; the table still shows all 5 drafted (+ the target's token)
     draft = w2.views["6B"].tables[-2]
-    assert w2.round.block == 1 and w2.round.drafted == 5 and len(draft.rows) == 6
+    assert w2.round.verify_len == 1 and w2.round.block == 5 and len(draft.rows) == 6
     assert [row[7] for row in draft.rows[1:5]] == ["not sent to verify"] * 4
-    assert walk_en.round.block == 5  # the original walk is unchanged
+    assert walk_en.round.verify_len == 5  # the original walk is unchanged
     assert walk_en.prompt_cache.length == walk_en.tokens.size(1)  # rounds ran on copies of the prompt cache
     vi = build_views(walk_en, "vi")
     assert vi.views["6B"].tables[0].columns[1] == "Token" and vi.trace is walk_en.trace

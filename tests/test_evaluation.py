@@ -62,7 +62,7 @@ def test_collect_rounds_and_speed_on_a_small_model() -> None:
     m = build_model(get_config("lab"), seed=0)
     prompts = eval_prompts("math", 3, 8)
     rounds = collect_rounds(m, DSparkDrafter(), prompts, 6, 1.0, batch=2)
-    assert rounds and all(1 <= r.tau <= r.block + 1 for r in rounds)
+    assert rounds and all(1 <= r.tau <= r.verify_len + 1 for r in rounds)
     s = speed(m, DSparkDrafter(), prompts[:1], 6)
     assert (
         s["plain_tok_s"] > 0 and s["spec_tok_s"] > 0 and s["ratio"] == pytest.approx(s["spec_tok_s"] / s["plain_tok_s"])

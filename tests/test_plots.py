@@ -271,7 +271,7 @@ def test_6b_draft_strip_has_k_positions(walk, block):
     w = redraft(walk, block, 0.0, views=False)
     fig = plots_6b.draft_strip(w.round, w.tokenizer, temperature=0.0)
     heat = fig.data[0]
-    k = w.round.drafted  # the whole trained block is drafted; the first `block` are sent to verify
+    k = w.round.block  # the whole trained block is drafted; the first `block` are sent to verify
     assert fig.layout.meta["draft_positions"] == k == 5 and len(heat.x) == k + 1
     assert fig.layout.meta["verify_lens"] == [block]
     codes = {k: i for i, k in enumerate(plots_6b.STRIP_KINDS)}
@@ -328,7 +328,7 @@ def test_6b_draft_strip_hover_at_t0_shows_the_one_hot_numbers_verify_used(walk):
     )
     real = redraft(walk, None, 0.0, views=False)
     for rd in (greedy, real.round):
-        hovers = plots_6b.draft_strip(rd, walk.tokenizer, temperature=0.0).data[0].hovertext[0][: rd.block]
+        hovers = plots_6b.draft_strip(rd, walk.tokenizer, temperature=0.0).data[0].hovertext[0][: rd.verify_len]
         for i, hover in enumerate(hovers):
             p_d, p_t, ratio = hover_numbers(hover)
             one_hot = float(rd.draft[i] == rd.target_argmax[i])
@@ -346,7 +346,7 @@ def test_6b_draft_strip_hover_at_t0_shows_the_one_hot_numbers_verify_used(walk):
 def test_6b_draft_strip_hover_at_t1_shows_the_softmax_verify_used(walk):
     w = redraft(walk, None, 1.0, views=False)
     fig = plots_6b.draft_strip(w.round, w.tokenizer, "vi", temperature=1.0)
-    for i, hover in enumerate(fig.data[0].hovertext[0][: w.round.block]):
+    for i, hover in enumerate(fig.data[0].hovertext[0][: w.round.verify_len]):
         p_d, p_t, _ = hover_numbers(hover)
         assert p_d == float(f"{w.round.draft_probs[i]:.4g}") and p_t == float(f"{w.round.target_probs[i]:.4g}")
         assert "softmax(logits / T), T = 1: số verify đã dùng" in hover and "verify không dùng" not in hover
@@ -417,7 +417,7 @@ def test_reliability_bins_cover_every_point(specs, n_bins):
         r.confidence = [c] * k
         rounds.append(r)
     rel = reliability(rounds, n_bins)
-    assert sum(b["n"] for b in rel["bins"]) == rel["points"] == sum(min(r.n_accepted + 1, r.block) for r in rounds)
+    assert sum(b["n"] for b in rel["bins"]) == rel["points"] == sum(min(r.n_accepted + 1, r.verify_len) for r in rounds)
     assert 0.0 <= rel["ece"] <= 1.0
     assert all(b["lo"] <= b["predicted"] <= b["hi"] for b in rel["bins"])
 

@@ -60,6 +60,14 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
+def the_error(err: str) -> str:
+    """The error printed after a command's own progress lines (an estimate, a bar): one `error:` line, the last."""
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in err, err
+    return errors[0]
+
+
 @pytest.fixture
 def tmpfs(tmp_path):
     """mount(size) → a fresh folder under tmp_path with a tmpfs of that size mounted on it; unmounted at the end."""
@@ -148,7 +156,7 @@ def test_profile_sps_out_on_a_full_disk_keeps_the_old_table(tmpfs, capsys, monke
     fill(disk)
     before = tree(disk)
     code, _, err = run(capsys, ["profile", "--sps", "--out", str(path), "--json"])
-    line = one_line(err)
+    line = the_error(err)  # after the estimate line and the progress bar
     assert code == 2 and f"--out = {str(path)!r}" in line and "No space left on device" in line
     assert "the previous file is unchanged" in line
     assert tree(disk) == before

@@ -74,7 +74,7 @@ def test_rnn_speculative_decoding_is_lossless_greedy_and_valid_sampled(rnn_model
     spec = generate_speculative(rnn_model, prompt, 20, temperature=T, seed=4)
     if T == 0:
         assert spec.tokens == generate_plain(rnn_model, prompt, 20).tokens
-    assert all(1 <= r.tau <= r.block + 1 for rs in spec.rounds for r in rs)
+    assert all(1 <= r.tau <= r.verify_len + 1 for rs in spec.rounds for r in rs)
 
 
 def test_sts_temperatures_divide_the_confidence_logits():

@@ -17,7 +17,7 @@ from rich.console import Console
 from dspark_mini.scheduler import POLICIES
 from lab.cli import main
 from lab.serving import plots
-from lab.serving.cli import render_schedule
+from lab.serving.commands import render_schedule
 from lab.serving.schedule import SHIPPED_STREAMS, SHIPPED_TABLE, read_table, tables_for
 from lab.serving.simulate import load_streams, save_streams
 from lab.serving.sps import load_table
@@ -325,13 +325,14 @@ def test_a_missing_streams_file_names_the_option(tmp_path):
 
 def test_help_defaults_are_the_code_s():
     from dspark_mini import scheduler
+    from lab import cli as lab_cli
     from lab.serving import cli, profile_sps, schedule
 
     assert cli.DEFAULT_THRESHOLD == scheduler.DEFAULT_THRESHOLD
     assert cli.SIM_REQUESTS_TEXT == ",".join(map(str, schedule.SIM_REQUESTS))
     assert (
         "1,6,12,24,48,96,192,384,768,1536"
-        in cli.parser()._subparsers._group_actions[0].choices["profile"].format_help()
+        in lab_cli.parser()._subparsers._group_actions[0].choices["profile"].format_help()
     )
     assert ",".join(map(str, profile_sps.DEFAULT_BATCH_TOKENS)) == "1,6,12,24,48,96,192,384,768,1536"
     assert profile_sps.MAX_BATCH_TOKENS == 3072 and schedule.MAX_REQUESTS == 1024

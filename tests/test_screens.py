@@ -301,18 +301,18 @@ def test_greedy_table_shows_one_hot_numbers_and_their_ratio_gives_the_verdicts()
         (T.DEFAULT_PROMPT, "untrained", None),
         ("def f(x):", "trained", 2),  # ℓ = 2: the last 3 drafts are not sent to verify
     ):
-        w = run_walk(prompt, steps=("6B",), weights=weights, block=block)
+        w = run_walk(prompt, steps=("6B",), weights=weights, verify_len=block)
         rd = w.round
         cols, rows = draft_rows(w.views["6B"])
-        assert rd.drafted == w.cfg.dspark_block_size and rd.block == (block or rd.drafted)
-        assert len(rows) == rd.drafted + 1 and cols[-1].startswith("softmax T = 1")  # every drafted token shown
+        assert rd.block == w.cfg.dspark_block_size and rd.verify_len == (block or rd.block)
+        assert len(rows) == rd.block + 1 and cols[-1].startswith("softmax T = 1")  # every drafted token shown
         for i, row in enumerate(rows[:-1]):
             p_d, p_t, ratio, argmax, status = row[2], row[3], row[4], row[6], row[7]
             assert p_d == 1.0
             soft = row[8].split(" / ")
             assert float(soft[0]) == pytest.approx(rd.draft_probs[i], abs=5e-3)  # T = 1, for reference
             seen.add(rd.status[i])
-            if i >= rd.block:  # drafted, never shown to the target: no target number at all
+            if i >= rd.verify_len:  # drafted, never shown to the target: no target number at all
                 assert rd.status[i] == "not sent" and status == "not sent to verify"
                 assert p_t == ratio == argmax == soft[1] == "—"
                 continue
@@ -354,7 +354,7 @@ def test_sampled_not_argmax_is_said_exactly_where_it_happens(walk, lang):
 def test_json_6b_holds_what_verify_used(capsys):
     import json
 
-    assert main(["walk", "--json", "--step", "6B", "--temperature", "0", "--block", "3"]) == 0
+    assert main(["walk", "--json", "--step", "6B", "--temperature", "0", "--verify-len", "3"]) == 0
     out = json.loads(capsys.readouterr().out)["steps"]["6B"]
     lesson, draft, sched = out["tables"][-3:]
     assert draft["title"].startswith("DSpark draft block") and sched["title"].startswith("Scheduler:")
@@ -367,7 +367,7 @@ def test_json_6b_holds_what_verify_used(capsys):
     assert lesson["rows"][3][1:] == ["—", 3, 3, "0..5 per request (the scheduler)"]  # sent to verify ℓ
     assert lesson["rows"][6][1] == [0.167, 0.234, 0.173]
     data = out["data"]  # the language-free numbers
-    assert data["verify_len"] == 3 and data["drafted"] == 5 and data["status"][3:] == ["not sent"] * 2
+    assert data["verify_len"] == 3 and data["block"] == 5 and data["status"][3:] == ["not sent"] * 2
     loads = data["scheduler"]["loads"]
     assert [p["requests"] for p in loads] == [1, 8, 64, 256] and data["scheduler"]["policy"] == "dspark"
     assert [p["verify_len"] for p in loads] == [row[1] for row in sched["rows"]]
@@ -376,8 +376,8 @@ def test_json_6b_holds_what_verify_used(capsys):
 
 def test_lesson_column_is_the_untrained_model_verifying_3(walk, raw):
     less = V6.lesson_round(walk)
-    assert less.block == 3 and less.draft == V6.lesson_round(raw).draft  # the same untrained init, either way
-    assert less.drafted == walk.cfg.dspark_block_size and less.status[3:] == ["not sent"] * 2  # drafts 5, sends 3
+    assert less.verify_len == 3 and less.draft == V6.lesson_round(raw).draft  # the same untrained init, either way
+    assert less.block == walk.cfg.dspark_block_size and less.status[3:] == ["not sent"] * 2  # drafts 5, sends 3
     assert max(less.draft_probs) < 20 / walk.cfg.vocab_size  # noise: a few times 1/V
     assert walk.lesson is less  # computed once per walk
     for lang in ("en", "vi"):
@@ -400,14 +400,14 @@ def test_scheduler_section_shows_l_at_four_loads_and_its_check_holds(walk):
         rd = walk.round
         for row, R in zip(table.rows, (1, 8, 64, 256), strict=True):
             plan = V6.load_plan(rd.confidence, R)
-            assert row[1] == plan.verify_len and row[3] == "●" * row[1] + "○" * (rd.drafted - row[1])
+            assert row[1] == plan.verify_len and row[3] == "●" * row[1] + "○" * (rd.block - row[1])
             assert row[4] == R + sum(plan.lengths)  # B = Σ (1 + ℓ)
         assert check(v, "Algorithm 1").ok
         what_for = "What the confidence c is for" if lang == "en" else "Đầu tin cậy c dùng để làm gì"
         assert any(what_for in n for n in v.notes)
     # this prompt: everything verified with few requests, a short prefix at 256
     ls = [row[1] for row in titled(view(walk, "6B"), SCHED_TITLE).rows]
-    assert ls[0] == walk.round.drafted and ls[-1] < ls[0]
+    assert ls[0] == walk.round.block and ls[-1] < ls[0]
 
 
 def test_scheduler_table_agrees_with_a_plain_loop_on_random_rounds():
@@ -525,7 +525,7 @@ def test_generate_strip_reads_without_colour():
     assert len(set(marks.values())) == len(marks)  # one marker per outcome
     shown = {u[0] for u in units}
     assert {marks["accepted"], marks["anchor"]} <= shown
-    n = sum(r.drafted + 1 for r in report.spec.rows(0)) + 1
+    n = sum(r.block + 1 for r in report.spec.rows(0)) + 1
     assert len(units) == n  # every drafted token and every target token, one marker each
     console, buf = console80()
     render_generate(console, report, "en")
@@ -538,12 +538,12 @@ def test_generate_strip_reads_without_colour():
 
 @pytest.mark.parametrize("lang", ["en", "vi"])
 def test_generate_strip_marks_drafts_not_sent_without_colour(lang):
-    report = compare(max_new_tokens=16, block=2)  # ℓ = 2: each round drafts 5 and sends 2
+    report = compare(max_new_tokens=16, verify_len=2)  # ℓ = 2: each round drafts 5 and sends 2
     rows = report.spec.rows(0)
-    assert all(r.block <= 2 for r in rows) and any(r.drafted > r.block for r in rows)
+    assert all(r.verify_len <= 2 for r in rows) and any(r.block > r.verify_len for r in rows)
     units = [u for u in strip_text(report, lang).plain.split() if u != "│"]
-    assert sum(u[0] == "○" for u in units) == sum(r.drafted - r.block for r in rows)  # one ○ per draft not sent
-    assert sum(u[0] in "✓✗·" for u in units) == sum(r.block for r in rows)  # the verified ones keep their marks
+    assert sum(u[0] == "○" for u in units) == sum(r.block - r.verify_len for r in rows)  # one ○ per draft not sent
+    assert sum(u[0] in "✓✗·" for u in units) == sum(r.verify_len for r in rows)  # the verified ones keep their marks
     console, buf = console80()
     render_generate(console, report, lang)
     text = buf.getvalue()
@@ -552,8 +552,8 @@ def test_generate_strip_marks_drafts_not_sent_without_colour(lang):
     assert ("Verify length ℓ: 2" if lang == "en" else "Độ dài verify ℓ: 2") in text.replace("\n", " ")
     first = rows[0]  # round 1 reads: the ℓ drafts sent, the target's own token, then the drafts not sent
     segment = strip_text(report, lang).plain.split("│")[1].split()
-    expected = [STRIP[st][0] for st in first.status[: first.block]] + [STRIP[first.next_kind][0]]
-    assert [u[0] for u in segment] == expected + ["○"] * (first.drafted - first.block)
+    expected = [STRIP[st][0] for st in first.status[: first.verify_len]] + [STRIP[first.next_kind][0]]
+    assert [u[0] for u in segment] == expected + ["○"] * (first.block - first.verify_len)
 
 
 # ---- Vietnamese output has no English UI strings ------------------------------------------------------
@@ -604,9 +604,9 @@ def test_vietnamese_output_has_no_english_ui_strings(capsys):
     for argv in (
         ["walk", "--lang", "vi"],
         ["walk", "--lang", "vi", "--step", "6B", "--temperature", "1"],
-        ["walk", "--lang", "vi", "--step", "6B", "--block", "2"],
+        ["walk", "--lang", "vi", "--step", "6B", "--verify-len", "2"],
         ["generate", "--lang", "vi", "--max-new-tokens", "8"],
-        ["generate", "--lang", "vi", "--max-new-tokens", "8", "--block", "2"],
+        ["generate", "--lang", "vi", "--max-new-tokens", "8", "--verify-len", "2"],
         ["profile", "--lang", "vi", "--reps", "1", "--cache-length", "8"],
     ):
         assert main(argv) == 0

@@ -108,7 +108,7 @@ def tile_cache(model, cache, batch: int):
 def check_greedy_round(r: Round, k: int) -> None:
     """A greedy round against the naive rule: keep the drafts that equal the target's argmax, left to right.
     k is the verify length ℓ: the model's draft proposes its whole trained block, drafts past ℓ were not sent."""
-    assert r.block == k and len(r.target_argmax) == k + 1 and len(r.status) == len(r.draft) >= k
+    assert r.verify_len == k and len(r.target_argmax) == k + 1 and len(r.status) == len(r.draft) >= k
     assert r.status[k:] == [NOT_SENT] * (len(r.draft) - k)
     n = 0
     while n < k and r.draft[n] == r.target_argmax[n]:
@@ -268,7 +268,7 @@ def test_greedy_speculative_equals_plain(fast_k5, greedy_reference, k):
     prompt = greedy_reference[:, :L]
     B = prompt.size(0)
     expected = greedy_reference[:, L : L + N].tolist()  # what generate_plain(prompt, 64) returns
-    spec = generate_speculative(fast_k5, prompt, N, block_size=k)
+    spec = generate_speculative(fast_k5, prompt, N, verify_len=k)
     assert len(spec.tokens) == B == 30 and all(len(t) == N for t in spec.tokens)
     assert spec.tokens == expected
     # bookkeeping: every round commits the same number of tokens in every row, the anchor came from the prefill
@@ -277,7 +277,7 @@ def test_greedy_speculative_equals_plain(fast_k5, greedy_reference, k):
         assert [spec.tokens[b][0]] + [t for r in spec.rows(b) for t in r.committed] == spec.tokens[b]
     for rs in spec.rounds:
         assert len({len(r.committed) for r in rs}) == 1
-        kk = rs[0].block
+        kk = rs[0].verify_len
         assert 1 <= kk <= k
         n_min = min(r.n_accepted for r in rs)
         assert len(rs[0].committed) == n_min + 1
@@ -296,7 +296,7 @@ def test_greedy_lossless_batch1_default_config_crossing_boundaries(lab_model, la
     assert spec.tokens == plain.tokens
     assert all(len(r.draft) <= lab_cfg.dspark_block_size for r in spec.rows(0))
     for r in spec.rows(0):
-        check_greedy_round(r, r.block)
+        check_greedy_round(r, r.verify_len)
         assert len(r.committed) == r.n_accepted + 1  # batch 1: the whole verdict is committed
         assert r.confidence == [0.5] * len(r.draft)  # untrained confidence head
 
@@ -343,17 +343,17 @@ def test_greedy_lossless_with_a_mostly_right_draft(model_k5, forced_case, monkey
     prompt, plain = forced_case
     L, N = prompt.size(1), len(plain.tokens[0])
     monkeypatch.setattr(drafters_mod, "draft", forced_draft(plain.tokens, L, cfg.vocab_size))
-    spec = generate_speculative(model_k5, prompt, N, block_size=k)
+    spec = generate_speculative(model_k5, prompt, N, verify_len=k)
     assert spec.tokens == plain.tokens
     rows = [r for rs in spec.rounds for r in rs]
     for r in rows:
-        check_greedy_round(r, r.block)
+        check_greedy_round(r, r.verify_len)
     assert acceptance_stats(rows)["mean_accepted_length"] > 2.0  # per-row verdicts
     assert len(spec.rounds) < (N - 1) / 1.5  # the batch commits several tokens per round too
     # the batch min-commit path: some row kept more than the batch committed, and appended its draft
     assert any(r.n_accepted > len(r.committed) - 1 for r in rows)
     # batch 1 commits whole verdicts: fewer rounds than the batch of 10
-    one = generate_speculative(model_k5, prompt[:1], N, block_size=k)
+    one = generate_speculative(model_k5, prompt[:1], N, verify_len=k)
     assert one.tokens == plain.tokens[:1]
     assert len(one.rounds) < len(spec.rounds)
     assert all(len(r.committed) == r.n_accepted + 1 for r in one.rows(0))
@@ -513,7 +513,7 @@ def test_acceptance_stats_by_hand():
     assert per[2]["cond_accept"] == pytest.approx(1.0) and per[2]["cum_accept"] == pytest.approx(1 / 3)
     assert per[2]["mean_confidence"] == pytest.approx((0.7 + 0.1 + 0.2) / 3)
     # cumulative = product of the conditionals when every round drafts the full block
-    full = [r for r in rounds if r.block == 3]
+    full = [r for r in rounds if r.verify_len == 3]
     sf = acceptance_stats(full)["per_position"]
     prod = 1.0
     for p in sf:
@@ -529,7 +529,7 @@ def test_acceptance_stats_by_hand():
 
 def test_round_tau_and_block():
     r = make_round(3, 2, [0.5] * 3, [0.5] * 3)
-    assert r.tau == 3 and r.block == 3
+    assert r.tau == 3 and r.verify_len == 3
 
 
 # ---- bad input ----------------------------------------------------------------------------------------
@@ -541,14 +541,14 @@ def good_prompt(lab_cfg):
 
 
 @pytest.mark.parametrize("k", [0, 6, -1, True, "3"])
-def test_bad_block_size(lab_model, good_prompt, k):
-    with pytest.raises(ValueError, match=r"block size .* is invalid: allowed 1\.\.5 \(the trained draft block\)"):
-        generate_speculative(lab_model, good_prompt, 4, block_size=k)
+def test_bad_verify_len(lab_model, good_prompt, k):
+    with pytest.raises(ValueError, match=r"verify_len = .* is invalid: allowed 1\.\.5 \(the trained draft block\)"):
+        generate_speculative(lab_model, good_prompt, 4, verify_len=k)
 
 
 def test_block_size_above_a_bigger_trained_block(model_k5, good_prompt):
     with pytest.raises(ValueError, match=r"allowed 1\.\.5"):
-        generate_speculative(model_k5, good_prompt, 4, block_size=6)
+        generate_speculative(model_k5, good_prompt, 4, verify_len=6)
 
 
 @pytest.mark.parametrize("gen", [generate_plain, generate_speculative])

@@ -43,16 +43,21 @@ def strip_positions(out: widgets.Output) -> int:
 # ---- LabState -----------------------------------------------------------------------------------------
 def test_from_walk_reuses_the_walk(walk, state):
     assert state.walk is walk and state.runs == {"forward": 0, "draft": 0, "views": 0}
-    assert (state.prompt, state.seed, state.block, state.lang) == (walk.prompt, 0, walk.cfg.dspark_block_size, "en")
+    assert (state.prompt, state.seed, state.verify_len, state.lang) == (
+        walk.prompt,
+        0,
+        walk.cfg.dspark_block_size,
+        "en",
+    )
     vi = W.LabState.from_walk(walk, lang="vi")
     assert vi.runs["views"] == 1 and vi.walk.trace is walk.trace and vi.walk.views["1A"].lang == "vi"
 
 
 def test_block_change_redrafts_only(state):
     trace, logits, views = state.walk.trace, state.walk.logits, state.walk.views
-    assert state.update(block=2) == {"draft"}
+    assert state.update(verify_len=2) == {"draft"}
     assert state.walk.trace is trace and state.walk.logits is logits  # the prompt's forward was not rerun
-    assert state.walk.round.block == 2 and state.block == 2
+    assert state.walk.round.verify_len == 2 and state.verify_len == 2
     assert state.walk.views["1A"] is views["1A"] and state.walk.views["6B"] is not views["6B"]
     assert state.runs == {"forward": 0, "draft": 1, "views": 0}
     assert state.update(temperature=0.8) == {"draft"} and state.walk.trace is trace
@@ -64,7 +69,7 @@ def test_lang_rebuilds_views_only(state):
     assert state.update(lang="vi") == {"views"}
     assert state.walk.trace is trace and state.walk.round is rnd
     assert all(v.lang == "vi" for v in state.walk.views.values()) and len(state.walk.views) == 10
-    assert state.update(lang="vi", block=1) == {"draft"}  # lang unchanged → only the draft
+    assert state.update(lang="vi", verify_len=1) == {"draft"}  # lang unchanged → only the draft
     assert state.walk.views["6B"].lang == "vi"
 
 
@@ -78,8 +83,8 @@ def test_step_and_layer_are_display_only(state):
 
 def test_prompt_and_seed_rerun_the_forward(state):
     trace = state.walk.trace
-    assert state.update(seed=1, block=2, lang="vi") == {"forward", "draft", "views"}
-    assert state.walk.trace is not trace and state.walk.seed == 1 and state.walk.round.block == 2
+    assert state.update(seed=1, verify_len=2, lang="vi") == {"forward", "draft", "views"}
+    assert state.walk.trace is not trace and state.walk.seed == 1 and state.walk.round.verify_len == 2
     assert state.walk.views["3A"].lang == "vi" and state.runs["forward"] == 1
     assert state.update(prompt="Hello world.") == {"forward", "draft", "views"}
     assert state.walk.prompt == "Hello world."
@@ -89,19 +94,19 @@ def test_prompt_and_seed_rerun_the_forward(state):
 def test_no_op_changes_recompute_and_notify_nothing(state):
     calls = []
     state.subscribe(lambda changed, recomputed: calls.append((changed, recomputed)))
-    assert state.update(block=state.block, lang="en", step="1A") == set()
+    assert state.update(verify_len=state.verify_len, lang="en", step="1A") == set()
     assert calls == []
-    state.update(block=1)
-    assert calls == [({"block"}, {"draft"})]
+    state.update(verify_len=1)
+    assert calls == [({"verify_len"}, {"draft"})]
 
 
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"block": 0}, r"block size = 0 is invalid: allowed 1..5"),
-        ({"block": 6}, r"block size = 6 is invalid"),
-        ({"block": "2"}, r"block size = '2' is invalid"),
-        ({"block": True}, r"block size = True is invalid"),
+        ({"verify_len": 0}, r"verify_len = 0 is invalid: allowed 1..5"),
+        ({"verify_len": 6}, r"verify_len = 6 is invalid"),
+        ({"verify_len": "2"}, r"verify_len = '2' is invalid"),
+        ({"verify_len": True}, r"verify_len = True is invalid"),
         ({"temperature": -0.1}, r"temperature = -0.1 is invalid: allowed 0 \(greedy\) or a finite number ≥ 1e-06"),
         ({"temperature": float("nan")}, r"temperature = nan is invalid"),
         ({"temperature": float("inf")}, r"temperature = inf is invalid"),
@@ -118,7 +123,7 @@ def test_no_op_changes_recompute_and_notify_nothing(state):
         ({"lang": "fr"}, r"unknown language 'fr'"),
         ({"weights": "bogus"}, r"weights = 'bogus' is invalid: allowed 'trained', 'untrained'"),
         ({"colour": "red"}, r"unknown setting 'colour': allowed prompt, seed"),
-        ({"block": 2, "temperature": -1.0}, r"temperature = -1.0 is invalid"),
+        ({"verify_len": 2, "temperature": -1.0}, r"temperature = -1.0 is invalid"),
     ],
 )
 def test_bad_input_is_refused_and_nothing_changes(state, changes, message):
@@ -159,9 +164,9 @@ def test_switching_weights_reruns_the_forward_and_changes_the_draft(walk):
 def test_constructor_validates_and_is_deterministic(walk):
     with pytest.raises(ValueError, match="prompt is empty"):
         W.LabState(prompt="")
-    fresh = W.LabState(seed=0, block=2)
+    fresh = W.LabState(seed=0, verify_len=2)
     assert fresh.runs == {"forward": 1, "draft": 1, "views": 1}
-    assert fresh.walk.logits.equal(walk.logits) and fresh.walk.round.block == 2
+    assert fresh.walk.logits.equal(walk.logits) and fresh.walk.round.verify_len == 2
     assert fresh.walk.round == redraft(walk, 2, 0.0, views=False).round  # same seed → same numbers
 
 
@@ -263,13 +268,13 @@ def test_map_relabels_when_the_language_changes(state):
 def test_inspector_block_slider_redrafts_only(state):
     box = I.inspector_6b(state)
     assert isinstance(box, widgets.VBox)
-    slider = one(box, "dspark-block-slider")
+    slider = one(box, "dspark-verify-len-slider")
     assert (slider.min, slider.max, slider.value) == (1, 5, 5)
     trace = state.walk.trace
     logits_shown = one(box, "dspark-logits").outputs
     for k in (1, 2, 3, 2):
         slider.value = k
-        assert state.block == k and state.walk.round.block == k
+        assert state.verify_len == k and state.walk.round.verify_len == k
         assert strip_positions(one(box, "dspark-draft-strip")) == k
         assert one(box, "dspark-draft-table").value.count("dspark-draft-row") == 5  # every drafted token
         assert one(box, "dspark-draft-table").value.count("dspark-not-sent") == 5 - k
@@ -301,7 +306,7 @@ def test_inspector_load_slider_shrinks_l_and_marks_the_drafts_sent(state):
     assert state.runs == runs  # display only
     state.update(lang="vi")
     assert "yêu cầu đang chạy" in shown.value and load.description == "Số yêu cầu đang chạy R"
-    state.update(block=2)  # a new round: the load view follows it (ℓ of the fixed policy in the note)
+    state.update(verify_len=2)  # a new round: the load view follows it (ℓ of the fixed policy in the note)
     assert "ℓ = 2 (thanh trượt ℓ)" in shown.value
     with pytest.raises(ValueError, match="requests in flight = 300 is invalid"):
         I.load_content(state, 300)
@@ -323,7 +328,7 @@ def test_inspector_temperature_slider_and_content(state):
 def test_inspector_follows_state_changes_from_elsewhere(state):
     box = I.inspector_6b(state, sliders=False)
     assert not any(isinstance(w, widgets.IntSlider) for w in W.walk_widgets(box))
-    state.update(block=1)
+    state.update(verify_len=1)
     assert strip_positions(one(box, "dspark-draft-strip")) == 1
     state.update(lang="vi")
     assert "Bộ soi bước 6B" in one(box, "dspark-inspector-title").value
@@ -369,7 +374,7 @@ def test_app_controls(state):
     kinds = {
         "prompt": widgets.Text,
         "seed": widgets.IntText,
-        "block": widgets.IntSlider,
+        "verify_len": widgets.IntSlider,
         "temperature": widgets.FloatSlider,
         "lang": widgets.ToggleButtons,
         "weights": widgets.Dropdown,
@@ -377,7 +382,7 @@ def test_app_controls(state):
     }
     for name, kind in kinds.items():
         assert isinstance(one(app, f"dspark-control-{name}"), kind), name
-    block, temp = one(app, "dspark-control-block"), one(app, "dspark-control-temperature")
+    block, temp = one(app, "dspark-control-verify_len"), one(app, "dspark-control-temperature")
     assert (block.min, block.max) == (1, state.walk.cfg.dspark_block_size) and (temp.min, temp.max) == (0.0, 2.0)
     assert [v for _, v in one(app, "dspark-control-lang").options] == ["vi", "en"]
     assert [v for _, v in one(app, "dspark-control-weights").options] == ["trained", "untrained"]
@@ -399,8 +404,8 @@ def test_app_map_click_shows_the_panel(state):
 def test_app_block_control_redrafts_and_updates_the_inspector(state):
     app = A.lab_app(state=state)
     trace = state.walk.trace
-    one(app, "dspark-control-block").value = 1
-    assert state.walk.trace is trace and state.walk.round.block == 1
+    one(app, "dspark-control-verify_len").value = 1
+    assert state.walk.trace is trace and state.walk.round.verify_len == 1
     assert strip_positions(one(app, "dspark-draft-strip")) == 1
     assert "DSpark round" in one(app, "dspark-status").value.split("dspark-status")[-1]
 
@@ -413,7 +418,7 @@ def test_app_lang_layer_and_weights(state):
     assert state.layer == 6 and "layer 6" in one(area, "dspark-panel-body").value
     one(app, "dspark-control-lang").value = "vi"
     assert state.lang == "vi" and get_step("5A").t("title", "vi") in one(area, "dspark-panel-head").value
-    assert one(app, "dspark-control-block").description == "Độ dài verify ℓ"  # --block: the verify length
+    assert one(app, "dspark-control-verify_len").description == "Độ dài verify ℓ"  # --block: the verify length
     assert one(app, "dspark-control-layer").value == 6  # relabelled options keep the choice
     one(app, "dspark-control-layer").value = W.AUTO_LAYER
     assert state.layer is None and "lớp 0" in one(area, "dspark-panel-body").value

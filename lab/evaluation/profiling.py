@@ -231,7 +231,10 @@ def reliability(rounds: Sequence[Round], n_bins: int = 5, source: str = "confide
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins = {n_bins!r} is invalid: allowed an integer ≥ 1")
     points = [
-        (getattr(r, source)[i], float(r.n_accepted > i)) for r in rounds for i in range(r.block) if r.n_accepted >= i
+        (getattr(r, source)[i], float(r.n_accepted > i))
+        for r in rounds
+        for i in range(r.verify_len)
+        if r.n_accepted >= i
     ]
     bins = []
     for b in range(n_bins):

@@ -95,7 +95,7 @@ def threshold_sweep(rounds: Sequence[Round], thresholds: Sequence[float] = THRES
     for t in thresholds:
         verified = accepted = 0
         for r in rounds:
-            ell = next((i for i, c in enumerate(r.confidence) if c < t), r.block)
+            ell = next((i for i, c in enumerate(r.confidence) if c < t), r.verify_len)
             verified += ell + 1
             accepted += min(r.n_accepted, ell) + 1
         n = max(1, len(rounds))
@@ -188,7 +188,7 @@ def heldout_calibration(rounds: Sequence[Round], temperatures: Sequence[float] |
     reported (calibrated) and of the raw head's (logits multiplied back by T_i), against "drafts 1..i kept"."""
     from .calibration import calibration_report, to_logits
 
-    full = [r for r in rounds if r.block == max(x.block for x in rounds)]
+    full = [r for r in rounds if r.verify_len == max(x.verify_len for x in rounds)]
     conf = torch.tensor([r.confidence for r in full], dtype=torch.float64)  # [N, k] as reported
     kept = torch.tensor([r.n_accepted for r in full])
     k = conf.size(1)
@@ -215,7 +215,7 @@ def calibration_rounds(
     for domain in DOMAINS:
         prompts = eval_prompts(domain, n_prompts, seed=seed)
         for r in collect_rounds(model, drafter, prompts, max_new_tokens, 1.0, seed, batch):
-            if r.block == model.cfg.dspark_block_size:
+            if r.verify_len == model.cfg.dspark_block_size:
                 conf.append(r.confidence)
                 kept.append(r.n_accepted)
     return torch.tensor(conf, dtype=torch.float64), torch.tensor(kept)

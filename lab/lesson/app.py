@@ -41,7 +41,9 @@ class LabApp:
         self.controls: dict[str, widgets.Widget] = {
             "prompt": widgets.Text(value=state.prompt, continuous_update=False, layout=widgets.Layout(width="60%")),
             "seed": widgets.IntText(value=state.seed, layout=widgets.Layout(width="160px")),
-            "block": widgets.IntSlider(value=state.block, min=1, max=cfg.dspark_block_size, continuous_update=False),
+            "verify_len": widgets.IntSlider(
+                value=state.verify_len, min=1, max=cfg.dspark_block_size, continuous_update=False
+            ),
             "temperature": widgets.FloatSlider(
                 value=state.temperature,
                 min=0.0,
@@ -65,7 +67,7 @@ class LabApp:
         c = self.controls
         rows = [
             widgets.HBox([c["prompt"], c["seed"]]),
-            widgets.HBox([c["block"], c["temperature"]]),
+            widgets.HBox([c["verify_len"], c["temperature"]]),
             widgets.HBox([c["lang"], c["weights"], c["layer"]]),
         ]
         self.widget = tagged(
@@ -135,7 +137,7 @@ class LabApp:
         names = {
             "prompt": "prompt",
             "seed": "seed",
-            "block": "verify_len",
+            "verify_len": "verify_len",
             "temperature": "temperature",
             "lang": "language",
             "weights": "weights",

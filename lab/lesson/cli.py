@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from ..options import (
+    MAX_REPS,
     add_checkpoint,
     add_json,
     add_lang,
@@ -23,7 +24,6 @@ from ..options import (
 from ..style import print_json
 
 COMMANDS = ("walk", "inspect", "generate", "profile")
-MAX_REPS = 1000  # timing repetitions per block size
 
 WALK_EXAMPLES = """\
 examples:
@@ -176,7 +176,7 @@ def check(args: argparse.Namespace, cfg: Any) -> None:
 
 
 def check_profile(args: argparse.Namespace, cfg: Any) -> None:
-    """`profile`'s options; --out and --batch-tokens belong to --sps, whose own checks are serving's."""
+    """`profile`'s options; --out and --batch-tokens belong to --sps, whose checks are serving's (--reps too)."""
     from dspark_mini.validate import check_int  # torch: only when a command runs, not for --help
 
     check_int(args.reps, "--reps", 1, MAX_REPS)

@@ -19,7 +19,7 @@ from ..text import DEFAULT_PROMPT
 class Comparison:
     prompt: str
     prompt_ids: list[int]
-    block: int
+    verify_len: int  # ℓ of a fixed policy: the drafts each round sends to verify
     temperature: float
     seed: int
     plain: GenerateResult
@@ -39,8 +39,8 @@ class Comparison:
         return {
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
-            "block": self.block,  # --block: the verify length ℓ of a fixed policy (the draft runs its whole block)
-            "verify_len": self.block,
+            "block": max((r.block for r in self.spec.rows(0)), default=None),  # k: the drafts a round proposes
+            "verify_len": self.verify_len,  # ℓ (--verify-len): the first ℓ of them are sent to verify
             "temperature": self.temperature,
             "seed": self.seed,
             "weights": self.weights,
@@ -67,7 +67,7 @@ class Comparison:
                     {
                         "anchor": r.anchor,
                         "draft": r.draft,
-                        "verify_len": r.block,  # ℓ: the first ℓ drafts were sent to verify, the rest "not sent"
+                        "verify_len": r.verify_len,  # ℓ: the first ℓ drafts were sent to verify, the rest "not sent"
                         "status": r.status,
                         "next_token": r.next_token,
                         "next_kind": r.next_kind,
@@ -86,7 +86,7 @@ def compare(
     prompt: str | None = None,
     preset: str = "lab",
     max_new_tokens: int = 32,
-    block: int | None = None,
+    verify_len: int | None = None,
     temperature: float = 0.0,
     seed: int = 0,
     weights: str = "trained",
@@ -108,9 +108,9 @@ def compare(
     ids = tok.encode(prompt)
     model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
-    spec = generate_speculative(model, x, max_new_tokens, block, temperature, seed)  # validates first
+    spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)
-    k = cfg.dspark_block_size if block is None else block
+    ell = cfg.dspark_block_size if verify_len is None else verify_len
     texts = list(tok.vocab)
     device, dtype = str(model.device), model.cfg.dtype
-    return Comparison(prompt, ids, k, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype)
+    return Comparison(prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype)

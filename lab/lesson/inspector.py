@@ -51,9 +51,8 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
     lesson = lesson_table(walk, lang)
     greedy = walk.temperature == 0
     return {
-        "k": rd.drafted,  # drafted: the whole trained block
-        "verify_len": rd.block,  # ℓ sent to verify (the state's `block`, a fixed policy)
-        "block": state.block,
+        "k": rd.block,  # drafted: the whole trained block
+        "verify_len": rd.verify_len,  # ℓ sent to verify (the state's `verify_len`, a fixed policy)
         "temperature": state.temperature,
         "rows": rows,
         "next": {
@@ -114,8 +113,8 @@ def load_content(state: LabState, requests: int) -> dict[str, Any]:
         "mean_verify_len": plan.mean_verify_len,
         "batch_tokens": plan.batch_tokens,
         "throughput": plan.throughput,
-        "k": rd.drafted,
-        "fixed_verify_len": rd.block,
+        "k": rd.block,
+        "fixed_verify_len": rd.verify_len,
         "drafts": [{"token": token_text(tok, t), "sent": i < plan.verify_len} for i, t in enumerate(rd.draft)],
         "sweep": [(r, load_plan(rd.confidence, r).verify_len) for r in LOAD_STEPS],
     }
@@ -160,9 +159,9 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
     `sliders=False` leaves the ℓ and temperature sliders out (the app has them among its controls)."""
     cfg = state.walk.cfg
     title = tagged(widgets.HTML(), "dspark-inspector-title")
-    block = tagged(
-        widgets.IntSlider(value=state.block, min=1, max=cfg.dspark_block_size, step=1, continuous_update=False),
-        "dspark-block-slider",
+    ell = tagged(
+        widgets.IntSlider(value=state.verify_len, min=1, max=cfg.dspark_block_size, step=1, continuous_update=False),
+        "dspark-verify-len-slider",
     )
     temp = tagged(
         widgets.FloatSlider(
@@ -200,9 +199,9 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
             f"{html.escape(get_step('6B').t('title', lang))}</h3>"
             f"<p>{html.escape(content['verdict'])}</p>"
         )
-        block.description, temp.description = "ℓ", UI("temperature", lang)
+        ell.description, temp.description = "ℓ", UI("temperature", lang)
         load.description = UI("requests_in_flight", lang)
-        block.value, temp.value = state.block, state.temperature  # no-op updates when already equal
+        ell.value, temp.value = state.verify_len, state.temperature  # no-op updates when already equal
         if changed is None or recomputed & {"forward", "views"}:  # a new draft leaves the logits as they are
             set_figure(logits_out, content["logits"])
         set_figure(strip_out, content["strip"])
@@ -222,13 +221,13 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
 
         return handler
 
-    block.observe(on_slider("block", block), names="value")
+    ell.observe(on_slider("verify_len", ell), names="value")
     temp.observe(on_slider("temperature", temp), names="value")
     load.observe(render_load, names="value")
     render()
     state.subscribe(render)
     parts: list[widgets.Widget] = [title]
     if sliders:
-        parts.append(widgets.HBox([block, temp]))
+        parts.append(widgets.HBox([ell, temp]))
     parts += [status, logits_out, strip_out, table, load, load_view, lesson]
     return tagged(widgets.VBox(parts, layout=widgets.Layout(width="100%")), "dspark-inspector")

@@ -93,7 +93,7 @@ def draft_strip(
     rounds = [round_or_rounds] if isinstance(round_or_rounds, Round) else list(round_or_rounds)
     if not rounds or not all(isinstance(r, Round) for r in rounds):
         raise ValueError("draft_strip needs a Round or a non-empty sequence of Rounds")
-    k = max(r.drafted for r in rounds)
+    k = max(r.block for r in rounds)
     code = {kind: i for i, kind in enumerate(STRIP_KINDS)}
     xs = [f"d{i + 1}" for i in range(k)] + [TEXT("target_col", lang)]
     ys = [
@@ -111,7 +111,8 @@ def draft_strip(
             if not row["sent"]:
                 tx[i] = "○" + tx[i]
                 hv[i] = (
-                    f"d{i + 1} = '{tx[i][1:]}' · {row_status(row, lang)}<br>{TEXT('not_sent', lang, l=r.block)}<br>"
+                    f"d{i + 1} = '{tx[i][1:]}' · {row_status(row, lang)}<br>"
+                    f"{TEXT('not_sent', lang, l=r.verify_len)}<br>"
                     f"p_d(x) = {row['p_d']:.4g} · c = {row['confidence']:.3f}"
                 )
                 continue
@@ -128,7 +129,7 @@ def draft_strip(
         if r.next_kind == RESAMPLED:
             where = TEXT("replaces", lang, i=r.n_accepted + 1)
         else:
-            where = TEXT("after", lang, k=r.block) if r.block else TEXT("after_anchor", lang)
+            where = TEXT("after", lang, k=r.verify_len) if r.verify_len else TEXT("after_anchor", lang)
         zr[k], tx[k] = code[r.next_kind], token_text(tokenizer, r.next_token)
         nxt = {"status": r.next_kind, "sampled_not_argmax": r.next_token != r.target_argmax[r.n_accepted]}
         hv[k] = f"'{tx[k]}' · {row_status(nxt, lang)} ({where}) · τ = {r.tau}"
@@ -166,14 +167,14 @@ def draft_strip(
             )
         )
     for n_round, r in enumerate(rounds):  # the verify length ℓ: a dashed line after the last draft sent
-        if r.block < r.drafted:
-            x = r.block - 0.5
+        if r.verify_len < r.block:
+            x = r.verify_len - 0.5
             fig.add_shape(
                 type="line", x0=x, x1=x, y0=n_round - 0.5, y1=n_round + 0.5, line={"dash": "dash", "color": "#333"}
             )
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(side="top", title_text=TEXT("draft_pos", lang))
-    meta = {"draft_positions": k, "verify_lens": [r.block for r in rounds], "rounds": len(rounds)}
+    meta = {"draft_positions": k, "verify_lens": [r.verify_len for r in rounds], "rounds": len(rounds)}
     fig.update_layout(meta={**meta, "temperature": temperature})
     return finish(
         fig,

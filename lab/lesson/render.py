@@ -68,7 +68,7 @@ TEXT = {
     "mode": {"vi": "chế độ", "en": "mode"},
     "extra": {"vi": "thêm", "en": "extra"},
     "exact": {"vi": "chính xác", "en": "exact"},
-    "fixed_policy": {"vi": "chính sách cố định, --block", "en": "a fixed policy, --block"},
+    "fixed_policy": {"vi": "chính sách cố định, --verify-len", "en": "a fixed policy, --verify-len"},
 }
 TEXT = Texts(TEXT, "screen")
 
@@ -192,10 +192,10 @@ def strip_text(report, lang: str) -> Text:
     for r in report.spec.rows(0):
         strip.append("│ ", style="dim")
         drafts = list(zip(r.draft, r.status, strict=True))
-        for t, st in drafts[: r.block]:  # the ℓ drafts sent to verify
+        for t, st in drafts[: r.verify_len]:  # the ℓ drafts sent to verify
             add(t, st)
         add(r.next_token, r.next_kind)  # the target's own token: the committed text reads left to right
-        for t, st in drafts[r.block :]:  # drafted, never sent to verify
+        for t, st in drafts[r.verify_len :]:  # drafted, never sent to verify
             add(t, st)
     strip.append("│", style="dim")
     return strip
@@ -214,11 +214,11 @@ def strip_legend(lang: str) -> Columns:
 def render_generate(console: Console, report, lang: str) -> None:
     """Plain vs speculative: the texts, tokens/s, and one strip per round."""
     j = report.to_json()
-    drafted = max((r.drafted for r in report.spec.rows(0)), default=report.block)
+    drafted = max((r.block for r in report.spec.rows(0)), default=report.verify_len)
     console.print(
         Text(
             f"{NOTES('prompt_label', lang)}: {report.prompt!r}  ·  {UI('block_size', lang)}: {drafted}  ·  "
-            f"{UI('verify_len', lang)}: {report.block} ({TEXT('fixed_policy', lang)})  ·  "
+            f"{UI('verify_len', lang)}: {report.verify_len} ({TEXT('fixed_policy', lang)})  ·  "
             f"{UI('temperature', lang)}: {report.temperature}  ·  {UI('seed', lang)}: {report.seed}",
             style="bold",
         )

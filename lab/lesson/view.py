@@ -78,7 +78,7 @@ class Walk:
     seed: int
     prompt_cache: KVCache  # the caches right after the prompt (a round runs on a copy)
     round: Round | None = None  # one draft → verify → commit round right after the prompt
-    block: int = 0
+    verify_len: int = 0  # ℓ of the round: drafts sent to verify (the round drafts the whole block)
     temperature: float = 0.0
     draft_trace: Trace | None = None  # what the draft pass recorded
     views: dict[str, StepView] = field(default_factory=dict)

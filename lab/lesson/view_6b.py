@@ -31,7 +31,13 @@ def verdict_text(w: Walk, lang: str) -> str:
     rd = w.round
     kind = verify_label(rd.next_kind, lang)
     return NOTES(
-        "verdict", lang, n=rd.n_accepted, k=rd.block, tau=rd.tau, t=w.tokenizer.token_text(rd.next_token), kind=kind
+        "verdict",
+        lang,
+        n=rd.n_accepted,
+        k=rd.verify_len,
+        tau=rd.tau,
+        t=w.tokenizer.token_text(rd.next_token),
+        kind=kind,
     )
 
 
@@ -74,14 +80,14 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     loads = ", ".join(str(p.requests) for p in plans)
     v.checks.append(Check(NOTES("check_sched", lang, rs=loads), float(scheduler_disagreements(rd, plans)), 0.0))
     v.shapes += [
-        (NOTES("draft_logits", lang), (1, rd.drafted, cfg.vocab_size)),
-        (NOTES("conf_shape", lang), (1, rd.drafted)),
+        (NOTES("draft_logits", lang), (1, rd.block, cfg.vocab_size)),
+        (NOTES("conf_shape", lang), (1, rd.block)),
     ]
     v.facts += [
         (UI("accepted_length", lang), rd.tau),
-        (UI("acceptance_rate", lang), r(rd.n_accepted / rd.block)),  # over the ℓ verified positions only
-        (UI("block_size", lang), rd.drafted),
-        (UI("verify_len", lang), rd.block),
+        (UI("acceptance_rate", lang), r(rd.n_accepted / rd.verify_len)),  # over the ℓ verified positions only
+        (UI("block_size", lang), rd.block),
+        (UI("verify_len", lang), rd.verify_len),
         (NOTES("survival", lang), [r(a, 3) for a in survival_of(rd.confidence)]),
         (UI("temperature", lang), w.temperature),
         (UI("weights", lang), UI(w.weights, lang)),
@@ -89,20 +95,20 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     monotone = all(a.verify_len >= b.verify_len for a, b in zip(plans, plans[1:], strict=False))
     v.notes += [
         verdict_text(w, lang),
-        NOTES("prefix_note", lang, k=rd.drafted, l=rd.block),
+        NOTES("prefix_note", lang, k=rd.block, l=rd.verify_len),
         NOTES("t0_note", lang) if w.temperature == 0 else NOTES("t_note", lang, t=f"{w.temperature:g}"),
         NOTES("not_acceptance", lang),
-        NOTES("sched_note", lang, l=rd.block),
+        NOTES("sched_note", lang, l=rd.verify_len),
         NOTES("sched_monotone", lang, rs=loads, ok=NOTES("yes" if monotone else "no", lang)),
         UI("warning_untrained" if w.weights == "untrained" else "note_trained", lang),
         NOTES("lesson_pd", lang, v=cfg.vocab_size, u=r(1.0 / cfg.vocab_size, 5)),
-        NOTES("lesson_prefix", lang, k=lesson_round(w).drafted),
+        NOTES("lesson_prefix", lang, k=lesson_round(w).block),
         NOTES("why_k", lang),
         NOTES("why_taps", lang),
     ]
     v.data = {
-        "drafted": rd.drafted,
-        "verify_len": rd.block,
+        "block": rd.block,  # k, the drafts proposed (the first ℓ = verify_len were sent)
+        "verify_len": rd.verify_len,
         "status": list(rd.status),
         "n_accepted": rd.n_accepted,
         "tau": rd.tau,
@@ -138,7 +144,7 @@ def round_verify_rows(rd: Round, temperature: float, draft_argmax: list[int] | N
     """One dict per drafted position with the numbers verify used: at T = 0 the one-hot (argmax) values, so
     p_d(x) = 1 and p_t(x) ∈ {0, 1}; at T > 0 softmax(logits / T). `soft_*` keep the softmax T = 1 values at
     T = 0 (for reference; verify did not use them). A kept draft that is not the target's argmax is flagged.
-    A draft past the verify length ℓ (`rd.block`; its status says "not sent") was never shown to the target: its
+    A draft past the verify length ℓ (`rd.verify_len`; its status says "not sent") was never shown to the target: its
     p_t, ratio and target argmax are None (only the drafter's own numbers exist).
 
     At T = 0 the drafter takes its own argmax, so without `draft_argmax` (the draft logits' argmax per position)
@@ -147,7 +153,7 @@ def round_verify_rows(rd: Round, temperature: float, draft_argmax: list[int] | N
     greedy = temperature == 0
     rows = []
     for i, x in enumerate(rd.draft):
-        sent = i < rd.block  # from ℓ, not from the status: the check compares the two
+        sent = i < rd.verify_len  # from ℓ, not from the status: the check compares the two
         if greedy:
             p_d = 1.0 if draft_argmax is None else float(x == draft_argmax[i])
             p_t = float(x == rd.target_argmax[i]) if sent else None
@@ -236,7 +242,7 @@ def draft_table(w: Walk, lang: str) -> ViewTable:
     cols.insert(1, UI("draft_token", lang))
     if greedy:
         cols.append(NOTES("soft_col", lang))
-    title = NOTES("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.drafted - 1, l=rd.block)
+    title = NOTES("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1, l=rd.verify_len)
     return ViewTable(title, cols, rows)
 
 
@@ -349,7 +355,7 @@ def scheduler_disagreements(rd: Round, plans: Sequence[LoadPlan], sps: StepRate 
 
 def scheduler_table(w: Walk, plans: Sequence[LoadPlan], lang: str) -> ViewTable:
     """R | ℓ (copy 0) | mean ℓ | sent ●/○ | B | τ* | Θ, one row per load."""
-    drafted = w.round.drafted
+    drafted = w.round.block
     rows = [
         [p.requests, p.verify_len, r(p.mean_verify_len, 2), p.sent(drafted), p.batch_tokens]
         + [r(p.expected_tokens, 2), r(p.throughput, 1)]
@@ -399,8 +405,8 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
     rows = [
         [NOTES("row_taps", lang), LESSON["taps"], taps(cfg), taps(cfg), taps(real)],
         [NOTES("row_mix", lang), LESSON["mix"], mix, mix, NOTES("concat", lang)],
-        [NOTES("row_k", lang), LESSON["block"], less.drafted, rd.drafted, real.dspark_block_size],
-        [NOTES("row_l", lang), "—", less.block, rd.block, NOTES("real_l", lang)],
+        [NOTES("row_k", lang), LESSON["block"], less.block, rd.block, real.dspark_block_size],
+        [NOTES("row_l", lang), "—", less.verify_len, rd.verify_len, NOTES("real_l", lang)],
         [
             NOTES("row_weights", lang),
             UI("untrained", lang),
@@ -414,16 +420,16 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
         [
             NOTES("row_kept", lang),
             NOTES("not_verified_lesson", lang),
-            f"{less.n_accepted}/{less.block}",
-            f"{rd.n_accepted}/{rd.block}",
+            f"{less.n_accepted}/{less.verify_len}",
+            f"{rd.n_accepted}/{rd.verify_len}",
             "—",
         ],
     ]
     cols = [
         "",
         NOTES("lesson_col", lang),
-        NOTES("lab_col", lang, w=UI("untrained", lang), k=less.drafted, l=less.block),
-        NOTES("lab_col", lang, w=UI(w.weights, lang), k=rd.drafted, l=rd.block),
+        NOTES("lab_col", lang, w=UI("untrained", lang), k=less.block, l=less.verify_len),
+        NOTES("lab_col", lang, w=UI(w.weights, lang), k=rd.block, l=rd.verify_len),
         NOTES("real_col", lang),
     ]
     return ViewTable(NOTES("lesson_title", lang), cols, rows)

@@ -17,6 +17,7 @@ import torch
 from dspark_mini import Trace, get_config, get_tokenizer
 from dspark_mini.config import ModelConfig
 from dspark_mini.sampling import next_token
+from dspark_mini.speculative import check_verify_len as speculative_check_verify_len
 from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
@@ -37,7 +38,7 @@ def run_walk(
     seed: int = 0,
     lang: str = "en",
     steps: tuple[str, ...] | None = None,
-    block: int | None = None,
+    verify_len: int | None = None,
     temperature: float = 0.0,
     weights: str = "trained",
     checkpoint: str | None = None,
@@ -64,7 +65,7 @@ def run_walk(
             f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - cfg.dspark_block_size - 1} "
             f"(max_seq_len {cfg.max_seq_len} minus one draft round)"
         )
-    block = check_block(cfg, block)
+    verify_len = check_verify_len(cfg, verify_len)
     temperature = check_temperature(temperature)
     model = run_model(weights, seed, checkpoint=checkpoint)
     tokens = torch.tensor([ids], dtype=torch.long)
@@ -89,35 +90,31 @@ def run_walk(
         weights=weights,
         hooked_taps=hooked,
     )
-    walk = redraft(walk, block, temperature, views=False)
+    walk = redraft(walk, verify_len, temperature, views=False)
     return build_views(walk, lang, wanted)
 
 
-def check_block(cfg: ModelConfig, block: int | None) -> int:
-    block = cfg.dspark_block_size if block is None else block
-    if not isinstance(block, int) or isinstance(block, bool) or not 1 <= block <= cfg.dspark_block_size:
-        raise ValueError(
-            f"block size = {block!r} is invalid: allowed 1..{cfg.dspark_block_size} (the trained draft block)"
-        )
-    return block
+def check_verify_len(cfg: ModelConfig, verify_len: int | None) -> int:
+    """ℓ of the walk's round: speculative.check_verify_len against the trained block."""
+    return speculative_check_verify_len(verify_len, cfg.dspark_block_size)
 
 
-def redraft(walk: Walk, block: int | None, temperature: float, views: bool = True) -> Walk:
+def redraft(walk: Walk, verify_len: int | None, temperature: float, views: bool = True) -> Walk:
     """A new DSpark round from the cache the prompt left (the prompt's forward is not run again).
 
     The anchor is drawn from the prompt's last logits at `temperature` with the walk's seed, then one
     draft → verify → commit round runs on a copy of the cache; only the 6B view is rebuilt.
     """
-    block = check_block(walk.cfg, block)
+    verify_len = check_verify_len(walk.cfg, verify_len)
     temperature = check_temperature(temperature)
     gen = torch.Generator().manual_seed(walk.seed)
     draft_trace = Trace(sinkhorn_history=False)
     with torch.no_grad():
         cache = copy.deepcopy(walk.prompt_cache)
         anchor = next_token(walk.logits[:, -1], temperature, gen)  # [1]
-        rnd = speculative_round(walk.model, cache, anchor, block, temperature, gen, trace=draft_trace)[0]
+        rnd = speculative_round(walk.model, cache, anchor, verify_len, temperature, gen, trace=draft_trace)[0]
     new = dataclasses.replace(
-        walk, round=rnd, block=block, temperature=temperature, draft_trace=draft_trace, views=dict(walk.views)
+        walk, round=rnd, verify_len=verify_len, temperature=temperature, draft_trace=draft_trace, views=dict(walk.views)
     )
     if views and "6B" in walk.views:
         new.views["6B"] = view_6b(new, StepView(get_step("6B"), walk.views["6B"].lang))

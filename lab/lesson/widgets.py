@@ -2,7 +2,7 @@
 
 Every callback is a thin shell around a plain function that tests call directly:
   LabState.update(**changes) → what was recomputed   prompt/seed/weights → forward + draft + views,
-                                                     block/temperature → draft only (`redraft`),
+                                                     verify_len/temperature → draft only (`redraft`),
                                                      lang → views only (`build_views`), step/layer → nothing;
   open_step(state, id) → the panel's content          (what a click on a map block does);
   step_panel_content / inspector_6b_content           plain data (text, tables, plotly figures).
@@ -30,15 +30,15 @@ from .plots import default_layer, resolve_layer, step_layers
 from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
 from .view import StepView, Walk
 from .views import view_2a, view_4a, view_5a
-from .walk import build_views, check_block, redraft, run_walk
+from .walk import build_views, check_verify_len, redraft, run_walk
 
-FIELDS: tuple[str, ...] = ("prompt", "seed", "block", "temperature", "lang", "weights", "step", "layer")
+FIELDS: tuple[str, ...] = ("prompt", "seed", "verify_len", "temperature", "lang", "weights", "step", "layer")
 
 
 FORWARD_FIELDS: frozenset[str] = frozenset({"prompt", "seed", "weights"})
 
 
-DRAFT_FIELDS: frozenset[str] = frozenset({"block", "temperature"})
+DRAFT_FIELDS: frozenset[str] = frozenset({"verify_len", "temperature"})
 
 
 TEMPERATURE_MAX = 2.0
@@ -98,8 +98,8 @@ Listener = Callable[[set[str], set[str]], None]  # (changed fields, recomputed p
 
 
 class LabState:
-    """What the learner chose (prompt, seed, block, temperature, lang, weights, step, layer) and the Walk.
-    `block` is the verify length ℓ of a fixed policy (the draft always runs its whole trained block).
+    """What the learner chose (prompt, seed, verify_len, temperature, lang, weights, step, layer) and the Walk.
+    `verify_len` is ℓ of a fixed policy (the draft always runs its whole trained block).
 
     `update` validates every change first (nothing is half-applied), recomputes only what the change
     needs, then tells the subscribed widgets. `runs` counts the forwards, DSpark rounds and view builds.
@@ -110,7 +110,7 @@ class LabState:
         prompt: str = DEFAULT_PROMPT,
         seed: int = 0,
         lang: str = "en",
-        block: int | None = None,
+        verify_len: int | None = None,
         temperature: float = 0.0,
         weights: str = "trained",
         step: str = "1A",
@@ -121,7 +121,7 @@ class LabState:
             check_prompt(prompt),
             seed=check_seed(seed),
             lang=lang,
-            block=block,
+            verify_len=verify_len,
             temperature=check_temperature(temperature),
             weights=check_weights(weights),
         )
@@ -129,7 +129,7 @@ class LabState:
 
     @classmethod
     def from_walk(cls, walk: Walk, lang: str | None = None, step: str = "1A", layer: int | None = None) -> LabState:
-        """A state around a Walk already computed (its prompt, seed, block and temperature); views are
+        """A state around a Walk already computed (its prompt, seed, verify_len and temperature); views are
         rebuilt only when `lang` differs from the language they were built in."""
         state = cls.__new__(cls)
         built = next(iter(walk.views.values())).lang if walk.views else None
@@ -144,7 +144,7 @@ class LabState:
     def _init(self, walk: Walk, lang: str, weights: str, step: str, layer: int | None, runs: dict[str, int]) -> None:
         self.walk = walk
         self.prompt, self.seed = walk.prompt, walk.seed
-        self.block, self.temperature = walk.block, walk.temperature
+        self.verify_len, self.temperature = walk.verify_len, walk.temperature
         self.lang, self.weights = lang, weights
         self.step = get_step(step).id
         self.layer = self._check_layer(layer)
@@ -167,8 +167,8 @@ class LabState:
             return check_prompt(value)
         if name == "seed":
             return check_seed(value)
-        if name == "block":
-            return check_block(self.walk.cfg, value)
+        if name == "verify_len":
+            return check_verify_len(self.walk.cfg, value)
         if name == "temperature":
             return check_temperature(value)
         if name == "lang":
@@ -195,14 +195,14 @@ class LabState:
                 values["prompt"],
                 seed=values["seed"],
                 lang=values["lang"],
-                block=values["block"],
+                verify_len=values["verify_len"],
                 temperature=values["temperature"],
                 weights=values["weights"],
             )
             recomputed = {"forward", "draft", "views"}
         else:
             if changed & DRAFT_FIELDS:
-                walk = redraft(walk, values["block"], values["temperature"])  # the prompt's forward is reused
+                walk = redraft(walk, values["verify_len"], values["temperature"])  # the prompt's forward is reused
                 recomputed.add("draft")
             if "lang" in changed:
                 walk = build_views(walk, values["lang"])
@@ -226,7 +226,7 @@ class LabState:
 
     def __repr__(self) -> str:
         return (
-            f"LabState(prompt={self.prompt!r}, seed={self.seed}, block={self.block}, "
+            f"LabState(prompt={self.prompt!r}, seed={self.seed}, verify_len={self.verify_len}, "
             f"temperature={self.temperature}, lang={self.lang!r}, weights={self.weights!r}, "
             f"step={self.step!r}, layer={self.layer})"
         )

@@ -166,14 +166,14 @@ def draft_table_narration(state: Any, table: dict[str, Any], lang: str) -> list[
     rd = walk.round
     tok = lambda i: walk.tokenizer.token_text(int(i)).replace("\n", "↵")  # noqa: E731
     lit = lambda *js: [f'[data-col="{j}"]' for j in js]  # noqa: E731
-    first_bad = [f'tr[data-row="{rd.n_accepted}"]'] if rd.n_accepted < rd.block else []
+    first_bad = [f'tr[data-row="{rd.n_accepted}"]'] if rd.n_accepted < rd.verify_len else []
     last = len(table["rows"]) - 1  # the row of the target's own token
     return [
         {"text": tr("n6b_draft", lang, a=tok(rd.anchor), k=len(rd.draft), col=cols[draft_col]), "lit": lit(draft_col)},
         {"text": tr("n6b_conf", lang), "lit": lit(col["pd_col"], col["c_col"])},
         {"text": tr("n6b_target", lang), "lit": lit(col["pt_col"], col["ratio_col"])},
         {
-            "text": tr("n6b_verdict", lang, n=rd.n_accepted, l=rd.block),
+            "text": tr("n6b_verdict", lang, n=rd.n_accepted, l=rd.verify_len),
             "lit": lit(status_col) + first_bad,
         },
         {

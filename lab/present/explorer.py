@@ -1,8 +1,8 @@
 """Step 6B in a browser: the DSpark Explorer, one self-contained HTML page (no server, no network, no install).
 
-`python -m lab.explorer --out docs/explorer.html` runs the trained lab model on a handful of prompts (two held-out
-prompts per domain and the walk's default prompt), stores what one speculative round needs, and writes a page whose
-own JavaScript redoes the draft sampling, the verify-length policy and the verifier on those numbers for any
+`python -m lab.present.explorer --out docs/explorer.html` runs the trained lab model on a handful of prompts (two
+held-out prompts per domain and the walk's default prompt), stores what one speculative round needs, and writes a page
+whose own JavaScript redoes the draft sampling, the verify-length policy and the verifier on those numbers for any
 temperature T, policy (fixed k, confidence threshold, or the `dspark` scheduler at R requests in flight) and seed.
 `--check` says whether a file is what the generator writes now.
 
@@ -53,7 +53,7 @@ from .rounds import cache_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = "docs/explorer.html"
-FIX_COMMAND = f"python -m lab.explorer --out {PAGE}"
+FIX_COMMAND = f"python -m lab.present.explorer --out {PAGE}"
 MAX_BYTES = 3_000_000  # the page must stay small enough to mail or put on a course page
 DOMAINS = ("math", "code", "chat")
 PROMPTS_PER_DOMAIN = 2
@@ -640,7 +640,7 @@ def page_html(model: Transformer | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lab.explorer",
+        prog="python -m lab.present.explorer",
         description="Write the DSpark Explorer: one self-contained HTML page (no server, no network) that samples "
         "drafts and verifies them in the browser on distributions precomputed from the trained lab model.",
     )

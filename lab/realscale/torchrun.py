@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from dspark_mini.device import check_device, check_dtype
 
+from ..options import add_verify_len
 from .distributed import (
     DEFAULT_TIMEOUT_S,
     agree,
@@ -73,12 +74,7 @@ def parser() -> argparse.ArgumentParser:
         )
         q.add_argument("--prompt", default=None, help="text to continue (lab tokenizer)")
         q.add_argument("--max-new-tokens", type=int, default=16, help="tokens to generate (default 16)")
-        q.add_argument(
-            "--block",
-            type=int,
-            default=None,
-            help="verify length ℓ of the speculative rounds (default: the trained block)",
-        )
+        add_verify_len(q, "The speculative rounds draft the whole trained block and verify its first ℓ")
         q.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (nccl, one GPU per rank: LOCAL_RANK)")
         q.add_argument(
             "--dtype",
@@ -181,7 +177,7 @@ def decode(model, ids: list[int], args: argparse.Namespace) -> dict[str, Any]:
 
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     plain = generate_plain(model, x, args.max_new_tokens)
-    spec = generate_speculative(model, x, args.max_new_tokens, args.block)
+    spec = generate_speculative(model, x, args.max_new_tokens, args.verify_len)
     rounds = spec.rows(0)
     return {
         "plain": plain.tokens[0],

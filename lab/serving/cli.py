@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..options import add_checkpoint, add_json, add_lang, add_placement, add_seed, add_temperature, command
+from ..options import MAX_REPS, add_checkpoint, add_json, add_lang, add_placement, add_seed, add_temperature, command
 from ..style import print_json
 
 COMMANDS = ("schedule", "serve")
@@ -190,6 +190,7 @@ def check_profile_sps(args: argparse.Namespace, cfg: Any) -> None:
 
     from .profile_sps import DEFAULT_BATCH_TOKENS, SPS_CACHE_LENGTH, parse_batch_tokens
 
+    check_int(args.reps, "--reps", 1, MAX_REPS)
     if args.device != "cpu" or args.dtype is not None:
         raise ValueError("--device / --dtype apply to `profile` without --sps: allowed their defaults with --sps")
     verify = cfg.dspark_block_size + 1

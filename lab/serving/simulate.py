@@ -230,7 +230,7 @@ def record_streams(
     round (generate_speculative); one stream per prompt. Rounds cut short at the end of a generation (fewer than
     k drafts) are dropped so every row has the same k. Temperature 1 by default, as the paper's offline numbers
     and the STS fit."""
-    from dspark_mini.speculative import check_block, generate_speculative
+    from dspark_mini.speculative import check_verify_len, drafter_block, generate_speculative
     from lab.corpus import DOMAINS
     from lab.evaluation.quality import MAX_NEW_TOKENS, eval_prompts
     from lab.weights import load_drafter
@@ -239,7 +239,7 @@ def record_streams(
         model, drafter = load_drafter("dspark")
     if drafter is None or not getattr(drafter, "has_confidence", False):
         raise ValueError("drafter must have a confidence head (a DSpark drafter, e.g. load_drafter('dspark'))")
-    k = check_block(model, None, drafter)
+    k = check_verify_len(None, drafter_block(model, drafter))
     domains = DOMAINS if domains is None else domains
     max_new_tokens = MAX_NEW_TOKENS if max_new_tokens is None else max_new_tokens
     streams: list[Stream] = []
@@ -249,7 +249,7 @@ def record_streams(
             res = generate_speculative(
                 model, prompts[i : i + 1], max_new_tokens, None, temperature, seed + i, drafter=drafter
             )
-            rows = [Row(tuple(r.confidence), r.n_accepted) for r in res.rows(0) if r.block == k]
+            rows = [Row(tuple(r.confidence), r.n_accepted) for r in res.rows(0) if r.verify_len == k]
             if rows:
                 streams.append(rows)
         if on_progress is not None:
