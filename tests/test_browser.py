@@ -141,7 +141,7 @@ def test_overview_notebook_in_jupyterlab(jupyterlab, tab):
 
     table = page.locator(".dspark-draft-table")
     assert "ℓ = 5" in table.inner_text()
-    handle = page.locator(".dspark-control-block .noUi-handle")
+    handle = page.locator(".dspark-control-verify_len .noUi-handle")
     handle.scroll_into_view_if_needed()
     handle.focus()
     page.keyboard.press("ArrowLeft")  # ℓ 5 → 4: the inspector re-drafts and redraws its table

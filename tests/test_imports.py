@@ -133,3 +133,28 @@ def test_nothing_points_at_a_path_outside_the_repository():
         text = (ROOT / f).read_text(encoding="utf-8", errors="replace")
         hits += [f"{f}: {m.group(0)}" for m in outside.finditer(text)]
     assert hits == []
+
+
+def room_arrows() -> dict[str, set[str]]:
+    """Which of lab's rooms (its subpackages) import which other rooms, anywhere in their files."""
+    rooms = {p.name for p in (ROOT / "lab").iterdir() if (p / "__init__.py").is_file()}
+
+    def room(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[0] == "lab" and parts[1] in rooms else None
+
+    arrows: dict[str, set[str]] = {r: set() for r in rooms}
+    for module, targets in graph().items():
+        if (src := room(module)) is not None:
+            arrows[src] |= {t for t in map(room, targets) if t is not None and t != src}
+    return arrows
+
+
+def test_the_layout_page_draws_the_rooms_arrows_the_code_has():
+    page = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    block = page[page.index("<!-- rooms -->") : page.index("<!-- /rooms -->")]
+    drawn = {}
+    for line in block.splitlines():
+        if m := re.match(r"^(\w+)\s+─► (.*)$", line):
+            drawn[m[1]] = set() if m[2].startswith("(") else {t.strip() for t in m[2].split(",")}
+    assert drawn == room_arrows()

@@ -36,7 +36,7 @@ import torch
 from dspark_mini.model import forward_ragged
 from dspark_mini.sampling import next_token
 from dspark_mini.scheduler import POLICIES, Scheduler
-from dspark_mini.speculative import Round, draft_requests, verify_ragged
+from dspark_mini.speculative import Round, draft_requests, prefill, verify_ragged
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
 MAX_REQUESTS = 1024  # slots in flight
@@ -225,16 +225,18 @@ def admit(model, reqs: list[Request], temperature: float, gen: torch.Generator) 
     (`forward_ragged`: the token-wise work shared, attention per prompt) when there are several, the plain one
     when alone — and sample each one's first token (its first round's anchor), in admission order."""
     dev = model.device
+    if len(reqs) == 1:  # alone: the model's own prefill, as generate's
+        r = reqs[0]
+        r.cache, first = prefill(model, torch.tensor([r.prompt], device=dev), temperature, gen)  # first: [1]
+        r.tokens.append(int(first[0]))
+        return
     for r in reqs:
         r.cache = model.new_cache(1)
-    if len(reqs) == 1:
-        last = [model(torch.tensor([reqs[0].prompt], device=dev), cache=reqs[0].cache, last_only=True).logits[:, -1]]
-    else:
-        outs = forward_ragged(model, [torch.tensor([r.prompt], device=dev) for r in reqs], [r.cache for r in reqs])
-        last = []
-        for r, out in zip(reqs, outs, strict=True):
-            r.cache.commit(out.pending)  # every prompt row
-            last.append(out.logits[:, -1])  # [1, V]
+    outs = forward_ragged(model, [torch.tensor([r.prompt], device=dev) for r in reqs], [r.cache for r in reqs])
+    last = []
+    for r, out in zip(reqs, outs, strict=True):
+        r.cache.commit(out.pending)  # every prompt row
+        last.append(out.logits[:, -1])  # [1, V]
     for r, logits in zip(reqs, last, strict=True):
         r.tokens.append(int(next_token(logits, temperature, gen)[0]))
 
