@@ -48,7 +48,7 @@ from dspark_mini.tokenizer import default_tokenizer
 from ..evaluation.quality import eval_prompts
 from ..lesson.view_6b import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
 from ..text import LANGS, UI
-from .page import DEFAULT_REQUESTS, MARKERS, asset, render
+from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, render
 from .rounds import cache_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -265,37 +265,7 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "before_commit": {"vi": "◀ trước lần ghi", "en": "◀ before the commit"},
     "after_commit": {"vi": "sau lần ghi ▶", "en": "after the commit ▶"},
-    "caches": {"vi": "Cache sau lần ghi này (độ dài {n})", "en": "The caches after this commit (length {n})"},
-    "caches_before": {
-        "vi": "Cache trước lần ghi của vòng này (độ dài {n})",
-        "en": "The caches before this round's commit (length {n})",
-    },
-    "window_ring": {"vi": "Vòng cửa sổ (mọi lớp backbone)", "en": "Window ring (every backbone layer)"},
-    "window_help": {
-        "vi": "{w} ô, ô = vị trí mod {w}; ô viền đậm vừa được ghi ở vòng này",
-        "en": "{w} slots, slot = position mod {w}; a bold slot was written this round",
-    },
-    "draft_ring": {"vi": "Vòng cửa sổ của bộ vẽ (các lớp nháp)", "en": "Draft ring (the draft layers)"},
-    "draft_ring_help": {
-        "vi": "ghi bởi cùng lần commit, ở cùng vị trí: token nháp bị từ chối không bao giờ vào đây",
-        "en": "written by the same commit at the same positions: a rejected draft never gets here",
-    },
-    "compressor": {
-        "vi": "Bộ nén (CSA2): latent đã ghi và phần mang theo",
-        "en": "Compressor (CSA2): latents and carry",
-    },
-    "source_line": {
-        "vi": "lớp {layer} · tỉ lệ {r}: {n} latent (vị trí 0..{last}) · mang theo: {carry}",
-        "en": "layer {layer} · ratio {r}: {n} latents (positions 0..{last}) · carry: {carry}",
-    },
-    "no_carry": {"vi": "không (nhóm đã đủ)", "en": "none (the group is complete)"},
-    "engram": {"vi": "Lịch sử Engram (id nén)", "en": "Engram history (compressed ids)"},
-    "engram_help": {
-        "vi": "id nén của {n} token đã ghi cuối cùng: ngữ cảnh n-gram của token tiếp theo",
-        "en": "the compressed ids of the last {n} committed tokens: the next token's n-gram context",
-    },
-    "pad": {"vi": "đệm", "en": "pad"},
-    "empty": {"vi": "trống", "en": "empty"},
+    **CACHE_TEXT,
     "notes_title": {"vi": "Trang này tính gì, và không tính gì", "en": "What this page computes, and what it does not"},
     "note_rule": {
         "vi": (
