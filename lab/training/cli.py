@@ -5,6 +5,8 @@ lab/corpus.py). Nothing here imports torch, so `--help` stays fast.
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 from ..corpus import DEFAULT_LINES_PER_DOMAIN, MAX_LINES_PER_DOMAIN, add_data_arguments
@@ -15,6 +17,20 @@ COMMANDS = ("data", "train")
 # Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
 # training/rebuild.py's Recipe (target_steps, draft_steps, baseline_steps).
 TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 400, "mtp1": 400}
+SHIPPED_REPORT = Path(__file__).resolve().parents[1] / "weights" / "report.json"  # lab/weights.py's, without torch
+
+
+def train_lr(report: Path = SHIPPED_REPORT) -> dict[str, float]:
+    """The learning rate per kind of the recipe that built the shipped set (report.json's `recipe`: what `train all`
+    ran), read as plain JSON so that --help imports no torch; eagle3 / mtp1 are absent (the recipe sets none)."""
+    try:
+        recipe = json.loads(report.read_text(encoding="utf-8"))["recipe"]
+        target, draft = float(recipe["target_lr"]), float(recipe["draft_lr"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{report} does not record the shipped recipe's learning rates: {e}") from None
+    return {"target": target, **dict.fromkeys(("dspark", "dspark-rnn", "dflash"), draft)}
+
+
 # Upper bounds of the options that have no natural one (the model-dependent ones come from the lab config).
 MAX_STEPS = 100_000  # 250× the shipped target recipe
 MAX_BATCH = 256  # sequences per step: 16× the default (memory grows with batch × seq-len)
@@ -95,8 +111,14 @@ def add_parsers(sub: Any) -> None:
         help="(target, draft) tokens per sequence: target 1..256 (max_seq_len); a drafter leaves room for one block: "
         "dspark / dspark-rnn / dflash 8..250 (≥ the window), eagle3 / mtp1 1..249 (default 64)",
     )
+    lr = train_lr()
     t.add_argument(
-        "--lr", type=float, default=3e-3, help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g} (default 3e-3)"
+        "--lr",
+        type=float,
+        default=None,
+        help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g}; default per kind, as the recipe that built "
+        f"lab/weights (its report.json): target {lr['target']:g}, dspark / dspark-rnn / dflash {lr['dspark']:g}; "
+        "eagle3 / mtp1 their trainer's own default (training/baselines.py; the recipe sets none)",
     )
     add_seed(t, "seed of the weights, the corpus and the batches")
     t.add_argument(
@@ -150,8 +172,19 @@ def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
     else:  # eagle3 / mtp1 also read the token after the block
         why = f"max_seq_len − block {cfg.dspark_block_size} − 2"
         check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len - cfg.dspark_block_size - 2, why)
+    if args.lr is None:
+        args.lr = train_lr().get(args.what if args.what == "target" else args.kind) or baseline_lr(args.kind)
     check_float(args.lr, "--lr", 0.0, MAX_LR, lo_open=True)
     check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
+
+
+def baseline_lr(kind: str) -> float:
+    """The learning rate eagle3 / mtp1 train with when none is given (their trainer's default, as `train all`)."""
+    import inspect
+
+    from .baselines import train_eagle3, train_mtp1  # torch: only when a command runs
+
+    return inspect.signature(train_eagle3 if kind == "eagle3" else train_mtp1).parameters["lr"].default
 
 
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:

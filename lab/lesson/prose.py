@@ -1,0 +1,415 @@
+"""Every number the prose quotes, filled from the data it quotes.
+
+    python -m lab.lesson.prose --write   fill every marker of README.md, docs/*.md and notebooks/*.py from the data,
+                                         then regenerate the notebooks (nbsync) — one command after a retrain
+    python -m lab.lesson.prose --check   exit 1 naming file, line, key, the quoted and the data value where they
+                                         differ, or a marker whose key is unknown (CI runs it in tests/test_prose.py)
+
+A marker wraps the number it quotes: `<!--n:tau.dspark.math.t1-->3.02<!--/n-->`. HTML comments render as nothing
+on GitHub and in Jupyter, so a reader sees only `3.02`. The key names one row of KEYS: the data file it reads, the
+value and its format. A data file that is not there yet (runs/paper/*.json before `make paper`) leaves its markers
+as they are and is named in the output; only the shipped files are required.
+
+Screens and help texts do not carry markers: they format the same data when they run (the 6B note reads
+report.json through lab/weights.py, `train --help` the recorded recipe).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MARK = re.compile(r"<!--n:(?P<key>[^>\s]*)-->(?P<value>.*?)<!--/n-->")
+# the data a key may read: a name → its file in the repository; `required`: shipped, so a missing one is an error
+SOURCES = {
+    "report": ("lab/weights/report.json", True),
+    "manifest": ("lab/weights/manifest.json", True),
+    "sps": ("lab/serving/data/sps_lab_cpu.json", True),
+    "streams": ("lab/serving/data/streams_dspark.json", True),
+    "parity": ("docs/peer_parity.json", True),
+}
+PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
+ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
+DOMAINS = ("math", "code", "chat")
+MINUS = "−"  # the prose writes negative numbers with a true minus sign
+
+
+def _num(fmt: str) -> Callable[[Any], str]:
+    """A number formatter: `fmt`, a true minus sign, and no sign on a value that rounds to zero ("0", not "−0")."""
+
+    def f(v: Any) -> str:
+        s = format(v, fmt)
+        return s.lstrip("-") if set(s) <= set("-0.,") else s.replace("-", MINUS)
+
+    return f
+
+
+FORMATS: dict[str, Callable[[Any], str]] = {
+    "f1": _num(".1f"),
+    "f2": _num(".2f"),
+    "f3": _num(".3f"),
+    "f4": _num(".4f"),
+    "int": _num(",.0f"),  # 1,135
+    "g": _num("g"),
+    "lr": lambda v: f"{v:.0e}".replace("e-0", "e-"),  # 6e-3
+    "g0": _num(".0f"),
+    "list2": lambda v: " ".join(_num(".2f")(x) for x in v),
+    "prob": lambda v: _num(f".{_decimals(v)}f")(v),  # 0.84, 0.99997: as many decimals as keep it below 1
+    "text": str,
+}
+
+
+def _decimals(p: float, least: int = 2, most: int = 6) -> int:
+    """Decimals that show a probability below 1 as below 1 (0.99997, not 1.00)."""
+    d = least
+    while d < most and p < 1 and round(p, d) >= 1:
+        d += 1
+    return d
+
+
+@dataclass(frozen=True)
+class Key:
+    """One family of marker keys: `pattern` (a regex, its groups passed to `read`) → the value in `source`."""
+
+    pattern: str
+    source: str
+    read: Callable[..., Any]
+    fmt: str
+    what: str
+
+
+def _quality(r: dict, d: str, dom: str, t: str) -> dict:
+    return r["drafters"][d]["quality"][dom][t]
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _ece_text(r: dict, d: str, when: str, lang: str) -> str:
+    from .notes import ece_text
+
+    rows = r["drafters"][d]["train"]["sts"] if when == "fit" else r["drafters"][d]["heldout_calibration"]
+    before, after = ("ece_before", "ece_after") if when == "fit" else ("ece_raw", "ece_sts")
+    return ece_text([(x[before], x[after]) for x in rows], lang)
+
+
+def _ece_sum(r: dict, d: str, when: str, which: str) -> float:
+    rows = r["drafters"][d]["train"]["sts"] if when == "fit" else r["drafters"][d]["heldout_calibration"]
+    field = {("fit", "raw"): "ece_before", ("fit", "sts"): "ece_after"}.get((when, which), f"ece_{which}")
+    return 100 * sum(x[field] for x in rows)
+
+
+def _sps_point(s: dict, b: str) -> dict:
+    return next(p for p in s["points"] if p["batch_tokens"] == int(b))
+
+
+D = r"(?P<d>[a-z0-9-]+)"
+T = r"(?P<t>t1|greedy)"
+DOM = r"(?P<dom>math|code|chat)"
+# THE table: every key a marker may use, what it reads and how it is written
+KEYS: tuple[Key, ...] = (
+    Key(rf"tau\.{D}\.{DOM}\.{T}", "report", lambda r, d, dom, t: _quality(r, d, dom, t)["tau"], "f2", "τ per domain"),
+    Key(rf"tau\.{D}\.mean\.{T}", "report", lambda r, d, t: r["summary"]["mean_tau"][d][t], "f2", "mean τ"),
+    Key(rf"tau\.{D}\.free\.{T}", "report", lambda r, d, t: r["summary"]["free_form_tau"][d][t], "f2", "free-form τ"),
+    Key(
+        rf"accept\.{D}\.{DOM}\.{T}",
+        "report",
+        lambda r, d, dom, t: _quality(r, d, dom, t)["cond_accept"],
+        "list2",
+        "conditional acceptance p1 → pk",
+    ),
+    Key(
+        rf"ratio\.(?P<a>[a-z0-9-]+)/(?P<b>[a-z0-9-]+)\.{T}",
+        "report",
+        lambda r, a, b, t: r["summary"]["mean_tau"][a][t] / r["summary"]["mean_tau"][b][t],
+        "f2",
+        "mean τ of a ÷ b",
+    ),
+    Key(
+        rf"gain\.(?P<a>[a-z0-9-]+)/(?P<b>[a-z0-9-]+)\.{T}",
+        "report",
+        lambda r, a, b, t: 100 * (r["summary"]["mean_tau"][a][t] / r["summary"]["mean_tau"][b][t] - 1),
+        "g0",
+        "mean τ of a over b, in %",
+    ),
+    Key(
+        rf"decay\.{D}\.{T}",
+        "report",
+        lambda r, d, t: _mean([r["summary"]["decay"][d][dom][t] for dom in DOMAINS]),
+        "f2",
+        "c₁ − mean(c₂..c_k), mean over domains",
+    ),
+    Key(
+        rf"speed\.{D}\.{DOM}",
+        "report",
+        lambda r, d, dom: r["summary"]["tokens_per_s_ratio"][d][dom],
+        "f2",
+        "tokens/s spec ÷ plain",
+    ),
+    Key(
+        rf"speed\.{D}\.mean",
+        "report",
+        lambda r, d: _mean([r["summary"]["tokens_per_s_ratio"][d][dom] for dom in DOMAINS]),
+        "f2",
+        "tokens/s spec ÷ plain, mean over domains",
+    ),
+    Key(
+        rf"ece\.{D}\.(?P<when>fit|heldout)\.(?P<lang>vi|en)",
+        "report",
+        lambda r, d, when, lang: _ece_text(r, d, when, lang),
+        "text",
+        "STS's ECE per position, as a sentence",
+    ),
+    Key(
+        rf"ece\.{D}\.(?P<when>fit|heldout)\.(?P<which>raw|sts)\.sum",
+        "report",
+        _ece_sum,
+        "f1",
+        "20-bin ECE summed over positions, in %",
+    ),
+    Key(
+        rf"ece\.{D}\.(?P<when>heldout)\.n",
+        "report",
+        lambda r, d, when: r["drafters"][d]["heldout_calibration"][0]["n"],
+        "int",
+        "held-out rounds STS is judged on",
+    ),
+    Key(
+        rf"sts\.{D}\.(?P<end>min|max)",
+        "report",
+        lambda r, d, end: (min if end == "min" else max)(r["drafters"][d]["train"]["confidence_temperatures"]),
+        "g",
+        "the fitted STS temperatures' range",
+    ),
+    Key(r"target\.val_accuracy", "report", lambda r: r["target"]["val_accuracy"], "f3", "held-out next-token accuracy"),
+    Key(r"target\.val_loss", "report", lambda r: r["target"]["val_loss"], "f2", "held-out loss, nats"),
+    Key(r"seconds\.(?P<f>\w+)", "report", lambda r, f: r["seconds"][f], "int", "train all's wall seconds"),
+    Key(
+        r"recipe\.(?P<f>\w+_lr)",
+        "report",
+        lambda r, f: r["recipe"][f],
+        "lr",
+        "learning rate of the recipe that built the set",
+    ),
+    Key(r"recipe\.(?P<f>\w+)", "report", lambda r, f: r["recipe"][f], "g", "the recipe that built the set"),
+    Key(r"manifest\.files", "manifest", lambda m: len(m["files"]), "int", "files of the shipped set"),
+    Key(
+        r"sps\.(?P<b>\d+)\.p50ms",
+        "sps",
+        lambda s, b: 1000 * _sps_point(s, b)["step_s"]["p50"],
+        "f1",
+        "measured SPS table: p50 step in ms",
+    ),
+    Key(
+        r"sps\.(?P<b>\d+)\.tokens",
+        "sps",
+        lambda s, b: int(b) * _sps_point(s, b)["steps_per_s"],
+        "int",
+        "measured SPS table: B·SPS(B) tokens/s",
+    ),
+    Key(r"sps\.reps", "sps", lambda s: s["points"][0]["step_s"]["n"], "int", "repetitions per SPS point"),
+    Key(
+        r"round\.(?P<what>p_d|confidence)\.(?P<end>min|max)",
+        ROUND,
+        lambda w, what, end: (min if end == "min" else max)(w[what]),
+        "prob",
+        "the default prompt's 6B round (trained weights, T = 0)",
+    ),
+    Key(
+        r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",
+        PAPER,
+        lambda p, name, path: _path(p, path),
+        "g",
+        "a value of runs/paper/<name>.json (dotted path)",
+    ),
+)
+
+
+def _path(data: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        data = data[int(part)] if isinstance(data, list) else data[part]
+    return data
+
+
+class ProseError(ValueError):
+    """A marker the data cannot fill: its key is unknown, or the data has no such value."""
+
+
+def find_key(key: str) -> tuple[Key, dict[str, str]]:
+    """The row of KEYS a marker key belongs to, and its groups; ProseError when no row matches."""
+    for k in KEYS:
+        m = re.fullmatch(k.pattern, key)
+        if m:
+            return k, m.groupdict()
+    raise ProseError(f"unknown marker key {key!r}: allowed the patterns of lab/lesson/prose.py's KEYS")
+
+
+class Data:
+    """The data files, each read once when a key first needs it; a missing optional file is remembered, not read."""
+
+    def __init__(self, root: Path = ROOT) -> None:
+        self.root = root
+        self.cache: dict[str, Any] = {}
+
+    def path(self, source: str, groups: dict[str, str]) -> Path | None:
+        if source == PAPER:
+            return self.root / PAPER / f"{groups['name']}.json"
+        if source == ROUND:
+            return None
+        return self.root / SOURCES[source][0]
+
+    def load(self, source: str, groups: dict[str, str]) -> Any:
+        """The parsed data of `source`; None when an optional file is missing; ProseError when a required one is."""
+        path = self.path(source, groups)
+        name = str(path) if path is not None else ROUND
+        if name not in self.cache:
+            self.cache[name] = self._read(source, path)
+        return self.cache[name]
+
+    def _read(self, source: str, path: Path | None) -> Any:
+        if path is None:
+            return default_round()
+        if not path.is_file():
+            if source == PAPER:
+                return None
+            raise ProseError(f"{path.relative_to(self.root)} is missing: the shipped data every marker is filled from")
+        from dspark_mini.jsonlimits import MAX_DATA_BYTES, read_json
+
+        return read_json(path, MAX_DATA_BYTES)
+
+    def value(self, key: str) -> str | None:
+        """The text the marker `key` must hold; None when its file is an optional one not written yet."""
+        row, groups = find_key(key)
+        data = self.load(row.source, groups)
+        if data is None:
+            return None
+        try:
+            v = row.read(data, **groups)
+        except (KeyError, IndexError, StopIteration, ValueError, TypeError) as e:
+            where = self.path(row.source, groups)
+            raise ProseError(
+                f"marker key {key!r} ({row.what}): {where.relative_to(self.root) if where else ROUND} has no such "
+                f"value ({type(e).__name__}: {e})"
+            ) from None
+        return FORMATS[row.fmt](v)
+
+
+@cache
+def default_round() -> dict[str, list[float]]:
+    """p_d(x) and c of the default prompt's 6B round with the shipped weights (greedy, the whole block verified)."""
+    from .walk import run_walk
+
+    rd = run_walk(steps=("6B",)).round
+    return {"p_d": list(rd.draft_probs), "confidence": list(rd.confidence)}
+
+
+def prose_files(root: Path = ROOT) -> list[Path]:
+    """The files whose prose may quote data: README.md, docs/*.md and the notebooks' py:percent sources."""
+    from .nbsync import sources
+
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), *sources(root / "notebooks")]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One marker whose quoted text differs from its data (or that the data cannot fill)."""
+
+    path: Path
+    line: int
+    key: str
+    quoted: str
+    data: str | None  # None: an error, told in `why`
+    why: str = ""
+
+    def text(self, root: Path) -> str:
+        where = f"{self.path.relative_to(root)}:{self.line}"
+        if self.data is None:
+            return f"{where}: {self.why}"
+        return f"{where}: {self.key} quotes {self.quoted!r}, the data gives {self.data!r}"
+
+
+def fill(text: str, data: Data, path: Path) -> tuple[str, list[Finding], list[str]]:
+    """`text` with every marker holding its data value; the markers that differed (or failed); keys left as they
+    are because their optional file is missing."""
+    findings: list[Finding] = []
+    skipped: list[str] = []
+
+    def one(m: re.Match) -> str:
+        key, quoted = m["key"], m["value"]
+        line = text.count("\n", 0, m.start()) + 1
+        try:
+            want = data.value(key)
+        except ProseError as e:
+            findings.append(Finding(path, line, key, quoted, None, str(e)))
+            return m[0]
+        if want is None:
+            skipped.append(key)
+            return m[0]
+        if want != quoted:
+            findings.append(Finding(path, line, key, quoted, want))
+        return f"<!--n:{key}-->{want}<!--/n-->"
+
+    return MARK.sub(one, text), findings, skipped
+
+
+def run(write: bool, root: Path = ROOT, out=sys.stdout, err=sys.stderr) -> int:
+    """Check (or `write`) every prose file under `root`; → the exit code (1: a stale number or an unknown key)."""
+    data = Data(root)
+    failed, skipped, markers, changed = [], [], 0, []
+    for path in prose_files(root):
+        text = path.read_text(encoding="utf-8")
+        new, findings, left = fill(text, data, path)
+        markers += len(MARK.findall(text))
+        skipped += left
+        errors = [f for f in findings if f.data is None]
+        failed += errors if write else findings
+        if write and new != text and not errors:
+            from dspark_mini.files import write_atomic
+
+            write_atomic(path, new)
+            changed.append(path)
+    for f in failed:
+        print(f.text(root), file=err)
+    if skipped:
+        print(
+            f"{len(skipped)} markers left as they are: their data is not written yet ({PAPER}/*.json; "
+            f"`dspark-lab paper` writes it): {', '.join(sorted(set(skipped)))}",
+            file=out,
+        )
+    if write:
+        for p in changed:
+            print(f"wrote {p.relative_to(root)}", file=out)
+        if any(p.suffix == ".py" for p in changed):
+            from .nbsync import write_all
+
+            for p in write_all(root / "notebooks"):
+                print(f"wrote {p.relative_to(root)}", file=out)
+    if failed:
+        if not write:
+            print("fix: python -m lab.lesson.prose --write (then review the diff)", file=err)
+        return 1
+    print(f"{markers} quoted numbers {'filled from' if write else 'agree with'} their data", file=out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m lab.lesson.prose", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--write", action="store_true", help="fill every marker from its data, then regenerate notebooks")
+    g.add_argument("--check", action="store_true", help="fail if a quoted number differs from its data")
+    args = ap.parse_args(argv)
+    return run(write=args.write)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
