@@ -379,38 +379,41 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def _span(xs: list[float]) -> str:
-    lo, hi = _pct(min(xs)), _pct(max(xs))
-    return lo if lo == hi else f"{lo}–{hi}"
+def _way(before: float, after: float) -> str:
+    """How a calibration moved one ECE: "level" when equal at 0.1 %, else "lower" or "higher"."""
+    return "level" if _pct(after) == _pct(before) else "lower" if after < before else "higher"
+
+
+def _runs(ways: list[str]) -> list[list[int]]:
+    """Neighbouring positions (0-based) that moved the same way, one list each."""
+    runs: list[list[int]] = []
+    for i, w in enumerate(ways):
+        if runs and ways[runs[-1][-1]] == w:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def ece_text(rows: Sequence[tuple[float, float]], lang: str) -> str:
     """How a calibration moved the ECE at each draft position, from the data: `rows` [(before, after)] per position
-    1..k (fractions). Neighbouring positions that moved the same way (level = equal at 0.1 %) share one clause:
-    "level at position 1 (7.8 %), lower at positions 2–4 (6.7–8.7 % → 4.3–6.5 %) and higher at position 5 (5.1 →
-    6.1 %); summed over positions 1–5: 35.8 → 30.8 (lower)"."""
-    def way(b: float, a: float) -> str:
-        return "level" if _pct(a) == _pct(b) else "lower" if a < b else "higher"
-
-    runs: list[list[int]] = []
-    for i, (b, a) in enumerate(rows):
-        if runs and way(*rows[runs[-1][0]]) == way(b, a) and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
+    1..k (fractions). Neighbouring positions that moved the same way share one clause:
+    "level at position 1 (7.8 %), lower at positions 2–4 (6.7 → 6.1, 8.7 → 6.5, 7.4 → 4.3 %) and higher at
+    position 5 (5.1 → 6.1 %); summed over positions 1–5: 35.8 → 30.8 (lower)"."""
+    ways = [_way(b, a) for b, a in rows]
     clauses = []
-    for run in runs:
-        before, after = [rows[i][0] for i in run], [rows[i][1] for i in run]
-        how = way(before[0], after[0])
-        where = ECE_WORDS("one", lang, p=run[0] + 1) if len(run) == 1 else ECE_WORDS(
-            "many", lang, p=f"{run[0] + 1}–{run[-1] + 1}"
-        )
-        values = f"{_span(before)} %" if how == "level" else f"{_span(before)} → {_span(after)} %"
-        clauses.append(f"{ECE_WORDS(how, lang)} {where} ({values})")
+    for run in _runs(ways):
+        how = ways[run[0]]
+        if len(run) == 1:
+            where = ECE_WORDS("one", lang, p=run[0] + 1)
+        else:
+            where = ECE_WORDS("many", lang, p=f"{run[0] + 1}–{run[-1] + 1}")
+        pairs = [_pct(rows[i][0]) if how == "level" else f"{_pct(rows[i][0])} → {_pct(rows[i][1])}" for i in run]
+        clauses.append(f"{ECE_WORDS(how, lang)} {where} ({', '.join(pairs)} %)")
     text = ", ".join(clauses[:-1]) + ECE_WORDS("and", lang) + clauses[-1] if len(clauses) > 1 else clauses[0]
-    total_b, total_a = sum(b for b, _ in rows), sum(a for _, a in rows)
-    how = ECE_WORDS(way(total_b, total_a), lang)
-    return text + ECE_WORDS("total", lang, k=len(rows), a=_pct(total_b), b=_pct(total_a), how=how)
+    before, after = sum(b for b, _ in rows), sum(a for _, a in rows)
+    how = ECE_WORDS(_way(before, after), lang)
+    return text + ECE_WORDS("total", lang, k=len(rows), a=_pct(before), b=_pct(after), how=how)
 
 
 EQUATION_VI = {  # prose inside the registry's equations (math symbols and identifiers stay)

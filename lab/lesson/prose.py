@@ -101,10 +101,19 @@ def _ece_text(r: dict, d: str, when: str, lang: str) -> str:
     return ece_text([(x[before], x[after]) for x in rows], lang)
 
 
-def _ece_sum(r: dict, d: str, when: str, which: str) -> float:
+def _ece_total(r: dict, d: str, when: str, which: str, agg: str) -> float:
     rows = r["drafters"][d]["train"]["sts"] if when == "fit" else r["drafters"][d]["heldout_calibration"]
     field = {("fit", "raw"): "ece_before", ("fit", "sts"): "ece_after"}.get((when, which), f"ece_{which}")
-    return 100 * sum(x[field] for x in rows)
+    return 100 * (sum if agg == "sum" else max)(x[field] for x in rows)
+
+
+def _tau_drop(r: dict, d: str, th: str, end: str) -> float:
+    """How much τ falls, in %, when the static threshold `th` drops drafts (per domain; the min or max of them)."""
+    drops = []
+    for dom in DOMAINS:
+        sweep = {s["threshold"]: s["tau"] for s in r["drafters"][d]["quality"][dom]["threshold_sweep"]}
+        drops.append(100 * (1 - sweep[float(th)] / sweep[0.0]))
+    return (min if end == "min" else max)(drops)
 
 
 def _sps_point(s: dict, b: str) -> dict:
@@ -169,11 +178,18 @@ KEYS: tuple[Key, ...] = (
         "STS's ECE per position, as a sentence",
     ),
     Key(
-        rf"ece\.{D}\.(?P<when>fit|heldout)\.(?P<which>raw|sts)\.sum",
+        rf"ece\.{D}\.(?P<when>fit|heldout)\.(?P<which>raw|sts)\.(?P<agg>sum|max)",
         "report",
-        _ece_sum,
+        _ece_total,
         "f1",
-        "20-bin ECE summed over positions, in %",
+        "20-bin ECE summed over positions (or its largest), in %",
+    ),
+    Key(
+        rf"sweep\.{D}\.(?P<th>[0-9.]+)\.tau_drop\.(?P<end>min|max)",
+        "report",
+        _tau_drop,
+        "g0",
+        "τ lost to a static confidence threshold, in %, over domains",
     ),
     Key(
         rf"ece\.{D}\.(?P<when>heldout)\.n",
@@ -315,7 +331,8 @@ def prose_files(root: Path = ROOT) -> list[Path]:
     """The files whose prose may quote data: README.md, docs/*.md and the notebooks' py:percent sources."""
     from .nbsync import sources
 
-    return [root / "README.md", *sorted((root / "docs").glob("*.md")), *sources(root / "notebooks")]
+    files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sources(root / "notebooks")]
+    return [p for p in files if p.is_file()]
 
 
 @dataclass(frozen=True)
