@@ -17,6 +17,7 @@ report.json through lab/weights.py, `train --help` the recorded recipe).
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -60,6 +61,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "g": _num("g"),
     "lr": lambda v: f"{v:.0e}".replace("e-0", "e-"),  # 6e-3
     "g0": _num(".0f"),
+    "ceil2": lambda v: _num(".2f")(math.ceil(100 * v) / 100),  # a bound: 0.053 → "within 0.06"
     "list2": lambda v: " ".join(_num(".2f")(x) for x in v),
     "prob": lambda v: _num(f".{_decimals(v)}f")(v),  # 0.84, 0.99997: as many decimals as keep it below 1
     "text": str,
@@ -114,6 +116,21 @@ def _tau_drop(r: dict, d: str, th: str, end: str) -> float:
         sweep = {s["threshold"]: s["tau"] for s in r["drafters"][d]["quality"][dom]["threshold_sweep"]}
         drops.append(100 * (1 - sweep[float(th)] / sweep[0.0]))
     return (min if end == "min" else max)(drops)
+
+
+def _rounds(streams: dict) -> list[dict]:
+    return [r for stream in streams["streams"] for r in stream]
+
+
+def _survival_gap(streams: dict) -> float:
+    """The largest gap, over positions i, between the mean predicted survival Π c₁..c_i and the observed share of
+    rounds that kept drafts 1..i."""
+    rounds = _rounds(streams)
+    gaps = []
+    for i in range(1, streams["k"] + 1):
+        predicted = _mean([math.prod(r["confidence"][:i]) for r in rounds])
+        gaps.append(abs(predicted - _mean([float(r["n_accepted"] >= i) for r in rounds])))
+    return max(gaps)
 
 
 def _sps_point(s: dict, b: str) -> dict:
@@ -231,6 +248,16 @@ KEYS: tuple[Key, ...] = (
         "int",
         "measured SPS table: B·SPS(B) tokens/s",
     ),
+    Key(r"streams\.prompts", "streams", lambda s: len(s["streams"]), "int", "recorded streams (one a prompt)"),
+    Key(r"streams\.rounds", "streams", lambda s: len(_rounds(s)), "int", "recorded rounds"),
+    Key(
+        r"streams\.tau",
+        "streams",
+        lambda s: _mean([r["n_accepted"] + 1 for r in _rounds(s)]),
+        "f2",
+        "τ of the recorded rounds (the full block verified)",
+    ),
+    Key(r"streams\.survival_gap", "streams", _survival_gap, "ceil2", "calibrated survival vs observed: a bound"),
     Key(r"sps\.reps", "sps", lambda s: s["points"][0]["step_s"]["n"], "int", "repetitions per SPS point"),
     Key(
         r"round\.(?P<what>p_d|confidence)\.(?P<end>min|max)",
