@@ -179,21 +179,28 @@ def test_train_help_defaults_are_the_shipped_recipe(capsys) -> None:
     from lab.training.baselines import train_eagle3, train_mtp1
     from lab.training.rebuild import Recipe
 
-    recipe = REPORT["recipe"]
-    assert (recipe["target_lr"], recipe["draft_lr"]) == (Recipe().target_lr, Recipe().draft_lr)
+    recipe = REPORT["recipe"]  # what built lab/weights; today's Recipe must still say the same
+    fields = ("target_lr", "draft_lr", "target_batch", "draft_batch", "baseline_batch", "target_seq_len")
+    assert {f: recipe[f] for f in fields} == {f: getattr(Recipe(), f) for f in fields}
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert f"target {recipe['target_lr']:g}, dspark / dspark-rnn / dflash {recipe['draft_lr']:g}" in text
+    assert (
+        f"target {recipe['target_batch']}, dspark / dspark-rnn / dflash {recipe['draft_batch']}, eagle3 / mtp1 "
+        f"{recipe['baseline_batch']}" in text
+    )
     trainers = {"eagle3": train_eagle3, "mtp1": train_mtp1}
     for what, kind in [("target", None), *(("draft", k) for k in ("dspark", "dspark-rnn", "dflash", *trainers))]:
         args = cli.parser().parse_args(["train", what] + (["--kind", kind] if kind else []))
         cli.check_args(args)
-        if kind in trainers:
-            want = inspect.signature(trainers[kind]).parameters["lr"].default  # train all passes none: the default
+        group = "target" if what == "target" else "baseline" if kind in trainers else "draft"
+        if kind in trainers:  # train all passes no learning rate to them: their trainer's default
+            lr = inspect.signature(trainers[kind]).parameters["lr"].default
         else:
-            want = recipe["target_lr" if what == "target" else "draft_lr"]
-        assert args.lr == want, (what, kind)
-    args = cli.parser().parse_args(["train", "draft", "--lr", "0.01"])  # an explicit --lr is kept
-    cli.check_args(args)
-    assert args.lr == 0.01
+            lr = recipe[f"{group}_lr"]
+        seq = recipe["target_seq_len" if group == "target" else f"{group}_context"]
+        assert (args.lr, args.batch, args.seq_len) == (lr, recipe[f"{group}_batch"], seq), (what, kind)
+    args = cli.parser().parse_args(["train", "draft", "--lr", "0.01", "--batch", "3", "--seq-len", "40"])
+    cli.check_args(args)  # what is given is kept
+    assert (args.lr, args.batch, args.seq_len) == (0.01, 3, 40)
