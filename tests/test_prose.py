@@ -107,7 +107,8 @@ def test_a_missing_optional_source_leaves_its_markers(tmp_path) -> None:
 def test_formats_follow_the_prose() -> None:
     assert prose.FORMATS["f2"](-0.0234) == "−0.02" and prose.FORMATS["f2"](-0.001) == "0.00"
     assert prose.FORMATS["g0"](-0.45) == "0" and prose.FORMATS["int"](2300.4) == "2,300"
-    assert prose.FORMATS["lr"](0.006) == "6e-3"
+    assert prose.FORMATS["lr"](0.006) == "6e-3" and prose.FORMATS["g"](1e-12) == "1e-12"
+    assert prose.FORMATS["auto"](1135) == "1,135" and prose.FORMATS["auto"](3.254) == "3.25"
     assert [prose.FORMATS["prob"](p) for p in (0.8399, 0.99456, 0.999969, 1.0)] == ["0.84", "0.99", "0.99997", "1.00"]
 
 

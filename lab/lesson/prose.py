@@ -31,7 +31,6 @@ MARK = re.compile(r"<!--n:(?P<key>[^>\s]*)-->(?P<value>.*?)<!--/n-->")
 # the data a key may read: a name → its file in the repository; `required`: shipped, so a missing one is an error
 SOURCES = {
     "report": ("lab/weights/report.json", True),
-    "manifest": ("lab/weights/manifest.json", True),
     "sps": ("lab/serving/data/sps_lab_cpu.json", True),
     "streams": ("lab/serving/data/streams_dspark.json", True),
     "parity": ("docs/peer_parity.json", True),
@@ -47,7 +46,9 @@ def _num(fmt: str) -> Callable[[Any], str]:
 
     def f(v: Any) -> str:
         s = format(v, fmt)
-        return s.lstrip("-") if set(s) <= set("-0.,") else s.replace("-", MINUS)
+        if set(s) <= set("-0.,"):
+            return s.lstrip("-")
+        return MINUS + s[1:] if s.startswith("-") else s  # an exponent keeps its hyphen: 1e-12
 
     return f
 
@@ -64,6 +65,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "ceil2": lambda v: _num(".2f")(math.ceil(100 * v) / 100),  # a bound: 0.053 → "within 0.06"
     "list2": lambda v: " ".join(_num(".2f")(x) for x in v),
     "prob": lambda v: _num(f".{_decimals(v)}f")(v),  # 0.84, 0.99997: as many decimals as keep it below 1
+    "auto": lambda v: _num(",d")(v) if isinstance(v, int) else _num(".2f")(v),  # runs/paper: 1,135 or 3.25
     "text": str,
 }
 
@@ -233,7 +235,7 @@ KEYS: tuple[Key, ...] = (
         "learning rate of the recipe that built the set",
     ),
     Key(r"recipe\.(?P<f>\w+)", "report", lambda r, f: r["recipe"][f], "g", "the recipe that built the set"),
-    Key(r"manifest\.files", "manifest", lambda m: len(m["files"]), "int", "files of the shipped set"),
+    Key(r"parity\.tolerance", "parity", lambda p: p["conditions"]["tolerance"], "g", "the peer-parity bound"),
     Key(
         r"sps\.(?P<b>\d+)\.p50ms",
         "sps",
@@ -270,7 +272,7 @@ KEYS: tuple[Key, ...] = (
         r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",
         PAPER,
         lambda p, name, path: _path(p, path),
-        "g",
+        "auto",
         "a value of runs/paper/<name>.json (dotted path)",
     ),
 )
