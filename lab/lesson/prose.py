@@ -37,6 +37,7 @@ SOURCES = {
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
+SIM = "sim"  # not a file: `dspark-lab schedule`'s load simulation on the shipped streams and SPS table, one R at a time
 DOMAINS = ("math", "code", "chat")
 MINUS = "−"  # the prose writes negative numbers with a true minus sign
 
@@ -269,6 +270,34 @@ KEYS: tuple[Key, ...] = (
         "the default prompt's 6B round (trained weights, T = 0)",
     ),
     Key(
+        r"sim\.(?P<table>measured|smooth|staircase)\.(?P<policy>[a-z-]+)\.(?P<r>\d+)\.tokens",
+        SIM,
+        lambda s, table, policy, r: s[table][policy][r]["throughput"],
+        "int",
+        "simulated throughput, tokens/s (`dspark-lab schedule`)",
+    ),
+    Key(
+        r"sim\.(?P<table>measured|smooth|staircase)\.(?P<policy>[a-z-]+)\.(?P<r>\d+)\.verify_len",
+        SIM,
+        lambda s, table, policy, r: s[table][policy][r]["mean_verify_len"],
+        "f2",
+        "simulated mean verify length ℓ",
+    ),
+    Key(
+        r"sim\.(?P<table>measured|smooth|staircase)\.(?P<policy>[a-z-]+)\.(?P<r>\d+)\.verify_len1",
+        SIM,
+        lambda s, table, policy, r: s[table][policy][r]["mean_verify_len"],
+        "f1",
+        "simulated mean verify length ℓ, one decimal",
+    ),
+    Key(
+        r"sim\.(?P<table>measured|smooth|staircase)\.(?P<a>[a-z-]+)/(?P<b>[a-z-]+)\.(?P<r>\d+)",
+        SIM,
+        lambda s, table, a, b, r: s[table][a][r]["throughput"] / s[table][b][r]["throughput"],
+        "f1",
+        "simulated throughput of policy a ÷ policy b",
+    ),
+    Key(
         r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",
         PAPER,
         lambda p, name, path: _path(p, path),
@@ -307,21 +336,23 @@ class Data:
     def path(self, source: str, groups: dict[str, str]) -> Path | None:
         if source == PAPER:
             return self.root / PAPER / f"{groups['name']}.json"
-        if source == ROUND:
+        if source in (ROUND, SIM):
             return None
         return self.root / SOURCES[source][0]
 
     def load(self, source: str, groups: dict[str, str]) -> Any:
         """The parsed data of `source`; None when an optional file is missing; ProseError when a required one is."""
         path = self.path(source, groups)
-        name = str(path) if path is not None else ROUND
+        name = str(path) if path is not None else f"{source}:{groups.get('r', '')}"
         if name not in self.cache:
-            self.cache[name] = self._read(source, path)
+            self.cache[name] = self._read(source, path, groups)
         return self.cache[name]
 
-    def _read(self, source: str, path: Path | None) -> Any:
-        if path is None:
+    def _read(self, source: str, path: Path | None, groups: dict[str, str]) -> Any:
+        if source == ROUND:
             return default_round()
+        if source == SIM:
+            return default_sim(int(groups["r"]))
         if not path.is_file():
             if source == PAPER:
                 return None
@@ -341,7 +372,7 @@ class Data:
         except (KeyError, IndexError, StopIteration, ValueError, TypeError) as e:
             where = self.path(row.source, groups)
             raise ProseError(
-                f"marker key {key!r} ({row.what}): {where.relative_to(self.root) if where else ROUND} has no such "
+                f"marker key {key!r} ({row.what}): {where.relative_to(self.root) if where else row.source} has no such "
                 f"value ({type(e).__name__}: {e})"
             ) from None
         return FORMATS[row.fmt](v)
@@ -354,6 +385,19 @@ def default_round() -> dict[str, list[float]]:
 
     rd = run_walk(steps=("6B",)).round
     return {"p_d": list(rd.draft_probs), "confidence": list(rd.confidence)}
+
+
+@cache
+def default_sim(requests: int) -> dict[str, Any]:
+    """sim[table][policy][str(R)] of `dspark-lab schedule` with its defaults, for R = `requests` alone (each R replays
+    its own seeded batches, so one R gives the numbers the whole run gives for it)."""
+    from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES
+
+    from ..serving.schedule import LAG, SIM_ROUNDS, read_streams, read_table, tables_for
+    from ..serving.simulate import simulate
+
+    tables = tables_for(read_table(None))
+    return simulate(read_streams(None), tables, POLICIES, [requests], SIM_ROUNDS, 0, DEFAULT_THRESHOLD, LAG)
 
 
 def prose_files(root: Path = ROOT) -> list[Path]:
