@@ -33,7 +33,7 @@ def run(root: Path, write: bool = False) -> tuple[int, str, str]:
 
 def copy_data(tmp_path: Path) -> Path:
     """A repository root holding only the shipped data files (no prose yet)."""
-    for rel, _ in prose.SOURCES.values():
+    for rel in prose.SOURCES.values():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     (tmp_path / "docs").mkdir(exist_ok=True)

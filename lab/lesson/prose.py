@@ -7,8 +7,10 @@
 
 A marker wraps the number it quotes: `<!--n:tau.dspark.math.t1-->3.02<!--/n-->`. HTML comments render as nothing
 on GitHub and in Jupyter, so a reader sees only `3.02`. The key names one row of KEYS: the data file it reads, the
-value and its format. A data file that is not there yet (runs/paper/*.json before `make paper`) leaves its markers
-as they are and is named in the output; only the shipped files are required.
+value and its format. Two sources are computed, not read, each only when a marker needs it: the default prompt's
+6B round with the shipped weights (`round.*`, what `walk --step 6B` shows) and `dspark-lab schedule`'s simulation on
+the shipped streams and SPS table (`sim.*`). A data file that is not there yet (runs/paper/*.json before `make
+paper`) leaves its markers as they are and is named in the output; the shipped files are required.
 
 Screens and help texts do not carry markers: they format the same data when they run (the 6B note reads
 report.json through lab/weights.py, `train --help` the recorded recipe).
@@ -28,12 +30,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = re.compile(r"<!--n:(?P<key>[^>\s]*)-->(?P<value>.*?)<!--/n-->")
-# the data a key may read: a name → its file in the repository; `required`: shipped, so a missing one is an error
+# the shipped data a key may read: a name → its file in the repository (a missing one is an error)
 SOURCES = {
-    "report": ("lab/weights/report.json", True),
-    "sps": ("lab/serving/data/sps_lab_cpu.json", True),
-    "streams": ("lab/serving/data/streams_dspark.json", True),
-    "parity": ("docs/peer_parity.json", True),
+    "report": "lab/weights/report.json",
+    "sps": "lab/serving/data/sps_lab_cpu.json",
+    "streams": "lab/serving/data/streams_dspark.json",
+    "parity": "docs/peer_parity.json",
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -338,7 +340,7 @@ class Data:
             return self.root / PAPER / f"{groups['name']}.json"
         if source in (ROUND, SIM):
             return None
-        return self.root / SOURCES[source][0]
+        return self.root / SOURCES[source]
 
     def load(self, source: str, groups: dict[str, str]) -> Any:
         """The parsed data of `source`; None when an optional file is missing; ProseError when a required one is."""
