@@ -72,6 +72,23 @@ def test_a_stale_number_fails_naming_file_key_quoted_and_data(tmp_path) -> None:
     assert run(root)[0] == 0
 
 
+def test_after_a_retrain_one_write_brings_every_page_back(tmp_path) -> None:
+    root = copy_data(tmp_path)
+    shutil.copy(ROOT / "docs" / "training.md", root / "docs" / "training.md")  # its markers read report.json only
+    report = json.loads((root / "lab" / "weights" / "report.json").read_text(encoding="utf-8"))
+    report["summary"]["mean_tau"]["dspark"]["t1"] += 0.25  # a retrain moved DSpark's mean τ
+    report["drafters"]["dspark"]["heldout_calibration"][4]["ece_sts"] = 0.01  # … and STS now helps at position 5
+    (root / "lab" / "weights" / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    code, _, err = run(root)
+    new_tau = f"{report['summary']['mean_tau']['dspark']['t1']:.2f}"
+    assert code == 1 and f"tau.dspark.mean.t1 quotes '{REPORT['summary']['mean_tau']['dspark']['t1']:.2f}'" in err
+    assert "ece.dspark.heldout.en" in err and "ratio.dspark/dflash.t1" in err  # what depends on them is stale too
+    assert run(root, write=True)[0] == 0 and run(root)[0] == 0
+    text = (root / "docs" / "training.md").read_text(encoding="utf-8")
+    assert f"<!--n:tau.dspark.mean.t1-->{new_tau}<!--/n-->" in text
+    assert "lower at positions 2–5 (6.7 → 6.1, 8.7 → 6.5, 7.4 → 4.3, 5.1 → 1.0 %)" in text  # 2–4 and 5 now agree
+
+
 def test_an_unknown_key_or_value_fails_and_write_leaves_the_file(tmp_path) -> None:
     root = copy_data(tmp_path)
     doc = root / "README.md"

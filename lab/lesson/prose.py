@@ -24,7 +24,6 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -329,7 +328,8 @@ def find_key(key: str) -> tuple[Key, dict[str, str]]:
 
 
 class Data:
-    """The data files, each read once when a key first needs it; a missing optional file is remembered, not read."""
+    """The data of one run: each file read (each computed source computed) once, when a key first needs it; a missing
+    optional file is remembered, not read."""
 
     def __init__(self, root: Path = ROOT) -> None:
         self.root = root
@@ -380,7 +380,6 @@ class Data:
         return FORMATS[row.fmt](v)
 
 
-@cache
 def default_round() -> dict[str, list[float]]:
     """p_d(x) and c of the default prompt's 6B round with the shipped weights (greedy, the whole block verified)."""
     from .walk import run_walk
@@ -389,7 +388,6 @@ def default_round() -> dict[str, list[float]]:
     return {"p_d": list(rd.draft_probs), "confidence": list(rd.confidence)}
 
 
-@cache
 def default_sim(requests: int) -> dict[str, Any]:
     """sim[table][policy][str(R)] of `dspark-lab schedule` with its defaults, for R = `requests` alone (each R replays
     its own seeded batches, so one R gives the numbers the whole run gives for it)."""
