@@ -271,6 +271,14 @@ KEYS: tuple[Key, ...] = (
         "the default prompt's 6B round (trained weights, T = 0)",
     ),
     Key(
+        r"round\.(?P<weights>untrained)\.(?P<what>p_d)\.(?P<end>min|max)",
+        ROUND,
+        lambda w, weights, what, end: (min if end == "min" else max)(w[what]),
+        "f3",
+        "the default prompt's 6B round with the seeded untrained weights",
+    ),
+    Key(r"round\.vocab", ROUND, lambda w: w["vocab"], "int", "the lab's vocabulary size V"),
+    Key(
         r"sim\.(?P<table>measured|smooth|staircase)\.(?P<policy>[a-z-]+)\.(?P<r>\d+)\.tokens",
         SIM,
         lambda s, table, policy, r: s[table][policy][r]["throughput"],
@@ -345,14 +353,14 @@ class Data:
     def load(self, source: str, groups: dict[str, str]) -> Any:
         """The parsed data of `source`; None when an optional file is missing; ProseError when a required one is."""
         path = self.path(source, groups)
-        name = str(path) if path is not None else f"{source}:{groups.get('r', '')}"
+        name = str(path) if path is not None else f"{source}:{groups.get('r', '')}:{groups.get('weights', '')}"
         if name not in self.cache:
             self.cache[name] = self._read(source, path, groups)
         return self.cache[name]
 
     def _read(self, source: str, path: Path | None, groups: dict[str, str]) -> Any:
         if source == ROUND:
-            return default_round()
+            return default_round(groups.get("weights", "trained"))
         if source == SIM:
             return default_sim(int(groups["r"]))
         if not path.is_file():
@@ -380,12 +388,13 @@ class Data:
         return FORMATS[row.fmt](v)
 
 
-def default_round() -> dict[str, list[float]]:
-    """p_d(x) and c of the default prompt's 6B round with the shipped weights (greedy, the whole block verified)."""
+def default_round(weights: str = "trained") -> dict[str, Any]:
+    """p_d(x) and c of the default prompt's 6B round (greedy, the whole block verified) with the shipped or the
+    seeded untrained `weights`, and the vocabulary size V."""
     from .walk import run_walk
 
-    rd = run_walk(steps=("6B",)).round
-    return {"p_d": list(rd.draft_probs), "confidence": list(rd.confidence)}
+    w = run_walk(steps=("6B",), weights=weights)
+    return {"p_d": list(w.round.draft_probs), "confidence": list(w.round.confidence), "vocab": w.cfg.vocab_size}
 
 
 def default_sim(requests: int) -> dict[str, Any]:
