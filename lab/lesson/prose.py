@@ -27,6 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dspark_mini.files import write_atomic
+from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
+from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES
+
+from ..serving.schedule import LAG, SIM_ROUNDS, read_streams, read_table, tables_for
+from ..serving.simulate import simulate
+from .nbsync import sources, write_all
+from .notes import ece_text
+from .walk import run_walk
+
 ROOT = Path(__file__).resolve().parents[2]
 MARK = re.compile(r"<!--n:(?P<key>[^>\s]*)-->(?P<value>.*?)<!--/n-->")
 # the shipped data a key may read: a name → its file in the repository (a missing one is an error)
@@ -100,8 +110,6 @@ def _mean(xs: list[float]) -> float:
 
 
 def _ece_text(r: dict, d: str, when: str, lang: str) -> str:
-    from .notes import ece_text
-
     rows = r["drafters"][d]["train"]["sts"] if when == "fit" else r["drafters"][d]["heldout_calibration"]
     before, after = ("ece_before", "ece_after") if when == "fit" else ("ece_raw", "ece_sts")
     return ece_text([(x[before], x[after]) for x in rows], lang)
@@ -367,9 +375,10 @@ class Data:
             if source == PAPER:
                 return None
             raise ProseError(f"{path.relative_to(self.root)} is missing: the shipped data every marker is filled from")
-        from dspark_mini.jsonlimits import MAX_DATA_BYTES, read_json
-
-        return read_json(path, MAX_DATA_BYTES)
+        try:
+            return read_json(path, MAX_DATA_BYTES)
+        except (JSONLimitError, ValueError) as e:
+            raise ProseError(f"{path.relative_to(self.root)} is not readable data: {e}") from None
 
     def value(self, key: str) -> str | None:
         """The text the marker `key` must hold; None when its file is an optional one not written yet."""
@@ -391,8 +400,6 @@ class Data:
 def default_round(weights: str = "trained") -> dict[str, Any]:
     """p_d(x) and c of the default prompt's 6B round (greedy, the whole block verified) with the shipped or the
     seeded untrained `weights`, and the vocabulary size V."""
-    from .walk import run_walk
-
     w = run_walk(steps=("6B",), weights=weights)
     return {"p_d": list(w.round.draft_probs), "confidence": list(w.round.confidence), "vocab": w.cfg.vocab_size}
 
@@ -400,19 +407,12 @@ def default_round(weights: str = "trained") -> dict[str, Any]:
 def default_sim(requests: int) -> dict[str, Any]:
     """sim[table][policy][str(R)] of `dspark-lab schedule` with its defaults, for R = `requests` alone (each R replays
     its own seeded batches, so one R gives the numbers the whole run gives for it)."""
-    from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES
-
-    from ..serving.schedule import LAG, SIM_ROUNDS, read_streams, read_table, tables_for
-    from ..serving.simulate import simulate
-
     tables = tables_for(read_table(None))
     return simulate(read_streams(None), tables, POLICIES, [requests], SIM_ROUNDS, 0, DEFAULT_THRESHOLD, LAG)
 
 
 def prose_files(root: Path = ROOT) -> list[Path]:
     """The files whose prose may quote data: README.md, docs/*.md and the notebooks' py:percent sources."""
-    from .nbsync import sources
-
     files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sources(root / "notebooks")]
     return [p for p in files if p.is_file()]
 
@@ -471,8 +471,6 @@ def run(write: bool, root: Path = ROOT, out=sys.stdout, err=sys.stderr) -> int:
         errors = [f for f in findings if f.data is None]
         failed += errors if write else findings
         if write and new != text and not errors:
-            from dspark_mini.files import write_atomic
-
             write_atomic(path, new)
             changed.append(path)
     for f in failed:
@@ -487,8 +485,6 @@ def run(write: bool, root: Path = ROOT, out=sys.stdout, err=sys.stderr) -> int:
         for p in changed:
             print(f"wrote {p.relative_to(root)}", file=out)
         if any(p.suffix == ".py" for p in changed):
-            from .nbsync import write_all
-
             for p in write_all(root / "notebooks"):
                 print(f"wrote {p.relative_to(root)}", file=out)
     if failed:

@@ -5,6 +5,7 @@ lab/corpus.py). Nothing here imports torch, so `--help` stays fast.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -207,8 +208,6 @@ def fill_shipped_defaults(args: argparse.Namespace) -> None:
 
 def baseline_lr(kind: str) -> float:
     """The learning rate eagle3 / mtp1 train with when none is given (their trainer's default, as `train all`)."""
-    import inspect
-
     from .baselines import train_eagle3, train_mtp1  # torch: only when a command runs
 
     return inspect.signature(train_eagle3 if kind == "eagle3" else train_mtp1).parameters["lr"].default
