@@ -116,6 +116,9 @@ def test_a_missing_optional_source_leaves_its_markers(tmp_path) -> None:
     (root / "runs" / "paper" / "table1.json").write_text(json.dumps({"dspark": {"t1": 3.25}}), encoding="utf-8")
     assert run(root, write=True)[0] == 0
     assert "<!--n:paper.table1.dspark.t1-->3.25<!--/n-->" in doc.read_text(encoding="utf-8")
+    (root / "runs" / "paper" / "table1.json").write_text("{", encoding="utf-8")  # a broken file: one clear line
+    code, _, err = run(root)
+    assert code == 1 and "docs/paper.md:1: runs/paper/table1.json is not readable data" in err
     (root / "lab" / "weights" / "report.json").unlink()  # a shipped source is required
     code, _, err = run(root)
     assert code == 1 and "lab/weights/report.json is missing" in err
