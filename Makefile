@@ -38,7 +38,10 @@ lab: install
 notebooks: install
 	$(PY) -m jupyter lab notebooks/00_overview.ipynb
 
+# after a retrain or an edit: the numbers the prose quotes (from report.json, the SPS table, …), the notebooks, the
+# diagrams — each regenerated from its source
 sync: install
+	$(PY) -m lab.lesson.prose --write
 	$(PY) -m lab.lesson.nbsync --write
 	$(PY) -m lab.lesson.diagrams --write
 

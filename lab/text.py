@@ -177,22 +177,20 @@ UI = Texts(
                 "load the trained weights to see how many tokens verify keeps."
             ),
         },
-        "note_trained": {
+        "note_trained": {  # {ece}: lab.lesson.notes.ece_text of report.json's `heldout_calibration`
             "vi": (
                 "Trọng số đã huấn luyện (lab/weights, `dspark-lab train all`): c là ước lượng của đầu tin cậy về khả "
-                "năng verify giữ token, c = σ(z/T) với logit z chia cho một nhiệt độ STS chọn trên vài trăm vòng. Đo "
-                "trên các vòng kiểm "
-                "định riêng (report.json, `heldout_calibration`), các nhiệt độ ấy làm ECE của DSpark tệ hơn ở vị trí "
-                "1–4 (đầu thô 3.7–7.6 % → 5.1–8.9 %) và chỉ tốt hơn ở vị trí 5 (6.0 → 4.5 %): hãy coi c là ước lượng "
-                "thô, chưa phải xác suất đã hiệu chuẩn; so nó với cột verify."
+                "năng verify giữ token, c = σ(z/T) với logit z chia cho một nhiệt độ STS chọn trên {fit_n} vòng. Đo "
+                "trên {n} vòng kiểm định riêng (report.json, `heldout_calibration`), ECE (20 ngăn) của DSpark với các "
+                "nhiệt độ ấy so với đầu thô: {ece}. Hãy coi c là ước lượng thô, chưa phải xác suất đã hiệu chuẩn; so "
+                "nó với cột verify."
             ),
             "en": (
                 "Trained weights (lab/weights, `dspark-lab train all`): c is the confidence head's estimate of the "
                 "chance that verify keeps the token, c = σ(z/T) with its logit z divided by an STS temperature fitted "
-                "on a few hundred rounds. "
-                "Measured on held-out rounds (report.json, `heldout_calibration`), those temperatures make DSpark's "
-                "ECE worse at positions 1–4 (raw head 3.7–7.6 % → 5.1–8.9 %) and better only at 5 (6.0 → 4.5 %): "
-                "read c as a rough estimate, not a calibrated probability; compare it with the verify column."
+                "on {fit_n} rounds. Measured on {n} held-out rounds (report.json, `heldout_calibration`), DSpark's "
+                "20-bin ECE with those temperatures against the raw head: {ece}. Read c as a rough estimate, not a "
+                "calibrated probability; compare it with the verify column."
             ),
         },
         # profiling

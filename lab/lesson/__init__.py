@@ -15,5 +15,6 @@
   diagrams.py    the mermaid sources and the SVG map, generated from the registry
   generation.py  `generate`: plain vs speculative decoding of one prompt
   exercises.py   the notebooks' exercise checks; nbsync.py keeps the .ipynb in sync with their py:percent sources
+  prose.py       the numbers README / docs / notebooks quote, filled from the data between markers (--write, --check)
 Data flows one way: config → model → Trace → views → (terminal | plots | widgets | the presenter's pages).
 """

@@ -5,6 +5,8 @@ prose inside the registry's equations; LESSON is the setting of the Vietnamese 6
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..text import Texts, check_lang
 from .steps import Step
 
@@ -154,12 +156,14 @@ NOTES = {
     "concat": {"vi": "nối → main_proj", "en": "concat → main_proj"},
     "why_k": {
         "vi": "Vì sao lab huấn luyện k = 5: 5 = [tok, noise×4] là khối của V4-Flash thật; với k = 3, bộ vẽ DSpark "
-        "của lab gần như không hơn bộ vẽ kiểu DFlash (τ 1.10× ở T = 1, 1.00× khi greedy), với k = 5 thì đạt 1.30× "
-        "(README, phần huấn luyện). Lab luôn vẽ đủ 5 token và verify một đoạn đầu ℓ ≤ 5, như các engine phục vụ: "
+        "của lab gần như không hơn bộ vẽ kiểu DFlash (τ 1.10× ở T = 1, 1.00× khi greedy, đo trên một bộ trọng số "
+        "trước), với k = 5 bộ đang kèm theo đạt {t1}× ở T = 1 và {greedy}× khi greedy (report.json; docs/training.md). "
+        "Lab luôn vẽ đủ 5 token và verify một đoạn đầu ℓ ≤ 5, như các engine phục vụ: "
         "--block 3 (hay thanh trượt ℓ) verify 3 token đầu, bằng khối của bài học.",
         "en": "Why the lab trains k = 5: 5 = [tok, noise×4] is the real V4-Flash block; at k = 3 the lab's DSpark "
-        "drafter was hardly better than the DFlash-style one (τ 1.10× at T = 1, 1.00× greedy), at k = 5 it reaches "
-        "1.30× (README, Training). The lab always drafts all 5 and verifies a prefix ℓ ≤ 5, as serving engines do: "
+        "drafter was hardly better than the DFlash-style one (τ 1.10× at T = 1, 1.00× greedy, measured on an earlier "
+        "set), at k = 5 the shipped set reaches {t1}× at T = 1 and {greedy}× greedy (report.json; docs/training.md). "
+        "The lab always drafts all 5 and verifies a prefix ℓ ≤ 5, as serving engines do: "
         "--block 3 (or the ℓ slider) verifies the first 3, the lesson's block size.",
     },
     "why_taps": {
@@ -352,6 +356,64 @@ NOTES = {
 
 
 NOTES = Texts(NOTES, "note")
+
+# the words of `ece_text`: how STS moved one run of positions, the positions, the total
+ECE_WORDS = Texts(
+    {
+        "level": {"vi": "gần như không đổi", "en": "level"},
+        "lower": {"vi": "thấp hơn", "en": "lower"},
+        "higher": {"vi": "cao hơn", "en": "higher"},
+        "one": {"vi": "ở vị trí {p}", "en": "at position {p}"},
+        "many": {"vi": "ở các vị trí {p}", "en": "at positions {p}"},
+        "and": {"vi": " và ", "en": " and "},
+        "total": {
+            "vi": "; tổng trên các vị trí 1–{k}: {a} → {b} ({how})",
+            "en": "; summed over positions 1–{k}: {a} → {b} ({how})",
+        },
+    },
+    "ECE",
+)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _way(before: float, after: float) -> str:
+    """How a calibration moved one ECE: "level" when equal at 0.1 %, else "lower" or "higher"."""
+    return "level" if _pct(after) == _pct(before) else "lower" if after < before else "higher"
+
+
+def _runs(ways: list[str]) -> list[list[int]]:
+    """Neighbouring positions (0-based) that moved the same way, one list each."""
+    runs: list[list[int]] = []
+    for i, w in enumerate(ways):
+        if runs and ways[runs[-1][-1]] == w:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def ece_text(rows: Sequence[tuple[float, float]], lang: str) -> str:
+    """How a calibration moved the ECE at each draft position, from the data: `rows` [(before, after)] per position
+    1..k (fractions). Neighbouring positions that moved the same way share one clause:
+    "level at position 1 (7.8 %), lower at positions 2–4 (6.7 → 6.1, 8.7 → 6.5, 7.4 → 4.3 %) and higher at
+    position 5 (5.1 → 6.1 %); summed over positions 1–5: 35.8 → 30.8 (lower)"."""
+    ways = [_way(b, a) for b, a in rows]
+    clauses = []
+    for run in _runs(ways):
+        how = ways[run[0]]
+        if len(run) == 1:
+            where = ECE_WORDS("one", lang, p=run[0] + 1)
+        else:
+            where = ECE_WORDS("many", lang, p=f"{run[0] + 1}–{run[-1] + 1}")
+        pairs = [_pct(rows[i][0]) if how == "level" else f"{_pct(rows[i][0])} → {_pct(rows[i][1])}" for i in run]
+        clauses.append(f"{ECE_WORDS(how, lang)} {where} ({', '.join(pairs)} %)")
+    text = ", ".join(clauses[:-1]) + ECE_WORDS("and", lang) + clauses[-1] if len(clauses) > 1 else clauses[0]
+    before, after = sum(b for b, _ in rows), sum(a for _, a in rows)
+    how = ECE_WORDS(_way(before, after), lang)
+    return text + ECE_WORDS("total", lang, k=len(rows), a=_pct(before), b=_pct(after), how=how)
 
 
 EQUATION_VI = {  # prose inside the registry's equations (math symbols and identifiers stay)

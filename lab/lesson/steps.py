@@ -640,7 +640,8 @@ STEPS: tuple[Step, ...] = (
                 "(confidence 0.167, 0.234, 0.173 cho token 2, 1, 6). Lab giữ hai lớp đích ấy — lớp 3 và 4 nằm giữa "
                 "chồng 8 lớp, còn mô hình thật lấy ba lớp cuối 37–39 — nhưng huấn luyện khối k = 5 như bản thật, vì "
                 "với k = 3 DSpark và bộ vẽ kiểu DFlash gần như ngang nhau trong mô hình đồ chơi này (τ của DSpark "
-                "chỉ bằng 1.10× của DFlash ở T = 1, 1.00× khi greedy). Giống một trợ lý viết nháp đưa trước vài câu "
+                "chỉ bằng 1.10× của DFlash ở T = 1, 1.00× khi greedy, đo trên một bộ trọng số trước). Giống một "
+                "trợ lý viết nháp đưa trước vài câu "
                 "cho chủ bút: trợ lý chỉ đề xuất, chủ bút (forward thật) mới là người quyết, và trợ lý càng đoán "
                 "trúng thì càng tiết kiệm được nhiều lượt forward."
             ),
@@ -668,7 +669,8 @@ STEPS: tuple[Step, ...] = (
                 "6). The lab keeps those taps — layers 3 and 4, mid-stack in its 8 layers, where the real model "
                 "taps its last three, 37–39 — but trains k = 5, the real block, because at k = 3 DSpark and the "
                 "DFlash-style drafter come out nearly equal in this toy (DSpark's τ only 1.10× DFlash's at T = 1, "
-                "1.00× greedy). Like a drafting assistant who writes a few sentences ahead for the editor-in-chief, "
+                "1.00× greedy, measured on an earlier set). Like a drafting assistant who writes a few sentences "
+                "ahead for the editor-in-chief, "
                 "the drafter only proposes and the target model decides, and the better the assistant guesses, the "
                 "more forward passes it saves."
             ),

@@ -21,8 +21,8 @@ from dspark_mini.validate import check_int, check_temperature
 
 from ..evaluation.profiling import hooked_forward, main_x_error
 from ..text import UI, verify_label
-from ..weights import lab_model
-from .notes import LESSON, NOTES
+from ..weights import lab_model, report
+from .notes import LESSON, NOTES, ece_text
 from .view import Check, StepView, ViewTable, Walk, dash, r, shape, sig, tok_text
 
 
@@ -39,6 +39,21 @@ def verdict_text(w: Walk, lang: str) -> str:
         t=w.tokenizer.token_text(rd.next_token),
         kind=kind,
     )
+
+
+def trained_note(lang: str) -> str:
+    """What c is with the trained weights, and how STS moved DSpark's ECE on held-out rounds — written from the
+    shipped report.json (`heldout_calibration`, `train.sts`), so it says what the data says after every retrain."""
+    dspark = report()["drafters"]["dspark"]
+    rows = [(x["ece_raw"], x["ece_sts"]) for x in dspark["heldout_calibration"]]
+    n, fit_n = dspark["heldout_calibration"][0]["n"], dspark["train"]["sts"][0]["n"]
+    return UI("note_trained", lang, ece=ece_text(rows, lang), n=n, fit_n=fit_n)
+
+
+def why_k(lang: str) -> str:
+    """Why the lab trains k = 5, with the shipped set's DSpark ÷ DFlash mean τ (report.json's `summary`)."""
+    ratio = report()["summary"]["dspark_over_dflash"]
+    return NOTES("why_k", lang, t1=f"{ratio['t1']:.2f}", greedy=f"{ratio['greedy']:.2f}")
 
 
 def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
@@ -100,10 +115,10 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
         NOTES("not_acceptance", lang),
         NOTES("sched_note", lang, l=rd.verify_len),
         NOTES("sched_monotone", lang, rs=loads, ok=NOTES("yes" if monotone else "no", lang)),
-        UI("warning_untrained" if w.weights == "untrained" else "note_trained", lang),
+        UI("warning_untrained", lang) if w.weights == "untrained" else trained_note(lang),
         NOTES("lesson_pd", lang, v=cfg.vocab_size, u=r(1.0 / cfg.vocab_size, 5)),
         NOTES("lesson_prefix", lang, k=lesson_round(w).block),
-        NOTES("why_k", lang),
+        why_k(lang),
         NOTES("why_taps", lang),
     ]
     v.data = {

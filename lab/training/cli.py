@@ -5,6 +5,9 @@ lab/corpus.py). Nothing here imports torch, so `--help` stays fast.
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
+from pathlib import Path
 from typing import Any
 
 from ..corpus import DEFAULT_LINES_PER_DOMAIN, MAX_LINES_PER_DOMAIN, add_data_arguments
@@ -15,6 +18,31 @@ COMMANDS = ("data", "train")
 # Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
 # training/rebuild.py's Recipe (target_steps, draft_steps, baseline_steps).
 TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 400, "mtp1": 400}
+SHIPPED_REPORT = Path(__file__).resolve().parents[1] / "weights" / "report.json"  # lab/weights.py's, without torch
+# the recipe field (report.json's `recipe`, training/rebuild.py's Recipe) each option's default comes from, per group
+# of kinds; eagle3 / mtp1 have no learning rate there (`train all` passes none: their trainer's own default)
+RECIPE_FIELDS = {
+    "lr": {"target": "target_lr", "draft": "draft_lr"},
+    "batch": {"target": "target_batch", "draft": "draft_batch", "baseline": "baseline_batch"},
+    "seq_len": {"target": "target_seq_len", "draft": "draft_context", "baseline": "baseline_context"},
+}
+
+
+def kind_group(what: str, kind: str) -> str:
+    """The group of a kind: "target", "draft" (in the model's slot) or "baseline" (eagle3, mtp1: own modules)."""
+    return "target" if what == "target" else "baseline" if kind in ("eagle3", "mtp1") else "draft"
+
+
+def shipped_defaults(report: Path = SHIPPED_REPORT) -> dict[str, dict[str, float]]:
+    """Option → group → the value of the recipe that built the shipped set (report.json's `recipe`: what `train all`
+    ran), read as plain JSON so that --help imports no torch."""
+    try:
+        recipe = json.loads(report.read_text(encoding="utf-8"))["recipe"]
+        return {opt: {g: recipe[field] for g, field in by.items()} for opt, by in RECIPE_FIELDS.items()}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{report} does not record the shipped recipe: {e!r}") from None
+
+
 # Upper bounds of the options that have no natural one (the model-dependent ones come from the lab config).
 MAX_STEPS = 100_000  # 250× the shipped target recipe
 MAX_BATCH = 256  # sequences per step: 16× the default (memory grows with batch × seq-len)
@@ -85,18 +113,31 @@ def add_parsers(sub: Any) -> None:
         f"{TRAIN_STEPS['target']}, dspark / dspark-rnn / dflash {TRAIN_STEPS['dspark']} (the model's draft layers), "
         f"eagle3 / mtp1 {TRAIN_STEPS['eagle3']} (their own small modules); `all` follows training/rebuild.py's Recipe",
     )
+    d = shipped_defaults()
+    as_shipped = "default per kind, as the recipe that built lab/weights (its report.json):"
     t.add_argument(
-        "--batch", type=int, default=16, help=f"(target, draft) sequences per step: 1..{MAX_BATCH} (default 16)"
+        "--batch",
+        type=int,
+        default=None,
+        help=f"(target, draft) sequences per step: 1..{MAX_BATCH}; {as_shipped} target {d['batch']['target']}, "
+        f"dspark / dspark-rnn / dflash {d['batch']['draft']}, eagle3 / mtp1 {d['batch']['baseline']}",
     )
     t.add_argument(
         "--seq-len",
         type=int,
-        default=64,
+        default=None,
         help="(target, draft) tokens per sequence: target 1..256 (max_seq_len); a drafter leaves room for one block: "
-        "dspark / dspark-rnn / dflash 8..250 (≥ the window), eagle3 / mtp1 1..249 (default 64)",
+        f"dspark / dspark-rnn / dflash 8..250 (≥ the window), eagle3 / mtp1 1..249; {as_shipped} target "
+        f"{d['seq_len']['target']}, dspark / dspark-rnn / dflash {d['seq_len']['draft']}, eagle3 / mtp1 "
+        f"{d['seq_len']['baseline']}",
     )
     t.add_argument(
-        "--lr", type=float, default=3e-3, help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g} (default 3e-3)"
+        "--lr",
+        type=float,
+        default=None,
+        help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g}; {as_shipped} target {d['lr']['target']:g}, "
+        f"dspark / dspark-rnn / dflash {d['lr']['draft']:g}; eagle3 / mtp1 their trainer's own default "
+        "(training/baselines.py; the recipe sets none)",
     )
     add_seed(t, "seed of the weights, the corpus and the batches")
     t.add_argument(
@@ -140,6 +181,7 @@ def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
     if args.keep_target:
         raise ValueError("--keep-target applies to `train all` (it keeps the target of the set in --out)")
     args.steps = TRAIN_STEPS[args.what if args.what == "target" else args.kind] if args.steps is None else args.steps
+    fill_shipped_defaults(args)
     check_int(args.steps, "--steps", 1, MAX_STEPS)
     check_int(args.batch, "--batch", 1, MAX_BATCH)
     if args.what == "target":
@@ -152,6 +194,23 @@ def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
         check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len - cfg.dspark_block_size - 2, why)
     check_float(args.lr, "--lr", 0.0, MAX_LR, lo_open=True)
     check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
+
+
+def fill_shipped_defaults(args: argparse.Namespace) -> None:
+    """--batch, --seq-len and --lr not given: the shipped recipe's for this kind (an eagle3 / mtp1 learning rate: its
+    trainer's default, as in `train all`)."""
+    group, d = kind_group(args.what, args.kind), shipped_defaults()
+    for opt in RECIPE_FIELDS:
+        if getattr(args, opt) is None:
+            value = d[opt].get(group)
+            setattr(args, opt, baseline_lr(args.kind) if value is None else value)
+
+
+def baseline_lr(kind: str) -> float:
+    """The learning rate eagle3 / mtp1 train with when none is given (their trainer's default, as `train all`)."""
+    from .baselines import train_eagle3, train_mtp1  # torch: only when a command runs
+
+    return inspect.signature(train_eagle3 if kind == "eagle3" else train_mtp1).parameters["lr"].default
 
 
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:
