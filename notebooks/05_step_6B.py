@@ -71,7 +71,7 @@ assert err == 0.0  # probe: the draft read layers 3 and 4, mixed 0.5/0.5
 # ## One round: draft → verify / Một vòng: vẽ nháp → verify
 # **EN**
 # - Every round the drafter drafts its whole trained block, k = 5 tokens. Only a **prefix** of ℓ ≤ k of them is sent
-#   to verify: the *verify length* (here a fixed policy, ℓ = `--block`, 5 by default). Drafts past ℓ are
+#   to verify: the *verify length* (here a fixed policy, ℓ = `--verify-len`, 5 by default). Drafts past ℓ are
 #   "not sent to verify": the target never sees them, so they are neither accepted nor rejected.
 # - The last table of the view is the **scheduler**: what the `dspark` policy (DSpark's Algorithm 1) would send of
 #   this round when R requests share the target's batch. It reads the survival a_j = c_1·…·c_j — this is what the
@@ -79,7 +79,7 @@ assert err == 0.0  # probe: the draft read layers 3 and 4, mixed 0.5/0.5
 #
 # **VI**
 # - Mỗi vòng bộ vẽ vẽ cả khối đã huấn luyện, k = 5 token. Chỉ một **đoạn đầu** ℓ ≤ k token được gửi đi verify: *độ
-#   dài verify* (ở đây là chính sách cố định, ℓ = `--block`, mặc định 5). Token nháp sau ℓ là "không gửi đi verify":
+#   dài verify* (ở đây là chính sách cố định, ℓ = `--verify-len`, mặc định 5). Token nháp sau ℓ là "không gửi đi verify":
 #   mô hình đích không hề thấy chúng, nên chúng không được giữ cũng không bị từ chối.
 # - Bảng cuối của view là **bộ lập lịch**: chính sách `dspark` (Algorithm 1 của DSpark) sẽ gửi bao nhiêu token nháp
 #   của vòng này khi R yêu cầu dùng chung batch của mô hình mục tiêu. Nó đọc xác suất sống sót a_j = c_1·…·c_j — c

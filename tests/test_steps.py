@@ -240,7 +240,7 @@ def test_6b_says_what_c_is_for_in_both_languages():
     for text in (en, vi):
         for needed in ("a_j = c_1·…·c_j", "Algorithm 1", "`dspark-lab serve`", "`dspark-lab schedule`", "notebook 08"):
             assert needed in text, needed
-        assert "SPS(B)" in text and "`--block`" in text and "ℓ" in text
+        assert "SPS(B)" in text and "`--verify-len`" in text and "ℓ" in text
     assert "That is what c is for" in en and "Đó là việc của c" in vi
     assert "'not sent to verify'" in en and "‘không gửi đi verify’" in vi
     assert UI["not_sent"] == {"vi": "không gửi đi verify", "en": "not sent to verify"}

@@ -83,10 +83,10 @@ NOTES = {
     },
     "prefix_note": {
         "vi": "Lab luôn vẽ cả khối đã huấn luyện (k = {k}) và gửi {l} token nháp đầu đi verify (ℓ = {l}, chính sách "
-        "cố định: --block, hay thanh trượt ℓ); token nháp sau ℓ là ‘không gửi đi verify’: forward thật không hề "
+        "cố định: --verify-len, hay thanh trượt ℓ); token nháp sau ℓ là ‘không gửi đi verify’: forward thật không hề "
         "thấy chúng, nên không được giữ cũng không bị từ chối, và tỉ lệ giữ chỉ đếm {l} vị trí đã verify.",
         "en": "The lab always drafts its whole trained block (k = {k}) and sends the first {l} to verify (ℓ = {l}, a "
-        "fixed policy: --block, or the ℓ slider); drafts past ℓ are 'not sent to verify': the target never saw "
+        "fixed policy: --verify-len, or the ℓ slider); drafts past ℓ are 'not sent to verify': the target never saw "
         "them, so they are neither accepted nor rejected, and the acceptance rate counts only the {l} verified "
         "positions.",
     },
@@ -159,12 +159,12 @@ NOTES = {
         "của lab gần như không hơn bộ vẽ kiểu DFlash (τ 1.10× ở T = 1, 1.00× khi greedy, đo trên một bộ trọng số "
         "trước), với k = 5 bộ đang kèm theo đạt {t1}× ở T = 1 và {greedy}× khi greedy (report.json; docs/training.md). "
         "Lab luôn vẽ đủ 5 token và verify một đoạn đầu ℓ ≤ 5, như các engine phục vụ: "
-        "--block 3 (hay thanh trượt ℓ) verify 3 token đầu, bằng khối của bài học.",
+        "--verify-len 3 (hay thanh trượt ℓ) verify 3 token đầu, bằng khối của bài học.",
         "en": "Why the lab trains k = 5: 5 = [tok, noise×4] is the real V4-Flash block; at k = 3 the lab's DSpark "
         "drafter was hardly better than the DFlash-style one (τ 1.10× at T = 1, 1.00× greedy, measured on an earlier "
         "set), at k = 5 the shipped set reaches {t1}× at T = 1 and {greedy}× greedy (report.json; docs/training.md). "
         "The lab always drafts all 5 and verifies a prefix ℓ ≤ 5, as serving engines do: "
-        "--block 3 (or the ℓ slider) verifies the first 3, the lesson's block size.",
+        "--verify-len 3 (or the ℓ slider) verifies the first 3, the lesson's block size.",
     },
     "why_taps": {
         "vi": "Vì sao lớp đích là 3 và 4: đó là DSPARK_TARGET_LAYERS của bài học, giữ lại để phép trộn 0.5/0.5 "
@@ -321,14 +321,14 @@ NOTES = {
         "Θ = τ*·SPS(B). Khi ít yêu cầu, một token nữa trong batch gần như không tốn gì: verify gần hết; khi nhiều "
         "yêu cầu, mỗi token làm chậm cả batch: chỉ token nháp đủ chắc mới được gửi. Ở đây R bản sao của cùng một "
         "vòng (các bản sao bằng nhau thì hòa, phân xử theo thứ tự yêu cầu: cột ℓ là của bản sao 0, ℓ trung bình "
-        "là của cả R). Vòng ở bảng trên dùng chính sách cố định ℓ = {l} (--block). Chạy thật với nhiều yêu cầu: "
+        "là của cả R). Vòng ở bảng trên dùng chính sách cố định ℓ = {l} (--verify-len). Chạy thật với nhiều yêu cầu: "
         "`dspark-lab serve`; mô phỏng tải với các vòng đã ghi: `dspark-lab schedule`; notebook 08.",
         "en": "What the confidence c is for: the scheduler reads a_j = c_1·…·c_j, the tokens that verifying draft j "
         "is expected to add, walks the greedy path (largest a first) and stops at the first draft that does not "
         "raise Θ = τ*·SPS(B). With few requests one more batch token costs almost nothing: it verifies nearly "
         "everything; with many, every token slows the whole batch: only confident drafts are sent. Here the R "
         "requests are R copies of this one round (equal copies tie, broken by request index: the ℓ column is copy "
-        "0's, the mean ℓ all R copies'). The round in the table above used a fixed policy, ℓ = {l} (--block). "
+        "0's, the mean ℓ all R copies'). The round in the table above used a fixed policy, ℓ = {l} (--verify-len). "
         "Real requests in flight: `dspark-lab serve`; the load simulation on recorded rounds: `dspark-lab "
         "schedule`; notebook 08.",
     },
