@@ -45,6 +45,7 @@ SOURCES = {
     "sps": "lab/serving/data/sps_lab_cpu.json",
     "streams": "lab/serving/data/streams_dspark.json",
     "parity": "docs/peer_parity.json",
+    "designs": "lab/training/data/designs.json",
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -145,6 +146,12 @@ def _survival_gap(streams: dict) -> float:
     return max(gaps)
 
 
+def _design(r: dict, name: str, drafter: str) -> dict:
+    """One drafter's run in a design of designs.json; a design that did not retrain it: the shipped recipe's (d0)."""
+    runs = {x["name"]: x["runs"] for x in r["designs"]}
+    return runs[name].get(drafter) or runs["d0"][drafter]
+
+
 def _sps_point(s: dict, b: str) -> dict:
     return next(p for p in s["points"] if p["batch_tokens"] == int(b))
 
@@ -154,6 +161,20 @@ T = r"(?P<t>t1|greedy)"
 DOM = r"(?P<dom>math|code|chat)"
 # THE table: every key a marker may use, what it reads and how it is written
 KEYS: tuple[Key, ...] = (
+    Key(
+        rf"design\.(?P<name>[a-z0-9_]+)\.{D}\.(?P<what>tau_t1|tau_greedy|tau_t1_free_form|tau_greedy_free_form)",
+        "designs",
+        lambda r, name, d, what: _design(r, name, d)[what],
+        "f2",
+        "a design tried (issue 21): τ of one drafter on the selection set",
+    ),
+    Key(
+        r"design\.(?P<name>[a-z0-9_]+)\.(?P<a>[a-z0-9-]+)/(?P<b>[a-z0-9-]+)\.(?P<what>tau_t1|tau_greedy)",
+        "designs",
+        lambda r, name, a, b, what: _design(r, name, a)[what] / _design(r, name, b)[what],
+        "f2",
+        "a design tried: τ of a ÷ b (b from the d0 run when the design did not train it)",
+    ),
     Key(rf"tau\.{D}\.{DOM}\.{T}", "report", lambda r, d, dom, t: _quality(r, d, dom, t)["tau"], "f2", "τ per domain"),
     Key(rf"tau\.{D}\.mean\.{T}", "report", lambda r, d, t: r["summary"]["mean_tau"][d][t], "f2", "mean τ"),
     Key(rf"tau\.{D}\.free\.{T}", "report", lambda r, d, t: r["summary"]["free_form_tau"][d][t], "f2", "free-form τ"),
