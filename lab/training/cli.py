@@ -13,8 +13,8 @@ from ..style import print_json
 
 COMMANDS = ("data", "train")
 # Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
-# training/rebuild.py's Recipe (target_steps, draft_steps, baseline_steps).
-TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 400, "mtp1": 400}
+# training/rebuild.py's Recipe (target_steps, draft_steps: one budget for every drafter).
+TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 600, "mtp1": 600}
 # Upper bounds of the options that have no natural one (the model-dependent ones come from the lab config).
 MAX_STEPS = 100_000  # 250× the shipped target recipe
 MAX_BATCH = 256  # sequences per step: 16× the default (memory grows with batch × seq-len)
@@ -82,8 +82,8 @@ def add_parsers(sub: Any) -> None:
         type=int,
         default=None,
         help=f"(target, draft) optimizer steps: 1..{MAX_STEPS:,}; default per kind, as the shipped recipe: target "
-        f"{TRAIN_STEPS['target']}, dspark / dspark-rnn / dflash {TRAIN_STEPS['dspark']} (the model's draft layers), "
-        f"eagle3 / mtp1 {TRAIN_STEPS['eagle3']} (their own small modules); `all` follows training/rebuild.py's Recipe",
+        f"{TRAIN_STEPS['target']}, every drafter {TRAIN_STEPS['dspark']} (`all` trains them all on the same windows of "
+        "one target cache); `all` follows training/rebuild.py's Recipe",
     )
     t.add_argument(
         "--batch", type=int, default=16, help=f"(target, draft) sequences per step: 1..{MAX_BATCH} (default 16)"
