@@ -117,7 +117,7 @@ def fit(
     schedule: torch.Tensor | None = None,
 ) -> TrainLog:
     """The shared loop: windows [batch, seq_len + 1] → losses → AdamW step; logs loss and `metric`. The windows of
-    step i: schedule[i] (the target cache's, `lab.training.target_cache`), else `batch` random windows of `train_ids`."""
+    step i: schedule[i] (the target cache's, `target_cache`), else `batch` random windows of `train_ids`."""
     check_schedule(schedule, steps, batch, seq_len + 1)
     torch.manual_seed(seed)
     params = list(module.parameters())

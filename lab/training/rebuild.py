@@ -47,6 +47,7 @@ from ..evaluation.quality import (
 )
 from ..evaluation.quality import eval_prompts as held_out_prompts
 from ..weights import (
+    CACHE_FILE,
     DRAFTERS,
     MANIFEST,
     MODEL_DRAFTERS,
@@ -57,7 +58,7 @@ from ..weights import (
     stamp_set,
     verify_set,
 )
-from .target_cache import CACHE_FILE, CacheSpec, build_cache, load_cache, save_cache
+from .target_cache import CacheSpec, build_cache, load_cache, save_cache
 from .train import evaluate, model_for_draft, train_draft, train_target
 
 

@@ -35,7 +35,6 @@ from safetensors import SafetensorError, safe_open
 
 from dspark_mini.checkpoint import write_tensors
 
-from ..weights import CACHE_FILE
 from .train import distill_prompts, self_distill, windows
 
 FORMAT = "dspark-lab-target-cache"

@@ -335,9 +335,9 @@ def train_draft(
     are DeepSpec's released DSpark configuration (`ce 0.1`, `l1 0.9`, `confidence_head_alpha 1.0`,
     `loss_decay_gamma 4.0`), not numbers from the paper. The confidence head c = σ(w·[h; W1[x_prev]]) has no bias,
     as in V4.1's checkpoint (`confidence_head.proj`), where the paper's and DeepSpec's head add one.
-    `schedule` [steps, batch, context + k + 1] (the target cache's windows, `lab.training.target_cache`): step i trains on
-    schedule[i], the windows every drafter of a set sees; without one, each step draws `batch` random windows of
-    `train_ids`.
+    `schedule` [steps, batch, context + k + 1] (the target cache's windows, `lab.training.target_cache`): step i
+    trains on schedule[i], the windows every drafter of a set sees; without one, each step draws `batch` random
+    windows of `train_ids`.
     kind="dspark-rnn": the same with the RNN head (the target's config must say dspark_markov_kind = "rnn").
     kind="dflash": the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
     (its bias is then 0 at inference too), no confidence head, and plain CE (α = 1 / 0 / 0), as DeepSpec's
