@@ -256,13 +256,35 @@ def stamp_target(path: str | os.PathLike, target_sha256: str) -> Path:
 
 def write_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike, header: dict[str, str]) -> Path:
     """safetensors written atomically (`files.atomic_path`): a reader never sees half a file; interrupted or out of
-    disk, the previous file is unchanged and the error is one WriteError naming `path`."""
+    disk, the previous file is unchanged and the error is one WriteError naming `path`. The same tensors and header
+    give the same bytes (`sort_metadata`), so a seeded rebuild gives the same sha256."""
     with atomic_path(path) as tmp:
         try:
             save_file(tensors, str(tmp), metadata=header)
         except SafetensorError as e:  # an I/O error inside safetensors (a full disk) is not an OSError
             raise OSError(str(e).removeprefix("Error while serializing: ").removeprefix("I/O error: ")) from e
+        sort_metadata(tmp)
     return Path(path)
+
+
+def sort_metadata(path: Path) -> None:
+    """Put the `__metadata__` keys of a safetensors file in sorted order, in place. safetensors writes them from a
+    hash map, in an order that changes from one write to the next, so two writes of the same checkpoint would
+    differ in their bytes (and sha256). Only the header's key order changes: the same text in another order has
+    the same length, so the data offsets stay valid (checked)."""
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        raw = f.read(n)
+        head = json.loads(raw)
+        if len(head.get("__metadata__") or {}) < 2:
+            return
+        ordered = {"__metadata__": dict(sorted(head.pop("__metadata__").items())), **head}
+        text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode()
+        text += b" " * (n - len(text))  # the header's own padding (safetensors pads it to a multiple of 8)
+        if len(text) != n or json.loads(text) != json.loads(raw):
+            raise OSError(f"the safetensors header of {str(path)!r} could not be put in a fixed order")
+        f.seek(8)
+        f.write(text)
 
 
 # ---- read -------------------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ MARKOV_KINDS = ("vanilla", "rnn")
 class ModelConfig:
     # ---- vocabulary and widths ------------------------------------------------------------------
     name: str = "lab"  # preset name, for display only
-    vocab_size: int = 0  # lab: size of the lab tokenizer (≤ 512) | flash: 129,280
+    vocab_size: int = 0  # lab: size of the lab tokenizer (≤ 1,024: 510 readable + 256 bytes) | flash: 129,280
     dim: int = 64  # hidden size | 5120
     n_layers: int = 8  # backbone layers, encoder + decoder | 40 (20 + 20)
     n_mtp_layers: int = 2  # DSpark draft layers (checkpoint `mtp.*`) | 3
@@ -187,7 +187,7 @@ class ModelConfig:
     dspark_noise_token_id: int = 0  # id of the noise token filling the block | 128,799
     dspark_target_layer_ids: tuple[int, ...] = (3, 4)  # tap layers (attention inputs) | (37, 38, 39)
     dspark_tap_mix: str = "mean"  # "mean": equal mix of taps | "concat_proj": concat → main_proj
-    dspark_markov_rank: int = 64  # rank r of the Markov head (lab: V/8) | 256
+    dspark_markov_rank: int = 64  # rank r of the Markov head (lab: ≈ V/12 of 766 ids) | 256
     dspark_markov_kind: str = "vanilla"  # "vanilla": bias = W2·W1[x_{k−1}] | "rnn": a gated state (paper eq. 6)
     dspark_n_routed_experts: int = 4  # draft-layer routed experts | 128
     dspark_n_activated_experts: int = 1  # draft-layer top-k | 3

@@ -2,24 +2,31 @@
 
 Ids: 4 specials (<bos>=0, <eos>=1, <pad>=2 = the Engram pad id, <noise>=3 = the DSpark noise token), one
 token per printable ASCII character (U+0020..U+007E) and newline, one per Vietnamese letter with diacritics (NFC,
-lower and upper case, đ/Đ included), then a few hundred whole-word tokens. "▁" at the start of a token
-marks a leading space, so "▁chào" is " chào". Encoding is a fixed greedy rule, not BPE:
+lower and upper case, đ/Đ included), then a few hundred whole-word tokens — the readable vocabulary — and last
+256 byte tokens `<0x00>` … `<0xFF>` (byte fallback). "▁" at the start of a token marks a leading space, so
+"▁chào" is " chào". Encoding is a fixed greedy rule, not BPE, on the NFC form of the text:
 
     chunks  = regex ` ?[^\\W_]+ | .`   (optional single space + a run of Unicode letters/digits | one char)
     " word" → ▁word  |  " " + word  |  " " + chars        "word" → word  |  chars        other → its char
+    a char outside the readable vocabulary (a tab, "€", "ß", an emoji, Chinese) → the byte tokens of its UTF-8
 
-so decode(encode(t)) == t for every text made only of supported characters. "_" is not part of a word
-run (it is its own char token); "\\n" is a token, tabs are not in the vocabulary and raise TokenizerError.
+so nothing is refused and decode(encode(t)) == NFC(t) for every text: decode joins each run of consecutive byte
+tokens back into bytes and reads them as UTF-8 (a run that is not valid UTF-8, e.g. a cut-off emoji, reads as
+U+FFFD per bad sequence, never an error). NFD and NFC spellings of a text give the same ids. "_" is not part of
+a word run (it is its own char token); "\\n" is a token, a tab is one byte token (<0x09>).
 
 Engram (step 1B) reads a *compressed* id instead of the raw one: tokens whose text is equal after
 NFKC → NFD → drop combining marks → lowercase → collapse whitespace (a lone space is kept as a sentinel)
 → strip, share one id ("Xin", "xin", "▁Xin", "▁xin" → one id; "à", "á", "a" → one id). `normalize_text` is that
 rule exactly as the reference applies it to any tokenizer's decoded texts (`hf_tokenizer` uses it for a real
-checkpoint's `tokenizer.json`); `normalize_token` reads a lab token's "▁" as its leading space first.
+checkpoint's `tokenizer.json`); `normalize_token` reads a lab token's "▁" as its leading space first. A byte token
+has no text of its own: it keeps its own compressed id, keyed by its raw token string ("<0xF0>"), as the reference
+does for tokens whose decoded text holds U+FFFD.
 
 Differs from the real model: DeepSeek-V4.1-Flash uses a 129,280-entry byte-level BPE (compressed to
-99,092 ids for Engram); here the vocabulary is < 512 entries, readable, and built deterministically in
-code. Specials are never produced by `encode` (the text "<bos>" encodes as five characters).
+99,092 ids for Engram); here the vocabulary is < 1,024 entries (≈ 510 readable + 256 bytes), readable, and
+built deterministically in code. Specials are never produced by `encode` (the text "<bos>" encodes as five
+characters, "<0xF0>" as six).
 """
 
 from __future__ import annotations
@@ -307,10 +314,8 @@ WORDS: tuple[str, ...] = (
 BARE_WORDS: tuple[str, ...] = ("def", "return")
 
 _CHUNK_RE = re.compile(r" ?[^\W_]+|.", re.DOTALL)
-_ALLOWED_TEXT = (
-    "allowed are newline, printable ASCII (U+0020..U+007E) and Vietnamese letters with diacritics "
-    "(NFC, e.g. 'ă', 'ậ', 'đ', 'Ư')"
-)
+BYTE_TOKENS: tuple[str, ...] = tuple(f"<0x{b:02X}>" for b in range(256))  # byte fallback, "<0x00>" … "<0xFF>"
+MAX_VOCAB = 1024  # the lab vocabulary stays small enough to read (and for the lab config's widths)
 
 
 def _vietnamese_letters() -> list[str]:
@@ -341,7 +346,26 @@ def _build_vocab() -> tuple[str, ...]:
         if w not in seen:
             seen.add(w)
             vocab.append(w)
-    return tuple(vocab)
+    return tuple(vocab) + BYTE_TOKENS  # bytes last: the readable ids are the same with or without them
+
+
+def utf8_bytes(ch: str) -> bytes:
+    """The UTF-8 bytes of one char; a lone surrogate (a Python str can hold one) keeps its 3-byte form."""
+    return ch.encode("utf-8", "surrogatepass")
+
+
+def decode_utf8(data: bytes) -> str:
+    """Bytes → text, never raising: valid UTF-8 (lone surrogates included, as `utf8_bytes` writes them) decodes
+    exactly; each ill-formed or cut-off sequence becomes one U+FFFD (Python's "replace" rule)."""
+    out: list[str] = []
+    while data:
+        try:
+            out.append(data.decode("utf-8", "surrogatepass"))
+            break
+        except UnicodeDecodeError as e:
+            out.append(data[: e.start].decode("utf-8", "surrogatepass") + "\ufffd")
+            data = data[e.end :]
+    return "".join(out)
 
 
 @functools.lru_cache(maxsize=1)
@@ -394,46 +418,51 @@ class LabTokenizer:
     def __init__(self) -> None:
         self.vocab: tuple[str, ...] = _build_vocab()
         self.vocab_size: int = len(self.vocab)
+        self.byte_offset: int = self.vocab_size - len(BYTE_TOKENS)  # id of <0x00>; byte b has id byte_offset + b
         assert len(set(self.vocab)) == self.vocab_size, "duplicate token text"
-        assert self.vocab_size <= 512, f"lab vocabulary has {self.vocab_size} > 512 tokens"
+        assert self.vocab_size <= MAX_VOCAB, f"lab vocabulary has {self.vocab_size} > {MAX_VOCAB} tokens"
         self._ids: dict[str, int] = {t: i for i, t in enumerate(self.vocab)}
-        for t in self.vocab[len(SPECIALS) :]:  # every word must be spellable with the char tokens
+        for t in self.vocab[len(SPECIALS) : self.byte_offset]:  # every word must be spellable with the char tokens
             for ch in t.replace(SPACE_MARK, " "):
                 assert ch in self._ids, f"token {t!r} uses unsupported char {ch!r}"
-        # raw id → compressed id; a text that normalizes to nothing is keyed by itself (none in the lab vocabulary)
-        self.compress_map, self.compressed_vocab_size = compressed_vocabulary(
-            normalize_token(t) or t for t in self.vocab
-        )
+        # raw id → compressed id; a byte token is keyed by its raw string ("<0xF0>"), as the reference keys a token
+        # whose decoded text holds U+FFFD; a text that normalizes to nothing is keyed by itself (none in the vocabulary)
+        keys = [t if self.is_byte(i) else (normalize_token(t) or t) for i, t in enumerate(self.vocab)]
+        readable = set(keys[: self.byte_offset])
+        assert not readable.intersection(keys[self.byte_offset :]), "a byte token collides with a readable key"
+        self.compress_map, self.compressed_vocab_size = compressed_vocabulary(keys)
 
     # ---- text ↔ ids -----------------------------------------------------------------------------
-    def _char_id(self, ch: str, pos: int) -> int:
+    def is_byte(self, i: int) -> bool:
+        """Whether id i is one of the 256 byte-fallback tokens."""
+        return self.byte_offset <= i < self.vocab_size
+
+    def _char_ids(self, ch: str) -> list[int]:
+        """One char → its readable token, or (outside the readable vocabulary) the byte tokens of its UTF-8."""
         i = self._ids.get(ch)
-        if i is None or i < len(SPECIALS):
-            hint = ""
-            if unicodedata.category(ch) == "Mn":
-                hint = " (a combining mark: normalize the text to NFC first)"
-            raise TokenizerError(
-                f"character {ch!r} (U+{ord(ch):04X}) at position {pos} is not in the lab vocabulary{hint}; "
-                f"{_ALLOWED_TEXT}"
-            )
-        return i
+        if i is not None and len(SPECIALS) <= i < self.byte_offset:
+            return [i]
+        return [self.byte_offset + b for b in utf8_bytes(ch)]
 
     def encode(self, text: str) -> list[int]:
-        """Text → ids by the greedy chunk rule in the module docstring; raises on unsupported chars."""
+        """Text → ids by the greedy chunk rule in the module docstring, on the NFC form; never refuses a char."""
+        if not isinstance(text, str):
+            raise TokenizerError(f"text must be a str (got {type(text).__name__})")
         ids: list[int] = []
-        for m in _CHUNK_RE.finditer(text):
-            chunk, pos = m.group(), m.start()
+        for m in _CHUNK_RE.finditer(unicodedata.normalize("NFC", text)):
+            chunk = m.group()
             if len(chunk) > 1 and chunk[0] == " ":
                 word = chunk[1:]
                 if SPACE_MARK + word in self._ids:
                     ids.append(self._ids[SPACE_MARK + word])
                     continue
-                ids.append(self._char_id(" ", pos))
-                chunk, pos = word, pos + 1
+                ids += self._char_ids(" ")
+                chunk = word
             if chunk in self._ids and len(chunk) > 1:
                 ids.append(self._ids[chunk])
             else:
-                ids += [self._char_id(ch, pos + k) for k, ch in enumerate(chunk)]
+                for ch in chunk:
+                    ids += self._char_ids(ch)
         return ids
 
     def _check_id(self, i: int) -> int:
@@ -443,11 +472,26 @@ class LabTokenizer:
         return i
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Ids → text; specials decode to their names ("<bos>"); a bad id raises TokenizerError."""
-        return "".join(self.vocab[self._check_id(i)].replace(SPACE_MARK, " ") for i in ids)
+        """Ids → text; specials decode to their names ("<bos>"); each run of byte tokens is joined and read as
+        UTF-8 (`decode_utf8`: a cut-off sequence gives U+FFFD, never an error); a bad id raises TokenizerError."""
+        out: list[str] = []
+        run = bytearray()  # the pending run of byte tokens
+        for i in ids:
+            i = self._check_id(i)
+            if self.is_byte(i):
+                run.append(i - self.byte_offset)
+                continue
+            if run:
+                out.append(decode_utf8(bytes(run)))
+                run.clear()
+            out.append(self.vocab[i].replace(SPACE_MARK, " "))
+        if run:
+            out.append(decode_utf8(bytes(run)))
+        return "".join(out)
 
     def token_text(self, i: int) -> str:
-        """Display form of one token: the vocabulary text, "▁" for a leading space (and for " " itself)."""
+        """Display form of one token: the vocabulary text, "▁" for a leading space (and for " " itself), a byte
+        token as its name ("<0xF0>")."""
         t = self.vocab[self._check_id(i)]
         return SPACE_MARK if t == " " else t
 

@@ -37,7 +37,8 @@ MODEL_DRAFTERS = ("dspark", "dspark-rnn", "dflash")  # stored as the model's own
 BASELINE_DRAFTERS = ("eagle3", "mtp1")  # separate modules
 DRAFTERS = MODEL_DRAFTERS + BASELINE_DRAFTERS
 MANIFEST = "manifest.json"
-SET_FILES = ("target.safetensors", *(f"{k}.safetensors" for k in DRAFTERS), "report.json")  # what manifest lists
+CACHE_FILE = "target_cache.safetensors"  # the windows every drafter of a set trained on (lab.training.target_cache)
+SET_FILES = ("target.safetensors", CACHE_FILE, *(f"{k}.safetensors" for k in DRAFTERS), "report.json")  # manifest
 
 
 class WeightSetError(ValueError):

@@ -54,22 +54,22 @@ assert tuple(q) == DRAFTERS  # probe: the report covers every shipped drafter
 # %% [markdown]
 # ## 1 · What was trained, and how long / Đã huấn luyện gì, mất bao lâu
 # **EN** — `dspark-lab train all --out lab/weights` rebuilds every shipped file: the target on the three toy domains
-# (math, code, chat), alone on the machine; then the five drafters against the frozen target (two processes of one
-# thread each; the two DSpark heads train also on the target's own continuations of seeded free-form and corpus
-# prompts — self-distillation —, DFlash, Eagle3 and MTP-1 on the corpus only); STS temperatures for the two DSpark
-# confidence heads; τ per domain, decoding one prompt at a time, and on short free-form prompts; and tokens/s.
-# Everything is seeded, and given the weights the evaluation is deterministic (§7 re-measures one τ to the last
-# digit); only the seconds and tokens/s depend on the machine. The shipped set kept the previous set's target
-# (`train all --keep-target`: its training is not repeated, so its seconds read 0) and rebuilt the drafters.
+# (math, code, chat), alone on the machine; then the target cache: the target's own continuations of seeded
+# free-form and corpus prompts, and one schedule of training windows (DeepSpec's data stage in miniature); then the
+# five drafters against the frozen target (two processes of one thread each), every one on the same windows of that
+# cache, in the same order, for the same optimizer steps; STS temperatures for the two DSpark confidence heads; τ per
+# domain, decoding one prompt at a time, and on short free-form prompts; and tokens/s. Everything is seeded, and a
+# rebuild writes the same bytes (§1 below checks the cache's hash in every drafter's record); only the seconds and
+# tokens/s depend on the machine.
 #
 # **VI** — `dspark-lab train all --out lab/weights` dựng lại mọi tệp đi kèm: mô hình mục tiêu trên ba miền đồ chơi
-# (toán, mã, trò chuyện), chạy một mình trên máy; rồi năm bộ vẽ nháp trên mô hình mục tiêu đã đóng băng (hai tiến trình,
-# mỗi tiến trình một luồng; hai đầu DSpark còn học trên chính các đoạn mô hình mục tiêu viết tiếp từ các prompt tự do
-# và prompt của kho ngữ liệu có seed — tự chưng cất —, DFlash, Eagle3 và MTP-1 chỉ học trên kho ngữ liệu); nhiệt độ STS
+# (toán, mã, trò chuyện), chạy một mình trên máy; rồi bộ đệm của mô hình mục tiêu: chính các đoạn mô hình mục tiêu
+# viết tiếp từ các prompt tự do và prompt của kho ngữ liệu có seed, cùng một lịch các cửa sổ huấn luyện (giai đoạn dữ
+# liệu của DeepSpec ở dạng thu nhỏ); rồi năm bộ vẽ nháp trên mô hình mục tiêu đã đóng băng (hai tiến trình, mỗi tiến
+# trình một luồng), bộ nào cũng học trên cùng các cửa sổ của bộ đệm đó, cùng thứ tự, cùng số bước tối ưu; nhiệt độ STS
 # cho hai đầu tin cậy của DSpark; τ theo miền, giải mã từng prompt một, và trên các prompt tự do ngắn; và token/s.
-# Mọi thứ đều có seed, và với trọng số đã cho thì phần đánh giá là tất định (§7 đo lại một giá trị τ đúng tới chữ số
-# cuối); chỉ số giây và token/s phụ thuộc vào máy. Bộ trọng số đi kèm giữ lại mô hình mục tiêu của bộ trước
-# (`train all --keep-target`: không huấn luyện lại nó, nên số giây của nó là 0) và dựng lại các bộ vẽ nháp.
+# Mọi thứ đều có seed, và dựng lại thì ghi ra đúng từng byte (§1 dưới đây kiểm tra mã băm của bộ đệm trong bản ghi của
+# từng bộ vẽ nháp); chỉ số giây và token/s phụ thuộc vào máy.
 
 # %%
 r = rep["recipe"]
@@ -78,23 +78,29 @@ print(
     f"{rep['target']['train_tokens']} training tokens, {r['target_threads']} threads"
 )
 print(
-    f"drafters: {r['draft_steps']} steps (DSpark kinds, {r['draft_anchors']} blocks per window, Markov rank "
-    f"{get_config('lab').dspark_markov_rank}) / {r['baseline_steps']} steps (Eagle3, MTP-1), {r['jobs']} at a time"
+    f"drafters: {r['draft_steps']} steps × {r['draft_batch']} windows each (DSpark kinds: {r['draft_anchors']} blocks "
+    f"per window, Markov rank {get_config('lab').dspark_markov_rank}), {r['jobs']} at a time"
 )
+cache = rep["target_cache"]
 print(
-    f"self-distillation (DSpark heads): {r['distill_prompts']} windows the target wrote itself, {r['distill_rows']} of "
-    f"the {r['draft_batch']} windows of every step"
+    f"target cache {cache['sha256'][:12]}…: {r['cache_prompts']} sequences the target wrote itself, {r['cache_rows']} "
+    f"of the {r['draft_batch']} windows of every step (the rest corpus windows)"
 )
+train = {n: v["train"] for n, v in rep["drafters"].items()}
+for n, v in train.items():
+    print(f"  {n:10s} data {v['data_sha256'][:12]}… · {v['tokens_seen']:,} ids seen · {v['parameters']:,} parameters")
+assert all(v["data_sha256"] == cache["sha256"] for v in train.values())  # probe: one cache for every drafter …
+assert len({(v["steps"], v["batch"], v["tokens_seen"]) for v in train.values()}) == 1  # probe: … and one budget
 print(
     f"evaluation: {r['eval_prompts']} held-out prompts × {r['max_new_tokens']} new tokens per domain, one prompt at "
     f"a time · STS: {r['calib_prompts']} other held-out prompts per domain"
 )
-print("seconds:", {stage: rep["seconds"][stage] for stage in ("target", "drafters", "speed", "total")})
+print("seconds:", {stage: rep["seconds"][stage] for stage in ("target", "cache", "drafters", "speed", "total")})
 print("seconds per drafter (training only):", {n: v["train"]["train_seconds"] for n, v in rep["drafters"].items()})
-stages = rep["seconds"]["target"] + rep["seconds"]["drafters"] + rep["seconds"]["speed"]
-assert stages - 0.2 <= rep["seconds"]["total"] < stages + 60  # probe: the three stages (each rounded to 0.1 s) are
+stages = sum(rep["seconds"][stage] for stage in ("target", "cache", "drafters", "speed"))
+assert stages - 0.2 <= rep["seconds"]["total"] < stages + 60  # probe: the four stages (each rounded to 0.1 s) are
 # (almost) the whole run
-assert bool(rep["target"].get("kept")) == (rep["seconds"]["target"] == 0)  # probe: a kept target was not trained again
+assert not rep["target"].get("kept") and rep["seconds"]["target"] > 0  # probe: the target was trained in this run
 assert (r["eval_prompts"], r["max_new_tokens"], K) == (12, 40, 5)  # probe: the evaluation the text below describes
 assert rep["conditions"]["n_prompts"] == r["eval_prompts"]  # probe: the report's conditions say the same
 
@@ -533,8 +539,8 @@ assert all(s > e for s, e in zip(ds, e3, strict=True))  # the paper: DSpark > Ea
 assert [t for t, (e, f, _) in PAPER_TAU.items() if e > f] == ["Gemma4-12B"]  # … Eagle3 > DFlash only on Gemma4
 rc = rep["recipe"]
 blocks = rc["draft_steps"] * rc["draft_batch"] * rc["draft_anchors"]  # DSpark kinds: blocks of k drafts seen
-rows = rc["baseline_steps"] * rc["baseline_batch"] * rc["baseline_context"]  # Eagle3: rows, each unrolled k steps
-assert rows > 1.5 * blocks  # probe: the Eagle3 chain trained on more positions
+rows = rc["draft_steps"] * rc["draft_batch"] * train["eagle3"]["context"]  # Eagle3: rows, each unrolled k steps
+assert rows > blocks  # probe: on the same windows, the Eagle3 chain trained on more positions
 below = {
     (n, d): [a < b for a, b in zip(q[n][d]["t1"]["cond_accept"], PAPER_FIG2[d][n], strict=False)]
     for n in ("dspark", "dflash")

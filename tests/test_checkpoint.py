@@ -243,6 +243,23 @@ def test_saved_tensors_are_contiguous_cpu_copies(src, tmp_path):
 
 
 # ---- atomic writes ----------------------------------------------------------------------------------------
+def test_same_checkpoint_same_bytes(src, tmp_path):
+    """Saving the same weights with the same header twice gives the same file, byte for byte (safetensors itself
+    writes the header's metadata keys in a changing order: `sort_metadata` fixes it), so a seeded rebuild can be
+    checked by sha256; the header keys come out sorted and the file still loads."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    blobs = set()
+    for _ in range(4):
+        for path in (a, b):
+            save(src, path, part="draft", meta=META, target_sha256="cd" * 32)
+            blobs.add(path.read_bytes())
+    assert len(blobs) == 1
+    raw = a.read_bytes()
+    head = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
+    assert list(head["__metadata__"]) == sorted(head["__metadata__"])
+    assert read_header(a)["meta"] == META and read_header(a)["target_sha256"] == "cd" * 32
+
+
 def test_save_leaves_no_temp_files_and_overwrites_atomically(src, tmp_path):
     path = tmp_path / "sub" / "model.safetensors"
     save(src, path, meta={"v": 1})

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -115,7 +116,6 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
         (["walk", "--step", "7Z"], "unknown step id '7Z'"),
         (["walk", "--lang", "fr"], "unknown language 'fr'"),
         (["walk", "--prompt", "   "], "prompt is empty"),
-        (["walk", "--prompt", "hi ✓"], "U+2713"),
         (["walk", "--prompt", "a" * 600], "allowed 1..250"),
         (["walk", "--preset", "flash"], "inspect --preset flash"),
         (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
@@ -136,6 +136,30 @@ def test_bad_input_gives_a_clear_error(capsys, argv, needle) -> None:
     assert main(argv) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert needle in err
+
+
+def test_walk_takes_any_text_and_shows_byte_tokens_readably(capsys) -> None:
+    """Byte fallback: a char outside the readable vocabulary is not refused; the 1A table shows one <0xXX> token per
+    UTF-8 byte of it (their names worked out here from Python's own encoder), each with its own Engram id."""
+    out = run_json(capsys, "walk", "--step", "1A", "--prompt", "hi ✓", "--weights", "untrained", "--json")
+    rows = next(t for t in out["steps"]["1A"]["tables"] if t["title"] == "Token")[
+        "rows"
+    ]  # [position, id, text, engram]
+    want = [f"<0x{b:02X}>" for b in "✓".encode()]  # E2 9C 93
+    assert [r[2] for r in rows] == ["h", "i", "▁", *want] and [r[1] for r in rows] == out["tokens"]
+    engram = [r[3] for r in rows]
+    assert len(set(engram[3:])) == 3 and not set(engram[3:]) & set(engram[:3])  # the bytes keep ids of their own
+
+
+def test_walk_reads_nfd_and_nfc_prompts_as_the_same_tokens(capsys) -> None:
+    text = "Xin chào, thế giới"
+    nfd = unicodedata.normalize("NFD", text)
+    assert nfd != text  # the two spellings differ as strings …
+    ids = [
+        run_json(capsys, "walk", "--step", "1A", "--prompt", t, "--weights", "untrained", "--json")["tokens"]
+        for t in (text, nfd)
+    ]
+    assert ids[0] == ids[1]  # … and give the same tokens
 
 
 def test_unknown_weights_name_the_choices(capsys) -> None:

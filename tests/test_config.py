@@ -19,7 +19,9 @@ import torch
 from dspark_mini import config as config_module
 from dspark_mini.config import ConfigError, ModelConfig
 from dspark_mini.presets import build_model, get_config
+from dspark_mini.tokenizer import default_tokenizer
 
+LAB_V = default_tokenizer().vocab_size  # the lab config takes its vocabulary size from the tokenizer
 LAB_RATIOS = (0, 2, 2, 2, 1, 1, 1, 1, 0, 0)  # lab: 8 backbone + 2 draft layers
 FLASH_RATIOS = (0, 0) + (2,) * 18 + (1,) * 20 + (0,) * 3
 
@@ -192,8 +194,8 @@ INVALID = [
         "engram_pad_ge_vocab",
         lambda: get_config("lab").replace(engram_pad_id=get_config("lab").vocab_size),
         "engram_pad_id",
-        510,
-        "token id in 0..509",
+        LAB_V,
+        f"token id in 0..{LAB_V - 1}",
     ),
     ("engram_pad_ge_vocab_flash", flash(engram_pad_id=129_280), "engram_pad_id", 129_280, "token id in 0..129279"),
     (
@@ -216,7 +218,7 @@ INVALID = [
     ("taps_duplicated", lab(dspark_target_layer_ids=(3, 3)), "dspark_target_layer_ids", None, "strictly increasing"),
     ("taps_empty", lab(dspark_target_layer_ids=()), "dspark_target_layer_ids", None, "at least one tap layer"),
     ("tap_mix_unknown", lab(dspark_tap_mix="sum"), "dspark_tap_mix", "sum", "one of ('mean', 'concat_proj')"),
-    ("noise_ge_vocab", lab(dspark_noise_token_id=510), "dspark_noise_token_id", 510, "token id in 0..509"),
+    ("noise_ge_vocab", lab(dspark_noise_token_id=LAB_V), "dspark_noise_token_id", LAB_V, f"token id in 0..{LAB_V - 1}"),
     (
         "noise_ge_vocab_flash",
         flash(dspark_noise_token_id=129_280),
@@ -224,7 +226,7 @@ INVALID = [
         129_280,
         "token id in 0..129279",
     ),
-    ("noise_negative", lab(dspark_noise_token_id=-1), "dspark_noise_token_id", -1, "token id in 0..509"),
+    ("noise_negative", lab(dspark_noise_token_id=-1), "dspark_noise_token_id", -1, f"token id in 0..{LAB_V - 1}"),
     ("dspark_block_gt_window", lab(dspark_block_size=9), "dspark_block_size", 9, "1..window_size (8)"),
     ("dspark_block_gt_window_flash", flash(dspark_block_size=129), "dspark_block_size", 129, "1..window_size (128)"),
     # ---- presets --------------------------------------------------------------------------------------
@@ -316,7 +318,7 @@ def test_lab_contract() -> None:
     assert cfg.hc_sinkhorn_iters == 20
     assert cfg.n_layers >= 5
     assert 0 < cfg.n_encoder_layers < cfg.n_layers
-    assert cfg.vocab_size <= 512
+    assert cfg.vocab_size == LAB_V <= 1024  # ≈ 510 readable tokens + 256 byte tokens
     assert len(cfg.compress_ratios) == cfg.n_layers + cfg.n_mtp_layers
     # the ratio-1 source sits at the encoder/decoder boundary, ratio 2 before it, ratio 1 after
     r = cfg.compress_ratios

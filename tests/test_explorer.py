@@ -162,6 +162,14 @@ def test_strings_in_both_languages(data):
     assert used <= set(ui), f"strings the page asks for but does not have: {sorted(used - set(ui))}"
 
 
+def test_data_note_quotes_the_vocabulary_it_embeds(data):
+    """The note's vocabulary size is the embedded vocabulary's (no number typed into the text), in both languages."""
+    n = len(data["vocab"])
+    for lang in ("vi", "en"):
+        note = data["ui"]["note_data"][lang]
+        assert f" {n} " in note and "{vocab}" not in note, lang
+
+
 # ---- the data: the trained model's numbers ----------------------------------------------------------------------
 def test_embedded_numbers_match_the_model(data, trained):
     """One prompt, recomputed by a different path than the generator's: a full forward for the target rows, and

@@ -6,7 +6,6 @@ shipped report says, in both languages.
 
 from __future__ import annotations
 
-import inspect
 import io
 import json
 import re
@@ -197,31 +196,26 @@ def test_why_k_quotes_the_shipped_ratio(lang) -> None:
 
 
 def test_train_help_defaults_are_the_shipped_recipe(capsys) -> None:
-    from lab.training.baselines import train_eagle3, train_mtp1
+    from dspark_mini import get_config
     from lab.training.rebuild import Recipe
 
     recipe = REPORT["recipe"]  # what built lab/weights; today's Recipe must still say the same
-    fields = ("target_lr", "draft_lr", "target_batch", "draft_batch", "baseline_batch", "target_seq_len")
+    fields = ("target_lr", "draft_lr", "target_batch", "draft_batch", "target_seq_len", "draft_context")
     assert {f: recipe[f] for f in fields} == {f: getattr(Recipe(), f) for f in fields}
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert f"target {recipe['target_lr']:g}, dspark / dspark-rnn / dflash {recipe['draft_lr']:g}" in text
-    assert (
-        f"target {recipe['target_batch']}, dspark / dspark-rnn / dflash {recipe['draft_batch']}, eagle3 / mtp1 "
-        f"{recipe['baseline_batch']}" in text
-    )
-    trainers = {"eagle3": train_eagle3, "mtp1": train_mtp1}
-    for what, kind in [("target", None), *(("draft", k) for k in ("dspark", "dspark-rnn", "dflash", *trainers))]:
+    assert f"target {recipe['target_lr']:g}, every drafter {recipe['draft_lr']:g}" in text
+    assert f"target {recipe['target_batch']}, every drafter {recipe['draft_batch']}" in text
+    k = get_config("lab").dspark_block_size
+    window = recipe["draft_context"] + k + 1  # the target cache's windows (training/rebuild.py's cache_spec)
+    rows = {"eagle3": window - k, "mtp1": window - 2}  # the rows each baseline trains, as `train all` passes them
+    for what, kind in [("target", None), *(("draft", x) for x in ("dspark", "dspark-rnn", "dflash", *rows))]:
         args = cli.parser().parse_args(["train", what] + (["--kind", kind] if kind else []))
         cli.check_args(args)
-        group = "target" if what == "target" else "baseline" if kind in trainers else "draft"
-        if kind in trainers:  # train all passes no learning rate to them: their trainer's default
-            lr = inspect.signature(trainers[kind]).parameters["lr"].default
-        else:
-            lr = recipe[f"{group}_lr"]
-        seq = recipe["target_seq_len" if group == "target" else f"{group}_context"]
-        assert (args.lr, args.batch, args.seq_len) == (lr, recipe[f"{group}_batch"], seq), (what, kind)
+        group = "target" if what == "target" else "draft"
+        seq = recipe["target_seq_len"] if what == "target" else rows.get(kind, recipe["draft_context"])
+        assert (args.lr, args.batch, args.seq_len) == (recipe[f"{group}_lr"], recipe[f"{group}_batch"], seq), kind
     args = cli.parser().parse_args(["train", "draft", "--lr", "0.01", "--batch", "3", "--seq-len", "40"])
     cli.check_args(args)  # what is given is kept
     assert (args.lr, args.batch, args.seq_len) == (0.01, 3, 40)

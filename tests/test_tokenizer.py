@@ -1,7 +1,9 @@
-"""Tests for the lab tokenizer (step 1A): vocabulary contents, exact round trip, errors, compressed ids."""
+"""Tests for the lab tokenizer (step 1A): vocabulary contents, exact round trip, byte fallback, errors,
+compressed ids."""
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 
 import pytest
@@ -10,14 +12,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dspark_mini.tokenizer import (
+    BYTE_TOKENS,
     SPACE_MARK,
     LabTokenizer,
     TokenizerError,
+    decode_utf8,
     default_tokenizer,
     normalize_text,
     normalize_token,
 )
 from tests.helpers import naive_normalize
+
+# sha256 of "\n".join(vocabulary) of the readable vocabulary as it was before byte fallback (510 ids, computed
+# from that version of the module): the byte tokens were only appended, every readable id stays what it was
+READABLE_VOCAB_SHA256 = "27bbf553709af5eb48557f8b5ba7831b40329e4cd61693e1055fa780eac8c95b"
+READABLE_VOCAB_SIZE = 510
+READABLE_COMPRESSED_SIZE = 291
 
 TEXTS = [
     "The model predicts the next token.",
@@ -39,9 +49,86 @@ def tok() -> LabTokenizer:
 
 
 def test_vocab_size_and_uniqueness(tok: LabTokenizer) -> None:
-    assert tok.vocab_size == len(tok.vocab) == len(tok) <= 512
+    assert tok.vocab_size == len(tok.vocab) == len(tok) == READABLE_VOCAB_SIZE + 256 <= 1024
     assert len(set(tok.vocab)) == tok.vocab_size
-    assert tok.vocab_size >= 450  # roughly 230 chars + a few hundred word tokens
+    assert tok.byte_offset == READABLE_VOCAB_SIZE  # roughly 230 chars + a few hundred word tokens, then bytes
+
+
+def test_byte_tokens_are_appended(tok: LabTokenizer) -> None:
+    readable = tok.vocab[: tok.byte_offset]
+    assert hashlib.sha256("\n".join(readable).encode()).hexdigest() == READABLE_VOCAB_SHA256
+    assert tok.vocab[tok.byte_offset :] == BYTE_TOKENS
+    assert BYTE_TOKENS[0] == "<0x00>" and BYTE_TOKENS[0xF0] == "<0xF0>" and BYTE_TOKENS[-1] == "<0xFF>"
+    assert [tok.is_byte(i) for i in (0, tok.byte_offset - 1, tok.byte_offset, tok.vocab_size - 1)] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert tok.token_id("<0xF0>") == tok.byte_offset + 0xF0
+    assert tok.token_text(tok.byte_offset + 0xF0) == "<0xF0>"  # readable on every screen
+
+
+def test_byte_fallback_examples(tok: LabTokenizer) -> None:
+    def byte_ids(text: str) -> list[int]:
+        return [tok.byte_offset + b for b in text.encode("utf-8")]
+
+    for ch in ("\t", "😀", "你", "€", "ß", "\u0301"):  # tab, emoji, Chinese, euro, sharp s, a lone combining mark
+        assert tok.encode(ch) == byte_ids(ch), ch
+        assert tok.decode(tok.encode(ch)) == ch
+    assert len(tok.encode("😀")) == 4 and tok.encode("你好") == byte_ids("你好")
+    h, w = tok.encode("hello"), tok.encode("world")
+    assert tok.encode("hello\tworld") == h + byte_ids("\t") + w
+    # inside a word run: " aßb" has no ▁aßb token, so a space, then each char (ß as its two bytes)
+    assert tok.encode("xin  aßb") == tok.encode("xin  ") + tok.encode("a") + byte_ids("ß") + tok.encode("b")
+    assert tok.encode(" 你") == [tok.token_id(" ")] + byte_ids("你")  # no ▁你: a space, then the bytes
+    assert tok.encode("<0xF0>") == [tok.token_id(c) for c in "<0xF0>"]  # the name as text is six chars
+
+
+def test_nfd_and_nfc_give_the_same_ids(tok: LabTokenizer) -> None:
+    for text in ("chào", "Xin chào các bạn", "ĐÀ NẴNG, Ưu tiên", "Ångström", "e\u0301"):
+        nfc, nfd = unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text)
+        assert tok.encode(nfd) == tok.encode(nfc)
+        assert tok.decode(tok.encode(nfd)) == nfc
+    assert tok.encode(unicodedata.normalize("NFD", "chào")) == [tok.token_id("chào")]
+    assert all(not tok.is_byte(i) for i in tok.encode(unicodedata.normalize("NFD", "Việt Nam học")))
+
+
+def test_decode_joins_bytes_and_never_raises(tok: LabTokenizer) -> None:
+    b = tok.byte_offset
+    assert tok.decode([b + x for x in "😀".encode()]) == "😀"
+    assert tok.decode([b + 0xF0, b + 0x9F]) == "\ufffd"  # a cut-off emoji: one replacement char
+    assert tok.decode([b + 0xF0, b + 0x9F, tok.token_id("a"), b + 0xE4]) == "\ufffda\ufffd"  # runs end at a token
+    assert tok.decode([b + 0xFF, b + 0x41]) == "\ufffdA"  # 0xFF is never UTF-8; 0x41 alone is "A"
+    assert tok.decode([b + x for x in "é".encode()] + [tok.token_id("<pad>")]) == "é<pad>"
+    for data in (b"\xe4\xbd", b"\xc3(", b"\xed\xa0\x80", b"a\x80b", b""):  # our rule = Python's "replace"
+        if data != b"\xed\xa0\x80":
+            assert decode_utf8(data) == data.decode("utf-8", "replace")
+    assert decode_utf8("\ud800".encode("utf-8", "surrogatepass")) == "\ud800"  # a lone surrogate comes back
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_round_trip_every_string(text: str) -> None:
+    tok = default_tokenizer()
+    ids = tok.encode(text)
+    assert tok.decode(ids) == unicodedata.normalize("NFC", text)
+    assert all(4 <= i < tok.vocab_size for i in ids)  # never a special
+    assert ids == tok.encode(unicodedata.normalize("NFD", text))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 1023), max_size=30))
+def test_decode_any_byte_sequence(raw: list[int]) -> None:
+    tok = default_tokenizer()
+    ids = [tok.byte_offset + (x % 256) for x in raw]
+    data = bytes(x % 256 for x in raw)
+    text = tok.decode(ids)
+    assert isinstance(text, str)
+    try:
+        assert text == data.decode("utf-8")
+    except UnicodeDecodeError:
+        assert "\ufffd" in text
 
 
 def test_specials(tok: LabTokenizer) -> None:
@@ -130,22 +217,13 @@ def test_round_trip_random(parts: list[str]) -> None:
     text = "".join(parts)
     ids = tok.encode(text)
     assert tok.decode(ids) == text
-    assert all(0 <= i < tok.vocab_size and i > 3 for i in ids)
+    assert all(3 < i < tok.byte_offset for i in ids)  # readable text: readable ids only, never a byte token
 
 
-def test_unknown_character_error(tok: LabTokenizer) -> None:
-    with pytest.raises(TokenizerError) as err:
-        tok.encode("abc€d")
-    msg = str(err.value)
-    assert "'€'" in msg and "U+20AC" in msg and "position 3" in msg
-    assert "ASCII" in msg and "Vietnamese" in msg
-    with pytest.raises(TokenizerError, match=r"'ß' \(U\+00DF\) at position 6"):  # inside a word run
-        tok.encode("xin  aßb")
-    with pytest.raises(TokenizerError, match=r"U\+0009.*position 5"):
-        tok.encode("hello\tworld")
-    with pytest.raises(TokenizerError, match="NFC"):  # decomposed accent
-        tok.encode(unicodedata.normalize("NFD", "chào"))
-    assert isinstance(err.value, ValueError)
+def test_encode_refuses_only_a_non_string(tok: LabTokenizer) -> None:
+    with pytest.raises(TokenizerError, match="str.*bytes"):
+        tok.encode(b"abc")  # type: ignore[arg-type]
+    assert isinstance(TokenizerError("x"), ValueError)
 
 
 def test_decode_bad_id(tok: LabTokenizer) -> None:
@@ -198,6 +276,14 @@ def test_compressed_vocabulary(tok: LabTokenizer) -> None:
     cm = tok.compress_map
     assert len(cm) == tok.vocab_size
     assert tok.compressed_vocab_size == max(cm) + 1 < tok.vocab_size
+    assert tok.compressed_vocab_size == READABLE_COMPRESSED_SIZE + 256
+    # every byte token has its own compressed id, shared with no other token; the readable ids' map is unchanged
+    readable = set(cm[: tok.byte_offset])
+    byte_ids = cm[tok.byte_offset :]
+    assert len(set(byte_ids)) == 256 and not readable & set(byte_ids)
+    assert list(byte_ids) == list(range(READABLE_COMPRESSED_SIZE, READABLE_COMPRESSED_SIZE + 256))
+    emoji = torch.tensor(tok.encode("😀"))  # [4] byte ids
+    assert tok.compress(emoji).tolist() == [READABLE_COMPRESSED_SIZE + b for b in "😀".encode()]
     # ids are handed out in order of first appearance
     seen = -1
     for c in cm:

@@ -18,6 +18,7 @@ from lab.cli import main
 from lab.training.rebuild import (
     QUICK,
     Recipe,
+    build_cache_file,
     check_shipped,
     corpus_streams,
     eval_job,
@@ -25,6 +26,7 @@ from lab.training.rebuild import (
     train_job,
     train_target_file,
 )
+from lab.training.target_cache import load_cache
 from lab.weights import DRAFTERS, drafter_header, file_sha256, load_drafter
 
 
@@ -57,8 +59,19 @@ def test_quick_rebuild_writes_every_file_and_a_report(quick_run):
                 assert 1.0 <= q[domain][label]["tau"] <= 1 + (1 if name == "mtp1" else 5)
             assert q[domain]["speed"]["plain_tok_s"] > 0
     assert "confidence_temperatures" in report["drafters"]["dspark"]["train"]
-    assert report["drafters"]["dspark"]["train"]["distilled"] == QUICK.distill_prompts  # self-distilled windows
-    assert "distilled" not in report["drafters"]["dflash"]["train"]  # DFlash: the corpus only (distill_dflash off)
+    # one target cache for every drafter: the same data hash, ids read, steps and batch; its own record
+    cache = load_cache(out / "target_cache.safetensors")
+    assert cache.sha256 == file_sha256(out / "target_cache.safetensors") == report["target_cache"]["sha256"]
+    assert cache.target_sha256 == target
+    assert report["target_cache"]["windows"] == [QUICK.draft_steps, QUICK.draft_batch, QUICK.draft_context + 6]
+    assert cache.sequences.size(0) == QUICK.cache_prompts
+    for name in DRAFTERS:
+        train = report["drafters"][name]["train"]
+        assert train["data_sha256"] == cache.sha256, name
+        seen = QUICK.draft_steps * QUICK.draft_batch * (QUICK.draft_context + 6)  # steps × windows × ids
+        assert train["tokens_seen"] == cache.tokens_seen == seen
+        assert (train["steps"], train["batch"], train["lr"]) == (QUICK.draft_steps, QUICK.draft_batch, QUICK.draft_lr)
+        assert train["parameters"] > 0 and train["train_seconds"] >= 0
     for name in DRAFTERS:
         assert report["summary"]["free_form_tau"][name] == {
             t: report["drafters"][name]["free_form"][t]["tau"] for t in ("t1", "greedy")
@@ -67,7 +80,7 @@ def test_quick_rebuild_writes_every_file_and_a_report(quick_run):
     assert set(report["summary"]) >= {"mean_tau", "dspark_over_dflash", "decay", "tokens_per_s_ratio"}
 
 
-SECONDS = ("train_seconds", "distill_seconds", "sts_seconds", "eval_seconds")  # the only fields that may differ
+SECONDS = ("train_seconds", "sts_seconds", "eval_seconds")  # the only fields that may differ
 
 
 def as_json(x) -> str:
@@ -89,6 +102,8 @@ def test_rebuild_is_deterministic(quick_run, tmp_path):
     again: dict = {"seconds": {}}
     train_target_file(tmp_path, recipe, Progress(disable=True), again)
     assert as_json(again["target"]) == as_json(report["target"])
+    build_cache_file(tmp_path, recipe, Progress(disable=True), again)
+    assert as_json(again["target_cache"]) == as_json(report["target_cache"])  # its sha256 included
     for name in DRAFTERS:
         was = report["drafters"][name]
         meta = train_job(name, str(tmp_path), dataclasses.asdict(recipe))
@@ -105,9 +120,11 @@ def test_rebuild_is_deterministic(quick_run, tmp_path):
                 assert as_json(row["threshold_sweep"]) == as_json(was["quality"][domain]["threshold_sweep"])
         assert as_json(ev.get("heldout_calibration")) == as_json(was.get("heldout_calibration")), name
         assert as_json(ev["free_form"]) == as_json(was["free_form"]), name
-    for name in ("target", *DRAFTERS):
+    for name in ("target", "target_cache", *DRAFTERS):
         ta, tb = tensors(quick_run / f"{name}.safetensors"), tensors(tmp_path / f"{name}.safetensors")
         assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta), name
+    for name in ("target", "target_cache", *DRAFTERS):  # byte for byte too: no clock in a file's header
+        assert file_sha256(quick_run / f"{name}.safetensors") == file_sha256(tmp_path / f"{name}.safetensors"), name
 
 
 @pytest.mark.parametrize("name", DRAFTERS)
@@ -141,19 +158,6 @@ def test_self_distilled_windows_are_the_targets_own_continuations():
         assert row[len(p) :] == generate_plain(model, torch.tensor([p]), 12 - len(p)).tokens[0]
     with pytest.raises(ValueError, match="prompt 0 has 12 ids"):
         self_distill(model, [[5] * 12], 12)
-
-
-def test_draft_training_refuses_bad_distilled_input():
-    from dspark_mini import build_model, get_config
-    from lab.training.train import train_draft
-
-    model = build_model(get_config("lab"), seed=1)
-    train_ids, _ = corpus_streams(QUICK)
-    rows = torch.zeros(4, 12 + model.cfg.dspark_block_size + 1, dtype=torch.long)
-    with pytest.raises(ValueError, match="distilled_rows = 3 is invalid: allowed 0..batch"):
-        train_draft(model, train_ids, steps=1, batch=2, context=12, distilled=rows, distilled_rows=3)
-    with pytest.raises(ValueError, match=r"distilled has shape \(4, 17\): allowed \[N, context \+ k \+ 1 = 18\]"):
-        train_draft(model, train_ids, steps=1, batch=2, context=12, distilled=rows[:, 1:], distilled_rows=1)
 
 
 def test_keep_target_rebuilds_the_same_drafters_around_the_same_target(quick_run, tmp_path):

@@ -21,7 +21,7 @@ What is stored, per prompt, along the greedy path (the text greedy decoding prod
   sps     the shipped SPS(B) cost table (lab/serving/data/sps_lab_cpu.json, forced monotone as SPSTable reads it):
           the page's port of dspark_mini/scheduler.py's Algorithm 1 picks ℓ from the round's confidences with it, for
           this request and R − 1 copies of it (the convention of lab/present/rounds.py and the 6B screens).
-Everything is stored as T-independent logits over the full vocabulary (510 tokens, nothing dropped), rounded (logits
+Everything is stored as T-independent logits over the full vocabulary (every token, bytes included), rounded (logits
 to 0.01, W1/W2 to 0.001, a and q to 0.0001). The page and the Python twin below (`StoredRound`, `simulate_round`,
 which calls `dspark_mini.speculative.verify_block` and plans ℓ with `dspark_mini.scheduler`) sample from exactly those
 stored numbers; the tests run both.
@@ -333,15 +333,15 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "note_data": {
         "vi": (
-            "Dữ liệu: mô hình lab đã huấn luyện (lab/weights), đủ 510 token của từ vựng, logits làm tròn 0.01; trang "
-            "này và bản Python (lab/present/explorer.py) lấy mẫu trên đúng các số đã lưu, và một test so thống kê của "
-            "hai bên. Mỗi vòng ở đây là một vòng riêng lẻ: vòng sau luôn bắt đầu từ văn bản greedy."
+            "Dữ liệu: mô hình lab đã huấn luyện (lab/weights), đủ {vocab} token của từ vựng, logits làm tròn 0.01; "
+            "trang này và bản Python (lab/present/explorer.py) lấy mẫu trên đúng các số đã lưu, và một test so thống "
+            "kê của hai bên. Mỗi vòng ở đây là một vòng riêng lẻ: vòng sau luôn bắt đầu từ văn bản greedy."
         ),
         "en": (
-            "Data: the trained lab model (lab/weights), all 510 tokens of the vocabulary, logits rounded to 0.01; this "
-            "page and its Python twin (lab/present/explorer.py) sample from exactly the stored numbers, and a test "
-            "compares their statistics. Each round here stands alone: the next round always starts from the greedy "
-            "text."
+            "Data: the trained lab model (lab/weights), all {vocab} tokens of the vocabulary, logits rounded to 0.01; "
+            "this page and its Python twin (lab/present/explorer.py) sample from exactly the stored numbers, and a "
+            "test compares their statistics. Each round here stands alone: the next round always starts from the "
+            "greedy text."
         ),
     },
     "footer": {
@@ -358,7 +358,9 @@ def strings() -> dict[str, dict[str, str]]:
     clash = set(UI) & set(TEXT)
     if clash:
         raise ValueError(f"explorer strings {sorted(clash)} are also lab/lesson/steps.py UI keys: reuse them instead")
-    return shared | TEXT
+    vocab = str(default_tokenizer().vocab_size)  # the data note quotes the vocabulary's own size
+    own = {k: {lang: v.replace("{vocab}", vocab) for lang, v in t.items()} for k, t in TEXT.items()}
+    return shared | own
 
 
 # ---- the data: the trained model along the greedy path -------------------------------------------------------

@@ -36,7 +36,7 @@ T = N in the reference (one group of ranks does everything). Here T is `tp`, a d
 the reference's layout and refuses what does not divide; T < N runs attention and the vocab T-way inside each of
 the N/T tensor-parallel groups of consecutive ranks and replicates them across groups (what vLLM / SGLang call
 data-parallel attention), while the experts and Engram tables stay N-way. The lab model has o_groups = 2 and a
-510-id vocabulary, so 4 ranks need tp = 2 (or 1).
+vocabulary that 2 divides and 4 does not, so 4 ranks need tp = 2 (or 1).
 
 Every sum of partial results is exact up to the order of additions (masked lookups add exact zeros), and after
 each collective every rank holds the same values, so greedy (and seeded) decoding takes the same path on every

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from dspark_mini import Transformer
 from dspark_mini.baselines import Eagle3Draft, MTP1Draft, config_diff
-from lab.training.train import TrainLog, windows
+from lab.training.train import TrainLog, check_schedule, windows
 
 
 def mtp1_losses(module: MTP1Draft, target: Transformer, x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -114,8 +114,11 @@ def fit(
     losses: Callable[[torch.Tensor], dict[str, torch.Tensor]],
     metric: str,
     on_step: Callable[[int, float], None] | None,
+    schedule: torch.Tensor | None = None,
 ) -> TrainLog:
-    """The shared loop: windows [batch, seq_len + 1] → losses → AdamW step; logs loss and `metric`."""
+    """The shared loop: windows [batch, seq_len + 1] → losses → AdamW step; logs loss and `metric`. The windows of
+    step i: schedule[i] (the target cache's, `target_cache`), else `batch` random windows of `train_ids`."""
+    check_schedule(schedule, steps, batch, seq_len + 1)
     torch.manual_seed(seed)
     params = list(module.parameters())
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -129,7 +132,7 @@ def fit(
         for step in range(steps):
             for g in opt.param_groups:
                 g["lr"] = lr * min(1.0, (step + 1) / max(1, steps // 20)) * (0.1 + 0.9 * (1 - step / steps))
-            x = windows(train_ids, batch, seq_len, gen)  # [batch, seq_len + 1]
+            x = windows(train_ids, batch, seq_len, gen) if schedule is None else schedule[step]  # [batch, seq_len + 1]
             out = losses(x)
             opt.zero_grad(set_to_none=True)
             out["loss"].backward()
@@ -157,8 +160,10 @@ def train_mtp1(
     seed: int = 0,
     on_step: Callable[[int, float], None] | None = None,
     module: MTP1Draft | None = None,
+    schedule: torch.Tensor | None = None,
 ) -> tuple[MTP1Draft, TrainLog]:
-    """Train an MTP-1 module (a new one from `seed`, or `module` further) on windows of `context` rows.
+    """Train an MTP-1 module (a new one from `seed`, or `module` further) on windows of `context` rows
+    (context + 2 ids; `schedule` [steps, batch, context + 2]: the windows of every step, see `fit`).
     Returns the module (eval mode, the target's dtype) and its log (val_accuracy = top-1 on x_{i+2})."""
     check_args(target, train_ids, steps, batch, context, lr, 2)
     module = check_module(module, MTP1Draft, target, seed)
@@ -174,6 +179,7 @@ def train_mtp1(
         lambda x: mtp1_losses(module, target, x),
         "accuracy",
         on_step,
+        schedule,
     )
     return module, log
 
@@ -189,8 +195,10 @@ def train_eagle3(
     on_step: Callable[[int, float], None] | None = None,
     module: Eagle3Draft | None = None,
     decay: float = 0.8,
+    schedule: torch.Tensor | None = None,
 ) -> tuple[Eagle3Draft, TrainLog]:
-    """Train an Eagle3-lite module with a k = dspark_block_size step TTT unroll over `context` rows.
+    """Train an Eagle3-lite module with a k = dspark_block_size step TTT unroll over `context` rows (context + k
+    ids; `schedule` [steps, batch, context + k]: the windows of every step, see `fit`).
     Returns the module (eval mode) and its log (val_accuracy = the weighted analytic acceptance 1 − TV)."""
     k = target.cfg.dspark_block_size if isinstance(target, Transformer) else 0
     check_args(target, train_ids, steps, batch, context, lr, k)
@@ -209,5 +217,6 @@ def train_eagle3(
         lambda x: eagle3_losses(module, target, x, decay),
         "accept",
         on_step,
+        schedule,
     )
     return module, log

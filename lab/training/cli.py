@@ -5,7 +5,6 @@ lab/corpus.py). Nothing here imports torch, so `--help` stays fast.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -16,21 +15,21 @@ from ..style import print_json
 
 COMMANDS = ("data", "train")
 # Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
-# training/rebuild.py's Recipe (target_steps, draft_steps, baseline_steps).
-TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 400, "mtp1": 400}
+# training/rebuild.py's Recipe (target_steps, draft_steps: one budget for every drafter).
+TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 600, "mtp1": 600}
 SHIPPED_REPORT = Path(__file__).resolve().parents[1] / "weights" / "report.json"  # lab/weights.py's, without torch
-# the recipe field (report.json's `recipe`, training/rebuild.py's Recipe) each option's default comes from, per group
-# of kinds; eagle3 / mtp1 have no learning rate there (`train all` passes none: their trainer's own default)
+# the recipe field (report.json's `recipe`, training/rebuild.py's Recipe) each option's default comes from: the
+# target's own, and one for every drafter (they all train on the same windows of one target cache, same budget)
 RECIPE_FIELDS = {
     "lr": {"target": "target_lr", "draft": "draft_lr"},
-    "batch": {"target": "target_batch", "draft": "draft_batch", "baseline": "baseline_batch"},
-    "seq_len": {"target": "target_seq_len", "draft": "draft_context", "baseline": "baseline_context"},
+    "batch": {"target": "target_batch", "draft": "draft_batch"},
+    "seq_len": {"target": "target_seq_len", "draft": "draft_context"},
 }
 
 
 def kind_group(what: str, kind: str) -> str:
-    """The group of a kind: "target", "draft" (in the model's slot) or "baseline" (eagle3, mtp1: own modules)."""
-    return "target" if what == "target" else "baseline" if kind in ("eagle3", "mtp1") else "draft"
+    """The group of a kind: "target", or "draft" (every drafter, the baselines included)."""
+    return "target" if what == "target" else "draft"
 
 
 def shipped_defaults(report: Path = SHIPPED_REPORT) -> dict[str, dict[str, float]]:
@@ -110,8 +109,8 @@ def add_parsers(sub: Any) -> None:
         type=int,
         default=None,
         help=f"(target, draft) optimizer steps: 1..{MAX_STEPS:,}; default per kind, as the shipped recipe: target "
-        f"{TRAIN_STEPS['target']}, dspark / dspark-rnn / dflash {TRAIN_STEPS['dspark']} (the model's draft layers), "
-        f"eagle3 / mtp1 {TRAIN_STEPS['eagle3']} (their own small modules); `all` follows training/rebuild.py's Recipe",
+        f"{TRAIN_STEPS['target']}, every drafter {TRAIN_STEPS['dspark']} (`all` trains them all on the same windows of "
+        "one target cache); `all` follows training/rebuild.py's Recipe",
     )
     d = shipped_defaults()
     as_shipped = "default per kind, as the recipe that built lab/weights (its report.json):"
@@ -120,7 +119,7 @@ def add_parsers(sub: Any) -> None:
         type=int,
         default=None,
         help=f"(target, draft) sequences per step: 1..{MAX_BATCH}; {as_shipped} target {d['batch']['target']}, "
-        f"dspark / dspark-rnn / dflash {d['batch']['draft']}, eagle3 / mtp1 {d['batch']['baseline']}",
+        f"every drafter {d['batch']['draft']}",
     )
     t.add_argument(
         "--seq-len",
@@ -128,16 +127,15 @@ def add_parsers(sub: Any) -> None:
         default=None,
         help="(target, draft) tokens per sequence: target 1..256 (max_seq_len); a drafter leaves room for one block: "
         f"dspark / dspark-rnn / dflash 8..250 (≥ the window), eagle3 / mtp1 1..249; {as_shipped} target "
-        f"{d['seq_len']['target']}, dspark / dspark-rnn / dflash {d['seq_len']['draft']}, eagle3 / mtp1 "
-        f"{d['seq_len']['baseline']}",
+        f"{d['seq_len']['target']}, dspark / dspark-rnn / dflash {d['seq_len']['draft']}, eagle3 / mtp1 the rows of "
+        "the same windows they can train (window − k for eagle3, window − 2 for mtp1)",
     )
     t.add_argument(
         "--lr",
         type=float,
         default=None,
         help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g}; {as_shipped} target {d['lr']['target']:g}, "
-        f"dspark / dspark-rnn / dflash {d['lr']['draft']:g}; eagle3 / mtp1 their trainer's own default "
-        "(training/baselines.py; the recipe sets none)",
+        f"every drafter {d['lr']['draft']:g}",
     )
     add_seed(t, "seed of the weights, the corpus and the batches")
     t.add_argument(
@@ -197,20 +195,18 @@ def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
 
 
 def fill_shipped_defaults(args: argparse.Namespace) -> None:
-    """--batch, --seq-len and --lr not given: the shipped recipe's for this kind (an eagle3 / mtp1 learning rate: its
-    trainer's default, as in `train all`)."""
+    """--batch, --seq-len and --lr not given: the shipped recipe's for this kind, as `train all` ran it (eagle3 /
+    mtp1 train on the rows of the same windows: window − k and window − 2, the window draft_context + k + 1)."""
     group, d = kind_group(args.what, args.kind), shipped_defaults()
+    window_rows = args.seq_len is None and args.what == "draft" and args.kind in ("eagle3", "mtp1")
     for opt in RECIPE_FIELDS:
         if getattr(args, opt) is None:
-            value = d[opt].get(group)
-            setattr(args, opt, baseline_lr(args.kind) if value is None else value)
+            setattr(args, opt, d[opt][group])
+    if window_rows:
+        from dspark_mini import get_config  # torch: only when a command runs
 
-
-def baseline_lr(kind: str) -> float:
-    """The learning rate eagle3 / mtp1 train with when none is given (their trainer's default, as `train all`)."""
-    from .baselines import train_eagle3, train_mtp1  # torch: only when a command runs
-
-    return inspect.signature(train_eagle3 if kind == "eagle3" else train_mtp1).parameters["lr"].default
+        k = get_config("lab").dspark_block_size
+        args.seq_len += k + 1 - (k if args.kind == "eagle3" else 2)
 
 
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:

@@ -1,10 +1,11 @@
 """`dspark-lab train all`: rebuild every shipped weight file from scratch, calibrate, evaluate, write the report.
 
-  1. corpus (seeded, in the repo) → 2. the target → 3. five drafters against the frozen target, two at a time
-  (dspark, dspark-rnn, dflash, eagle3, mtp1; each process one thread; the two DSpark heads also on the target's
-  own continuations of seeded free-form and corpus prompts: self-distillation) → 4. STS temperatures for the DSpark
-  confidence heads from held-out rounds → 5. quality (τ, acceptance, threshold sweep; τ on free-form prompts)
-  per drafter → 6. wall-clock tokens/s of plain vs speculative decoding, alone on the machine, one drafter after
+  1. corpus (seeded, in the repo) → 2. the target → 3. the target cache (`target_cache`: the target's own
+  continuations of seeded free-form and corpus prompts, and the window schedule every drafter trains on) → 4. five
+  drafters against the frozen target, two at a time (dspark, dspark-rnn, dflash, eagle3, mtp1; each process one
+  thread; all on the same windows of the cache, in the same order, for the same steps) → 5. STS temperatures for
+  the DSpark confidence heads from held-out rounds → 6. quality (τ, acceptance, threshold sweep; τ on free-form prompts)
+  per drafter → 7. wall-clock tokens/s of plain vs speculative decoding, alone on the machine, one drafter after
   the other → `report.json` beside the weights → `manifest.json` (every file's sha256; lab/weights.py).
 All of it is written into a fresh sibling folder and swapped in at the very end, so an interrupted run (Ctrl-C,
 a kill, a full disk) leaves the previous set exactly as it was.
@@ -46,6 +47,7 @@ from ..evaluation.quality import (
 )
 from ..evaluation.quality import eval_prompts as held_out_prompts
 from ..weights import (
+    CACHE_FILE,
     DRAFTERS,
     MANIFEST,
     MODEL_DRAFTERS,
@@ -56,7 +58,8 @@ from ..weights import (
     stamp_set,
     verify_set,
 )
-from .train import distill_prompts, evaluate, model_for_draft, self_distill, train_draft, train_target
+from .target_cache import CacheSpec, build_cache, load_cache, save_cache
+from .train import evaluate, model_for_draft, train_draft, train_target
 
 
 def strict_json(x: Any) -> Any:
@@ -81,21 +84,15 @@ class Recipe:
     target_seq_len: int = 64
     target_lr: float = 3e-3
     target_threads: int = 2  # the target trains alone: both cores (the drafters run one thread per process)
-    draft_steps: int = 600
-    draft_batch: int = 8
-    draft_context: int = 32
-    draft_anchors: int = 24  # blocks cut from each window per step (of the 32 anchors a 37-token window has)
-    draft_lr: float = 6e-3
-    distill_prompts: int = (
-        2048  # self-distillation: sequences the target writes itself (`lab.training.train.self_distill`)
-    )
-    distill_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
-    distill_sampled: float = 0.25  # … their share continued at temperature 1 (the rest greedy)
-    distill_rows: int = 6  # of the draft_batch windows per step, drawn from them (DSpark and DSpark-RNN)
-    distill_dflash: bool = False  # True: DFlash trains on them too (the like-for-like check; README)
-    baseline_steps: int = 400  # eagle3 and mtp1 (their own small modules)
-    baseline_batch: int = 16
-    baseline_context: int = 32
+    draft_steps: int = 600  # every drafter: the same optimizer steps …
+    draft_batch: int = 8  # … of the same windows (the target cache's schedule) …
+    draft_context: int = 32  # … of draft_context + k + 1 ids each
+    draft_anchors: int = 24  # DSpark / DFlash: blocks cut from each window per step (of the 32 a window has)
+    draft_lr: float = 6e-3  # every drafter's peak learning rate
+    cache_prompts: int = 2048  # target cache: sequences the target writes itself (`lab.training.target_cache`)
+    cache_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
+    cache_sampled: float = 0.25  # … their share continued at temperature 1 (the rest greedy)
+    cache_rows: int = 6  # of the draft_batch windows per step, cached sequences (the rest corpus windows)
     calib_prompts: int = 12  # per domain, for STS (a seed the evaluation does not use)
     eval_prompts: int = 12  # per domain
     max_new_tokens: int = 40
@@ -112,11 +109,8 @@ QUICK = Recipe(
     draft_batch=2,
     draft_context=12,
     draft_anchors=2,
-    distill_prompts=8,
-    distill_rows=1,
-    baseline_steps=3,
-    baseline_batch=2,
-    baseline_context=12,
+    cache_prompts=8,
+    cache_rows=1,
     calib_prompts=2,
     eval_prompts=2,
     max_new_tokens=8,
@@ -131,27 +125,44 @@ def corpus_streams(recipe: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
     return token_stream(train_lines), token_stream(val_lines)
 
 
+def cache_spec(recipe: Recipe, block_size: int) -> CacheSpec:
+    """The target cache a recipe asks for: windows of draft_context + k + 1 ids, draft_steps × draft_batch."""
+    return CacheSpec(
+        prompts=recipe.cache_prompts,
+        free=recipe.cache_free,
+        sampled=recipe.cache_sampled,
+        length=recipe.draft_context + block_size + 1,
+        steps=recipe.draft_steps,
+        batch=recipe.draft_batch,
+        rows=recipe.cache_rows,
+        seed=recipe.seed,
+    )
+
+
 def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> dict[str, Any]:
-    """Train one drafter against the saved target, calibrate it (DSpark kinds: STS), save it; → its meta."""
+    """Train one drafter against the saved target on the set's target cache, calibrate it (DSpark kinds: STS),
+    save it; → its meta (with the cache's sha256, the ids it read, its steps, trained parameters and seconds)."""
     torch.set_num_threads(1)
     r = Recipe(**recipe)
     out = Path(out_dir)
     train_ids, _ = corpus_streams(r)
     target_sha256 = file_sha256(out / "target.safetensors")  # recorded in the drafter's header: one set
+    k = read_header(out / "target.safetensors")["config"]["dspark_block_size"]
+    cache = load_cache(out / CACHE_FILE, cache_spec(r, k))
+    if cache.target_sha256 != target_sha256:
+        raise ValueError(f"{out / CACHE_FILE} was written by another target: allowed the cache of this set's target")
 
     def tick(step: int, loss: float) -> None:
         if queue is not None:
             queue.put((kind, step))
 
-    meta: dict[str, Any] = {"trained": "draft", "kind": kind, "seed": r.seed}
+    meta: dict[str, Any] = {"trained": "draft", "kind": kind, "seed": r.seed}  # the file's header: no clock in it
+    seconds: dict[str, float] = {}  # … the seconds go to report.json only, so a rebuild writes the same bytes
+    meta.update(
+        data_sha256=cache.sha256, tokens_seen=cache.tokens_seen, steps=r.draft_steps, batch=r.draft_batch, lr=r.draft_lr
+    )
     if kind in MODEL_DRAFTERS:
         model = model_for_draft(out / "target.safetensors", kind, r.seed)
-        distilled, rows = None, 0
-        if r.distill_prompts and r.distill_rows and (kind != "dflash" or r.distill_dflash):
-            t0 = time.perf_counter()
-            distilled, rows = distilled_windows(model, train_ids, r), r.distill_rows
-            meta.update(distilled=distilled.size(0), distilled_rows=rows)
-            meta["distill_seconds"] = round(time.perf_counter() - t0, 1)
         log = train_draft(
             model,
             train_ids,
@@ -163,18 +174,21 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
             kind=kind,
             anchors=r.draft_anchors,
             on_step=tick,
-            distilled=distilled,
-            distilled_rows=rows,
+            schedule=cache.windows,
         )
-        meta.update(steps=r.draft_steps, batch=r.draft_batch, anchors=r.draft_anchors, context=r.draft_context)
-        meta["train_seconds"] = round(log.seconds, 1)
+        frozen = ("mtp.markov_head.", "mtp.confidence_head.") if kind == "dflash" else ()  # DFlash: heads off
+        meta["parameters"] = sum(
+            p.numel() for n, p in model.named_parameters() if n.startswith("mtp.") and not n.startswith(frozen)
+        )
+        meta.update(anchors=r.draft_anchors, context=r.draft_context)
+        seconds["train_seconds"] = round(log.seconds, 1)
         if kind != "dflash":  # STS on held-out rounds (another held-out seed than the evaluation's)
             t0 = time.perf_counter()
             conf, kept = calibration_rounds(model, DSparkDrafter(kind), r.calib_prompts, r.max_new_tokens, seed=1)
             temps = fit_sts(conf, kept)
             meta["confidence_temperatures"] = temps
             meta["sts"] = calibration_report(conf, kept, temps)
-            meta["sts_seconds"] = round(time.perf_counter() - t0, 1)
+            seconds["sts_seconds"] = round(time.perf_counter() - t0, 1)
             model.mtp.set_confidence_temperatures(temps)
         save(model, out / f"{kind}.safetensors", part="draft", meta=meta, target_sha256=target_sha256)
     else:
@@ -182,26 +196,23 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
 
         trainer = train_eagle3 if kind == "eagle3" else train_mtp1
         model = load_model(out / "target.safetensors")
+        context = cache.spec.length - (k if kind == "eagle3" else 2)  # rows of a window: every one it can train
         module, log = trainer(
-            model, train_ids, r.baseline_steps, r.baseline_batch, r.baseline_context, seed=r.seed, on_step=tick
+            model,
+            train_ids,
+            r.draft_steps,
+            r.draft_batch,
+            context,
+            r.draft_lr,
+            r.seed,
+            on_step=tick,
+            schedule=cache.windows,
         )
-        meta.update(steps=r.baseline_steps, batch=r.baseline_batch, context=r.baseline_context)
-        meta["train_seconds"] = round(log.seconds, 1)
+        meta["parameters"] = sum(p.numel() for p in module.parameters())
+        meta["context"] = context
+        seconds["train_seconds"] = round(log.seconds, 1)
         save_baseline(module, out / f"{kind}.safetensors", meta=meta, target_sha256=target_sha256)
-    return meta
-
-
-def distilled_windows(model, train_ids: torch.Tensor, r: Recipe) -> torch.Tensor:
-    """The target's own continuations, each one draft-training window long (draft_context + k + 1 ids), from
-    `distill_prompts` seeded prompts (the first `distill_free` share free-form, the rest training-line prefixes of
-    ≤ 16 ids); the first `distill_sampled` share continued at temperature 1 (free-form prompts while it is
-    ≤ distill_free), the rest greedy.  → [distill_prompts, context + k + 1]"""
-    length = r.draft_context + model.cfg.dspark_block_size + 1
-    top = min(16, length // 2)  # prompt ids at most (the eval prompts have 16)
-    prompts = distill_prompts(train_ids, r.distill_prompts, r.seed, model.cfg.vocab_size, r.distill_free, top)
-    n_sampled = round(r.distill_prompts * r.distill_sampled)
-    greedy = self_distill(model, prompts[n_sampled:], length, 0.0, r.seed)
-    return torch.cat([greedy, self_distill(model, prompts[:n_sampled], length, 1.0, r.seed)])
+    return meta | seconds
 
 
 def eval_job(kind: str, out_dir: str, recipe: dict[str, Any]) -> dict[str, Any]:
@@ -293,6 +304,7 @@ def build_set(
             train_target_file(work, recipe, bar, report)
         else:
             keep_target_file(work, kept, report)
+        build_cache_file(work, recipe, bar, report)
         train_drafters(work, recipe, bar, report)
         measure_speed(work, recipe, bar, report)
     report["conditions"] = conditions(recipe.eval_prompts, recipe.max_new_tokens, recipe.speed_prompts, recipe.seed) | {
@@ -339,10 +351,32 @@ def train_target_file(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -
     report["seconds"]["target"] = round(log.seconds, 1)
 
 
-def train_drafters(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> None:
-    """3–5. drafters: training jobs first, each one's evaluation as soon as it is saved, `jobs` processes."""
+def build_cache_file(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> None:
+    """3. the target cache → work/target_cache.safetensors (one process: the target writes its continuations)."""
     t0 = time.perf_counter()
-    steps = {k: (recipe.draft_steps if k in MODEL_DRAFTERS else recipe.baseline_steps) for k in DRAFTERS}
+    task = bar.add_task("target cache", total=1)
+    train_ids, _ = corpus_streams(recipe)
+    target_path = work / "target.safetensors"
+    model = load_model(target_path)
+    spec = cache_spec(recipe, model.cfg.dspark_block_size)
+    cache = save_cache(build_cache(model, train_ids, spec), work / CACHE_FILE, file_sha256(target_path))
+    bar.update(task, completed=1)
+    report["target_cache"] = {
+        "file": CACHE_FILE,
+        "sha256": cache.sha256,
+        "bytes": (work / CACHE_FILE).stat().st_size,
+        "sequences": list(cache.sequences.shape),
+        "windows": list(cache.windows.shape),
+        "tokens_seen": cache.tokens_seen,
+        "spec": dataclasses.asdict(spec),
+    }
+    report["seconds"]["cache"] = round(time.perf_counter() - t0, 1)
+
+
+def train_drafters(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> None:
+    """4–6. drafters: training jobs first, each one's evaluation as soon as it is saved, `jobs` processes."""
+    t0 = time.perf_counter()
+    steps = dict.fromkeys(DRAFTERS, recipe.draft_steps)  # one budget for every drafter
     tasks = {k: bar.add_task(k, total=steps[k] + 1) for k in DRAFTERS}  # + 1: the evaluation
     args = (str(work), dataclasses.asdict(recipe))
     report["drafters"] = {}
@@ -375,7 +409,7 @@ def train_drafters(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> N
 
 
 def measure_speed(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> None:
-    """6. tokens/s of plain vs speculative decoding, alone, one drafter after the other."""
+    """7. tokens/s of plain vs speculative decoding, alone, one drafter after the other."""
     t0 = time.perf_counter()
     task = bar.add_task("tokens/s", total=len(DRAFTERS))
     for i, kind in enumerate(DRAFTERS):
@@ -388,7 +422,7 @@ def measure_speed(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> No
 
 
 def summary(report: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers: mean τ per drafter, DSpark / DFlash, acceptance decay, tokens/s ratios."""
+    """The headline numbers: mean τ per drafter, DSpark ÷ DFlash and ÷ Eagle3, acceptance decay, tokens/s ratios."""
     view = {"drafters": {k: v["quality"] for k, v in report["drafters"].items()}}
     mean = {k: {t: macro_tau(view, k, t) for t in ("t1", "greedy")} for k in view["drafters"]}
     out: dict[str, Any] = {"mean_tau": mean}
@@ -397,8 +431,9 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
         for k, v in report["drafters"].items()
         if "free_form" in v
     }
-    if "dspark" in mean and "dflash" in mean:
-        out["dspark_over_dflash"] = {t: mean["dspark"][t] / mean["dflash"][t] for t in ("t1", "greedy")}
+    for base in ("dflash", "eagle3"):  # the paper's two comparisons (Table 1), on the same target cache
+        if "dspark" in mean and base in mean:
+            out[f"dspark_over_{base}"] = {t: mean["dspark"][t] / mean[base][t] for t in ("t1", "greedy")}
     out["decay"] = {
         k: {d: {t: decay(r[t]["cond_accept"]) for t in ("t1", "greedy")} for d, r in rows.items()}
         for k, rows in view["drafters"].items()

@@ -300,6 +300,16 @@ def self_distill(
     return out
 
 
+def check_schedule(schedule: torch.Tensor | None, steps: int, batch: int, length: int) -> None:
+    """A training schedule (`lab.training.target_cache`) must hold exactly `steps` × `batch` windows of `length` ids."""
+    if schedule is None:
+        return
+    want = (steps, batch, length)
+    if not isinstance(schedule, torch.Tensor) or schedule.dtype != torch.long or tuple(schedule.shape) != want:
+        shape = tuple(schedule.shape) if isinstance(schedule, torch.Tensor) else type(schedule).__name__
+        raise ValueError(f"schedule has shape {shape}: allowed an int64 tensor [steps, batch, window] = {list(want)}")
+
+
 def train_draft(
     target: Transformer,
     train_ids: torch.Tensor,
@@ -313,8 +323,7 @@ def train_draft(
     kind: str = "dspark",
     anchors: int = 8,
     on_step: Callable[[int, float], None] | None = None,
-    distilled: torch.Tensor | None = None,
-    distilled_rows: int = 0,
+    schedule: torch.Tensor | None = None,
 ) -> TrainLog:
     """Train the DSpark draft (`mtp.*`) in place against the frozen target; the shared embed and head stay frozen.
 
@@ -326,9 +335,9 @@ def train_draft(
     are DeepSpec's released DSpark configuration (`ce 0.1`, `l1 0.9`, `confidence_head_alpha 1.0`,
     `loss_decay_gamma 4.0`), not numbers from the paper. The confidence head c = σ(w·[h; W1[x_prev]]) has no bias,
     as in V4.1's checkpoint (`confidence_head.proj`), where the paper's and DeepSpec's head add one.
-    `distilled` [N, context + k + 1] (`self_distill`): the target's own continuations; `distilled_rows` of each
-    step's `batch` windows are drawn from them (whole sequences, so the target sees them from position 0, as it
-    did when it wrote them), the rest from `train_ids`.
+    `schedule` [steps, batch, context + k + 1] (the target cache's windows, `lab.training.target_cache`): step i
+    trains on schedule[i], the windows every drafter of a set sees; without one, each step draws `batch` random
+    windows of `train_ids`.
     kind="dspark-rnn": the same with the RNN head (the target's config must say dspark_markov_kind = "rnn").
     kind="dflash": the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
     (its bias is then 0 at inference too), no confidence head, and plain CE (α = 1 / 0 / 0), as DeepSpec's
@@ -354,11 +363,7 @@ def train_draft(
             raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
     if not W <= context <= cfg.max_seq_len - k - 1:
         raise ValueError(f"context = {context} is invalid: allowed {W}..{cfg.max_seq_len - k - 1}")
-    if isinstance(distilled_rows, bool) or not isinstance(distilled_rows, int) or not 0 <= distilled_rows <= batch:
-        raise ValueError(f"distilled_rows = {distilled_rows!r} is invalid: allowed 0..batch ({batch})")
-    if distilled_rows and (distilled is None or distilled.dim() != 2 or distilled.size(1) != context + k + 1):
-        shape = None if distilled is None else tuple(distilled.shape)
-        raise ValueError(f"distilled has shape {shape}: allowed [N, context + k + 1 = {context + k + 1}]")
+    check_schedule(schedule, steps, batch, context + k + 1)
     torch.manual_seed(seed)
     frozen = ("mtp.markov_head.", "mtp.confidence_head.") if kind == "dflash" else ()
     if kind == "dflash":
@@ -374,10 +379,7 @@ def train_draft(
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr * min(1.0, (step + 1) / max(1, steps // 20)) * (0.1 + 0.9 * (1 - step / steps))
-        parts = [windows(train_ids, batch - distilled_rows, context + k, gen)] if batch > distilled_rows else []
-        if distilled_rows:
-            parts.append(distilled[torch.randint(0, distilled.size(0), (distilled_rows,), generator=gen)])
-        x = torch.cat(parts)  # [B, context + k + 1]: corpus windows, then the target's own continuations
+        x = windows(train_ids, batch, context + k, gen) if schedule is None else schedule[step]  # [B, context + k + 1]
         target.eval()
         taps, anchor, prev, labels, p_t, block_ring_pos = anchor_blocks(target, x, anchors, gen)
         target.train()
