@@ -19,7 +19,7 @@ from ..text import UI, Texts, verify_label
 from .notes import NOTES, equation
 from .steps import get_column
 from .summary import fmt_params
-from .view import StepView, ViewTable
+from .view import StepView, ViewTable, tokenization_note
 
 # strings of the generate and profile screens, both languages (step views use notes.NOTES)
 TEXT = {
@@ -223,6 +223,7 @@ def render_generate(console: Console, report, lang: str) -> None:
             style="bold",
         )
     )
+    console.print(Text(tokenization_note(report.words, lang)))
     console.print(
         Panel(Group(strip_text(report, lang), strip_legend(lang)), title=TEXT("strip_title", lang), title_align="left")
     )
