@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -177,8 +178,8 @@ def strip_token(text: str) -> str:
 
 
 def strip_text(report, lang: str) -> Text:
-    """One strip for sequence 0: "▸first │ ✓tok ✗tok ·tok ↻tok ○tok ○tok │ …", each token marked by what verify
-    did (colour on top of the marker, never instead of it). Every drafted token is shown: the ℓ sent to verify,
+    """One strip for sequence 0: "▸first │ ✓tok ✗tok ·tok ↻tok ○tok ○tok │ … │ ✓tok +tok", each token marked by what
+    verify did (colour on top of the marker, never instead of it). Every drafted token is shown: the ℓ sent to verify,
     the target's own token, then those past ℓ marked ○ (not sent to verify)."""
     tok = report.texts
 
@@ -197,7 +198,7 @@ def strip_text(report, lang: str) -> Text:
         add(r.next_token, r.next_kind)  # the target's own token: the committed text reads left to right
         for t, st in drafts[r.verify_len :]:  # drafted, never sent to verify
             add(t, st)
-    strip.append("│", style="dim")
+    strip.rstrip()  # no closing │: wrapped alone onto the last line, it read as one more, empty round
     return strip
 
 
@@ -224,9 +225,10 @@ def render_generate(console: Console, report, lang: str) -> None:
         )
     )
     console.print(Text(tokenization_note(report.words, lang)))
-    console.print(
-        Panel(Group(strip_text(report, lang), strip_legend(lang)), title=TEXT("strip_title", lang), title_align="left")
-    )
+    strip = Group(strip_text(report, lang), strip_legend(lang))
+    # rules above and below, no side borders: a panel's │ beside the strip's own round boundary │ at a line's end
+    # or start would read as one more, empty round
+    console.print(Panel(strip, title=TEXT("strip_title", lang), title_align="left", box=box.HORIZONTALS))
     rows = [
         [
             TEXT(key, lang),
