@@ -69,6 +69,18 @@ TEXT = {
     "mode": {"vi": "chế độ", "en": "mode"},
     "extra": {"vi": "thêm", "en": "extra"},
     "exact": {"vi": "chính xác", "en": "exact"},
+    "next": {
+        "vi": (
+            "tiếp theo: dspark-lab walk --lang vi --step 6B (một bước) · dspark-lab generate (giải mã thường và "
+            "giải mã dự đoán) · make notebooks (JupyterLab) · dspark-lab present (trình chiếu cho lớp) · "
+            "dspark-lab --help"
+        ),
+        "en": (
+            "next: dspark-lab walk --step 6B (one step) · dspark-lab generate (plain vs speculative decoding) · "
+            "make notebooks (JupyterLab) · dspark-lab present (the deck for a class) · dspark-lab --help · "
+            "in Vietnamese: make lab LAB_LANG=vi"
+        ),
+    },
     "fixed_policy": {"vi": "chính sách cố định, --verify-len", "en": "a fixed policy, --verify-len"},
 }
 TEXT = Texts(TEXT, "screen")
@@ -128,6 +140,7 @@ def render_walk(console: Console, walk, lang: str) -> None:
     console.print(head)
     for view in walk.views.values():
         console.print(render_view(view))
+    console.print(Text(TEXT("next", lang), style="bold"))  # the end of `make lab`: where to go from here
 
 
 def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
