@@ -6,6 +6,7 @@
                               reads it raw. Every module with screen, figure or message text keeps one `Texts`.
   UI, UI(key, lang)           the shared labels: panel headings, table headers, verify outcomes, warnings
   verify_label(status, lang)  "accepted", "not verified", … in either language
+  in_lang(lang)               a notebook's own lines: tr = in_lang(LANG); print(tr("English", "tiếng Việt"))
   DEFAULT_PROMPT              the prompt every screen starts from (the walk, generate, the presenter, torchrun)
   check_prompt(prompt, encode, cfg, option, lang)  the one check of a student's prompt: NFC text, not empty, at
                               most prompt_limit(cfg) tokens; every refusal names `option` in `lang` → (text, ids)
@@ -283,6 +284,17 @@ def check_prompt(
         fmt = {"n": len(ids), "limit": limit, "seq": cfg.max_seq_len, "verify": k + 1, "k": k}
         raise ValueError(PROMPT_TEXT("too_long", lang, option=option, **fmt))
     return text, ids
+
+
+def in_lang(lang: str) -> Callable[[str, str], str]:
+    """`tr(en, vi)` → the line in `lang`: a notebook's own prints and labels, written side by side in both languages
+    where they are used (a notebook is read top to bottom; a table of keys would hide its sentences elsewhere)."""
+    lang = check_lang(lang)
+
+    def tr(en: str, vi: str) -> str:
+        return vi if lang == "vi" else en
+
+    return tr
 
 
 def say_symlink(path, option: str, lang: str) -> None:

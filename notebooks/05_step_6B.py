@@ -31,14 +31,9 @@ from lab.lesson.exercises import check
 from lab.lesson.render import render_view
 from lab.lesson.view_6b import load_plans
 from lab.lesson.walk import redraft, run_walk
-from lab.text import verify_label
+from lab.text import in_lang, verify_label
 
-
-def tr(en: str, vi: str) -> str:
-    """This notebook's own lines in LANG / dòng in của notebook theo LANG."""
-    return vi if LANG == "vi" else en
-
-
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)  # the shipped trained weights (lab/weights)
 cfg = walk.cfg
