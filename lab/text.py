@@ -278,7 +278,7 @@ def check_prompt(
     try:
         ids = encode(text)
     except ValueError as e:
-        raise type(e)(PROMPT_TEXT("tokenizer", lang, option=option, error=e)) from e
+        raise ValueError(PROMPT_TEXT("tokenizer", lang, option=option, error=e)) from e
     if len(ids) > limit:
         k = cfg.dspark_block_size
         fmt = {"n": len(ids), "limit": limit, "seq": cfg.max_seq_len, "verify": k + 1, "k": k}
