@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -242,3 +243,27 @@ def test_generate_warns_about_untrained_weights_only_when_they_are_used(capsys) 
     assert "Untrained weights" not in trained and "Untrained weights" in untrained
     report = run_json(capsys, "generate", "--max-new-tokens", "12", "--json")
     assert report["weights"] == "trained" and report["speculative"]["mean_accepted_length"] > 1.5
+
+
+@pytest.mark.parametrize(
+    "lang, hint", [("en", "next: dspark-lab walk --step 6B"), ("vi", "tiếp theo: dspark-lab walk")]
+)
+def test_walk_ends_with_what_to_run_next(capsys, lang, hint) -> None:
+    assert main(["walk", "--step", "1A", "--lang", lang]) == 0
+    last = " ".join(" ".join(capsys.readouterr().out.strip().splitlines()[-3:]).split())
+    assert hint in last and "make notebooks" in last and "dspark-lab present" in last
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_lab_and_notebooks_as_this_user() -> None:
+    """`make lab` passes LAB_LANG to the walk; `make notebooks` adds --allow-root exactly when make runs as root."""
+
+    def dry(*args: str) -> str:
+        # -n: print the commands only; the install stamp is assumed fresh (-o) so nothing is built
+        done = subprocess.run(["make", "-n", "-o", "install", *args], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "-m lab walk --lang vi" in dry("lab", "LAB_LANG=vi")
+    notebooks = [line for line in dry("notebooks").splitlines() if "jupyter lab" in line]
+    assert len(notebooks) == 1 and ("--allow-root" in notebooks[0]) == (os.getuid() == 0)

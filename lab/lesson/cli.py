@@ -196,11 +196,10 @@ def check_generate_length(args: argparse.Namespace, cfg: Any) -> None:
     from dspark_mini import get_tokenizer  # torch: only when a command runs, not for --help
     from dspark_mini.validate import check_int
 
-    from ..text import DEFAULT_PROMPT
+    from ..text import DEFAULT_PROMPT, check_prompt
 
-    n = len(get_tokenizer(cfg).encode(DEFAULT_PROMPT if args.prompt is None else args.prompt))
-    if n >= cfg.max_seq_len:
-        raise ValueError(f"--prompt has {n} tokens: allowed 1..{cfg.max_seq_len - 1} (max_seq_len − one new token)")
+    prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
+    n = len(check_prompt(prompt, get_tokenizer(cfg).encode, cfg, "--prompt", args.lang)[1])
     why = f"max_seq_len {cfg.max_seq_len} − the prompt's {n} tokens"
     check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - n, why)
 
@@ -260,7 +259,7 @@ def run_walk_command(args: argparse.Namespace, console: Any, lang: str) -> None:
             {
                 "weights": args.weights if args.checkpoint is None else f"checkpoint {args.checkpoint}",
                 "preset": args.preset,
-                "prompt": prompt,
+                "prompt": walk.prompt,
                 "seed": args.seed,
                 "lang": lang,
                 "tokens": walk.tokens[0].tolist(),
@@ -285,6 +284,7 @@ def run_generate(args: argparse.Namespace, console: Any, lang: str) -> None:
         args.checkpoint,
         args.device,
         args.dtype,
+        lang,
     )
     if args.json:
         print_json(report.to_json())

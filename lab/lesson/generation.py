@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -12,7 +12,8 @@ from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_p
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..realscale.run import run_model
-from ..text import DEFAULT_PROMPT
+from ..text import DEFAULT_PROMPT, check_prompt
+from .view import WordPieces, prompt_words
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Comparison:
     weights: str = "trained"
     device: str = "cpu"
     dtype: str = "float64"
+    words: list[WordPieces] = field(default_factory=list)  # how the prompt was tokenized, word by word
 
     @property
     def identical(self) -> bool:
@@ -39,6 +41,7 @@ class Comparison:
         return {
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
+            "prompt_words": [{"text": w.text, "ids": w.ids, "spelled": w.spelled} for w in self.words],
             "block": max((r.block for r in self.spec.rows(0)), default=None),  # k: the drafts a round proposes
             "verify_len": self.verify_len,  # ℓ (--verify-len): the first ℓ of them are sent to verify
             "temperature": self.temperature,
@@ -93,19 +96,19 @@ def compare(
     checkpoint: str | None = None,
     device: str | None = None,
     dtype: str | None = None,
+    lang: str = "en",
 ) -> Comparison:
     """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained"), on `device`
-    (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64)."""
+    (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64).
+    The prompt goes through lab.text.check_prompt (NFC, not empty, at most prompt_limit tokens; refusals in
+    `lang`, naming --prompt)."""
     check_seed(seed)  # before the weights are loaded or built
     check_temperature(temperature)
     if preset != "lab":
         raise ValueError(f"generate preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
-    prompt = DEFAULT_PROMPT if prompt is None else prompt
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt is empty: give some text to continue")
     cfg = get_config(preset)
     tok = get_tokenizer(cfg)
-    ids = tok.encode(prompt)
+    prompt, ids = check_prompt(DEFAULT_PROMPT if prompt is None else prompt, tok.encode, cfg, "--prompt", lang)
     model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed)  # validates first
@@ -113,4 +116,7 @@ def compare(
     ell = cfg.dspark_block_size if verify_len is None else verify_len
     texts = list(tok.vocab)
     device, dtype = str(model.device), model.cfg.dtype
-    return Comparison(prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype)
+    words = prompt_words(tok, prompt)
+    return Comparison(
+        prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype, words
+    )

@@ -23,7 +23,7 @@ from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
 from ..realscale.run import run_model
-from ..text import DEFAULT_PROMPT, check_lang
+from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk
 from .view_6b import view_6b
@@ -42,11 +42,13 @@ def run_walk(
     temperature: float = 0.0,
     weights: str = "trained",
     checkpoint: str | None = None,
+    prompt_option: str = "--prompt",
 ) -> Walk:
     """Tokenize, run one traced forward (and a second for the parity check), one DSpark round, the views.
 
     weights="trained" loads the shipped lab weights (target + DSpark draft); "untrained" builds the seeded
-    random init. The seed also drives the sampling of the round."""
+    random init. The seed also drives the sampling of the round. The prompt goes through lab.text.check_prompt
+    (NFC, not empty, at most prompt_limit tokens); a refusal names `prompt_option` in `lang`."""
     seed = check_seed(seed)
     lang = check_lang(lang)
     if preset not in WALK_PRESETS:
@@ -54,17 +56,10 @@ def run_walk(
             f"walk preset {preset!r} is not runnable on a CPU: allowed {WALK_PRESETS} "
             "(use `dspark-lab inspect --preset flash` for the real-size model)"
         )
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt is empty: give some text to run through the model")
     wanted = tuple(get_step(s).id for s in steps) if steps else STEP_IDS
     cfg = get_config(preset)
     tok = get_tokenizer(cfg)
-    ids = tok.encode(prompt)
-    if len(ids) + cfg.dspark_block_size + 1 > cfg.max_seq_len:
-        raise ValueError(
-            f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - cfg.dspark_block_size - 1} "
-            f"(max_seq_len {cfg.max_seq_len} minus one draft round)"
-        )
+    prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)
     verify_len = check_verify_len(cfg, verify_len)
     temperature = check_temperature(temperature)
     model = run_model(weights, seed, checkpoint=checkpoint)
