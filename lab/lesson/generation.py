@@ -7,11 +7,12 @@ from typing import Any
 
 import torch
 
-from dspark_mini import get_config, get_tokenizer
+from dspark_mini import get_config
+from dspark_mini.presets import text_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..realscale.run import run_model
+from ..realscale.run import preset_weights, run_model
 from ..text import DEFAULT_PROMPT
 
 
@@ -29,6 +30,8 @@ class Comparison:
     weights: str = "trained"
     device: str = "cpu"
     dtype: str = "float64"
+    cfg: Any = None  # the model's ModelConfig
+    tokenizer: Any = None  # what encoded the prompt and decodes the tokens
 
     @property
     def identical(self) -> bool:
@@ -44,6 +47,8 @@ class Comparison:
             "temperature": self.temperature,
             "seed": self.seed,
             "weights": self.weights,
+            "preset": None if self.cfg is None else self.cfg.name,
+            "tokenizer": repr(self.tokenizer),
             "device": self.device,
             "dtype": self.dtype,
             "plain": {
@@ -89,28 +94,30 @@ def compare(
     verify_len: int | None = None,
     temperature: float = 0.0,
     seed: int = 0,
-    weights: str = "trained",
+    weights: str | None = None,
     checkpoint: str | None = None,
     device: str | None = None,
     dtype: str | None = None,
 ) -> Comparison:
     """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained"), on `device`
-    (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64)."""
+    (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64).
+    weights None: "trained" for `lab`, the seeded init for another preset (`flash-cpu`, `lab.realscale.run`)."""
     check_seed(seed)  # before the weights are loaded or built
     check_temperature(temperature)
-    if preset != "lab":
-        raise ValueError(f"generate preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
+    weights = preset_weights(preset, weights, checkpoint)
     prompt = DEFAULT_PROMPT if prompt is None else prompt
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt is empty: give some text to continue")
     cfg = get_config(preset)
-    tok = get_tokenizer(cfg)
+    tok = text_tokenizer(cfg)
     ids = tok.encode(prompt)
-    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype, preset=preset)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)
     ell = cfg.dspark_block_size if verify_len is None else verify_len
     texts = list(tok.vocab)
     device, dtype = str(model.device), model.cfg.dtype
-    return Comparison(prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype)
+    return Comparison(
+        prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype, model.cfg, tok
+    )
