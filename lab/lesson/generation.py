@@ -12,6 +12,7 @@ from dspark_mini.presets import text_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
+from ..realscale.export import folder_tokenizer
 from ..realscale.run import preset_weights, run_model
 from ..text import DEFAULT_PROMPT
 
@@ -108,10 +109,22 @@ def compare(
     prompt = DEFAULT_PROMPT if prompt is None else prompt
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt is empty: give some text to continue")
-    cfg = get_config(preset)
-    tok = text_tokenizer(cfg)
-    ids = tok.encode(prompt)
-    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype, preset=preset)
+    if checkpoint is None:
+        cfg = get_config(preset)
+        tok = text_tokenizer(cfg)
+        ids = tok.encode(prompt)  # before the model is built: a bad prompt costs nothing
+        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset)
+    else:  # the checkpoint's config, and its own tokenizer.json when the folder has one
+        model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+        cfg = model.cfg
+        tok = folder_tokenizer(checkpoint, cfg)
+        tok = text_tokenizer(cfg) if tok is None else tok
+        if tok is None:
+            raise ValueError(
+                f"--checkpoint = {checkpoint!r} has no tokenizer.json and a vocabulary of {cfg.vocab_size} ids, "
+                "smaller than the lab tokenizer's: allowed a folder with its tokenizer.json"
+            )
+        ids = tok.encode(prompt)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)
