@@ -22,7 +22,7 @@ from dspark_mini.model import Transformer
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load
 from .export import load_checkpoint
-from .placement import check_fits, estimate_rank, prepared_bytes
+from .placement import MARGIN_FLOOR, check_fits, estimate_rank, prepared_bytes
 from .ranks import SINGLE
 
 
@@ -46,8 +46,9 @@ def run_model(
     cfg = get_config(preset)
     weights = preset_weights(preset, weights)
     est = check_fits(estimate_rank(cfg, SINGLE, packed=False, dtype=dtype, style="lab"), dev, free)  # weights alone
-    est.prepared = prepared_bytes(cfg, dtype)  # and with what the first forward builds beside them
-    check_fits(est, dev, free)
+    if est.held_bytes > MARGIN_FLOOR:  # a smaller model's prepared layouts are of its size: the margin's floor
+        est.prepared = prepared_bytes(cfg, dtype)  # what the first forward builds beside the weights
+        check_fits(est, dev, free)
     if preset != "lab":
         model = build_model(compute_config(cfg, dtype), seed, device=dev, on_device=True)
         return maybe_distributed(model, device=str(dev)) if shard else model
@@ -60,14 +61,9 @@ def preset_weights(preset: str, weights: str | None, checkpoint: str | Path | No
     whose only weights are the seeded init; an explicit "trained" for another preset is refused."""
     if weights is None:
         return "trained" if preset == "lab" or checkpoint is not None else "untrained"
-    check_preset_weights(preset, weights)
-    return weights
-
-
-def check_preset_weights(preset: str, weights: str | None) -> None:
-    """The shipped trained set is the `lab` preset's; every other preset runs its seeded init."""
-    if preset != "lab" and weights not in (None, "untrained"):
+    if preset != "lab" and weights != "untrained":
         raise ValueError(
             f"--weights {weights}: preset {preset!r} has no trained weights (the shipped set is the `lab` model's): "
             "allowed --weights untrained (the seeded init, the default for that preset)"
         )
+    return weights
