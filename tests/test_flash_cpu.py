@@ -182,3 +182,34 @@ def test_build_on_device_draws_in_place():
     b = build_model(cfg, seed=3, device="cpu", on_device=True)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
     assert not torch.equal(a.embed.weight, build_model(cfg, seed=4, device="cpu", on_device=True).embed.weight)
+
+
+def test_generate_times_no_layout_building(monkeypatch):
+    """`compare` builds every prepared layout before either timed run: none is (re)built inside them, so the
+    speculative ÷ plain ratio of `generate` is the decoding's, as `make bench` measures it on a warm model."""
+    from dspark_mini.quant import Prepared
+    from lab.lesson import generation
+
+    timed = {"inside": 0, "runs": 0}
+    real_rebuild = Prepared.rebuild
+
+    def counting_rebuild(self):
+        timed["inside"] += timed["runs"] > 0
+        real_rebuild(self)
+
+    def timed_run(fn):
+        def run(*a, **k):
+            timed["runs"] += 1
+            try:
+                return fn(*a, **k)
+            finally:
+                timed["runs"] -= 1
+
+        return run
+
+    monkeypatch.setattr(Prepared, "rebuild", counting_rebuild)
+    monkeypatch.setattr(generation, "generate_speculative", timed_run(generation.generate_speculative))
+    monkeypatch.setattr(generation, "generate_plain", timed_run(generation.generate_plain))
+    report = generation.compare("xin chào", max_new_tokens=6, weights="untrained")
+    assert report.identical and len(report.plain.tokens[0]) == 6
+    assert timed["inside"] == 0
