@@ -59,6 +59,7 @@ test: install
 
 bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
+	$(PY) bench/flash_cpu.py --out runs/flash_cpu.json
 
 # the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)
 pictures: install

@@ -172,6 +172,21 @@ UI = Texts(
                 "prediction of whether the token survives verify. Two different numbers, and neither is acceptance."
             ),
         },
+        "note_real_widths": {
+            "vi": (
+                "Độ rộng thật của DeepSeek-V4.1-Flash ({name}: vocab {vocab:,}, hidden {dim:,}, {layers} lớp), "
+                "trọng số khởi tạo ngẫu nhiên theo seed ngay trên thiết bị, không tải gì về. Chưa có tokenizer riêng: "
+                "văn bản "
+                "đi qua tokenizer của lab, mọi id của nó (< {lab:,}) đều là id hợp lệ trong {vocab:,} id; token "
+                "ngoài vốn từ của lab hiện thành ⟨id⟩."
+            ),
+            "en": (
+                "DeepSeek-V4.1-Flash's real widths ({name}: vocab {vocab:,}, hidden {dim:,}, {layers} layers), seeded "
+                "init drawn on the device, nothing downloaded. No tokenizer of its own here: the text goes through the "
+                "lab tokenizer, whose ids (all < {lab:,}) are valid ids of the {vocab:,}; an id past the lab "
+                "vocabulary shows as ⟨id⟩."
+            ),
+        },
         "warning_untrained": {
             "vi": (
                 "Trọng số chưa huấn luyện: xác suất nháp p_d(x) của token nháp chỉ quanh 1/V nên chưa nói lên điều gì "

@@ -138,9 +138,19 @@ def render_walk(console: Console, walk, lang: str) -> None:
         style="bold",
     )
     console.print(head)
+    real_widths_note(console, walk.cfg, walk.tokenizer, lang)
     for view in walk.views.values():
         console.print(render_view(view))
     console.print(Text(TEXT("next", lang), style="bold"))  # the end of `make lab`: where to go from here
+
+
+def real_widths_note(console: Console, cfg, tokenizer, lang: str) -> None:
+    """One line when the text runs through the lab's ids inside a larger vocabulary (an untrained real-width run)."""
+    from dspark_mini.tokenizer import WiderVocabTokenizer  # torch: only when a command renders
+
+    if isinstance(tokenizer, WiderVocabTokenizer):
+        fmt = {"name": cfg.name, "vocab": cfg.vocab_size, "dim": cfg.dim, "layers": cfg.n_layers}
+        console.print(Text(UI("note_real_widths", lang, lab=tokenizer.lab.vocab_size, **fmt), style="yellow"))
 
 
 def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
@@ -263,6 +273,7 @@ def render_generate(console: Console, report, lang: str) -> None:
     )
     if report.weights == "untrained":
         console.print(Text(UI("warning_untrained", lang), style="yellow"))
+    real_widths_note(console, report.cfg, report.tokenizer, lang)
 
 
 def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:

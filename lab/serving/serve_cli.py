@@ -128,16 +128,18 @@ def held_out_prompts() -> list[list[int]]:
 def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
     """Serve, printing every request as it finishes (a line, or a JSON line with --json) → the summary."""
     from dspark_mini import get_tokenizer
+    from dspark_mini.presets import text_tokenizer
 
     from ..evaluation.conditions import run_conditions
-    from ..realscale.run import run_model
+    from ..realscale.run import preset_weights, run_model
     from ..style import print_json
     from .schedule import read_table
     from .serve import ServeStats, check_serve_sizes, estimate_serve, probe_round, serve_stream
     from .work import Bar, say_estimate, side_console
 
-    model = run_model("trained", args.seed, args.checkpoint, args.device, args.dtype).eval()
-    tok = get_tokenizer(model.cfg)
+    weights = preset_weights(args.preset, None, args.checkpoint)  # the seeded init for a preset other than `lab`
+    model = run_model(weights, args.seed, args.checkpoint, args.device, args.dtype, preset=args.preset).eval()
+    tok = get_tokenizer(model.cfg) if args.checkpoint is not None else text_tokenizer(model.cfg)
     if args.prompts_file is not None:
         source = PromptsFile(Path(args.prompts_file), tok.encode, model.cfg, lang).scan()
         n, shortest, longest, first = source.count, source.shortest, source.longest, next(iter(source))
