@@ -13,6 +13,10 @@ PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.installed
+# the language of `make lab` (en or vi): make lab LAB_LANG=vi
+LAB_LANG ?= en
+# JupyterLab refuses to start as root unless told: `make notebooks` tells it only when make runs as root (uid 0)
+JUPYTER_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
 .PHONY: install install-parity lab notebooks test bench lint sync weights pictures fonts present clean-venv
 install: $(STAMP)
@@ -33,10 +37,10 @@ install-parity: install
 	$(PY) -m pip install -q -r requirements-parity.txt
 
 lab: install
-	$(PY) -m lab walk
+	$(PY) -m lab walk --lang $(LAB_LANG)
 
 notebooks: install
-	$(PY) -m jupyter lab notebooks/00_overview.ipynb
+	$(PY) -m jupyter lab $(JUPYTER_ROOT) notebooks/00_overview.ipynb
 
 # after a retrain or an edit: the numbers the prose quotes (from report.json, the SPS table, …), the notebooks, the
 # diagrams — each regenerated from its source
@@ -55,6 +59,7 @@ test: install
 
 bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
+	$(PY) bench/flash_cpu.py --out runs/flash_cpu.json
 
 # the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)
 pictures: install

@@ -161,7 +161,7 @@ class Attention(nn.Module):
             inv = rope_inv_freq(cfg.rope_head_dim, cfg.rope_theta, False)
         self.register_buffer("inv_freq", inv, persistent=False)  # [r/2]
         self.kv_quant, self.eps = cfg.kv_quant, cfg.norm_eps
-        # the prepared forms (caches, not parameters): the input projections stacked, wo_a block-diagonal, and
+        # the prepared forms (caches, not parameters): the input projections stacked, wo_a by group, and
         # the other weights the forward reads, in one lookup (a module attribute costs more than a small op)
         self.prepared = Prepared(self.prepare_weights, self.forward_weights)
         self.register_load_state_dict_post_hook(forget_prepared)
@@ -201,7 +201,7 @@ class Attention(nn.Module):
 
     def prepare_weights(self) -> tuple:
         """(stacked input projection, transposed [D, Rq + Dh + …], its split sizes, q_norm weight [Rq], wq_bᵀ
-        [Rq, H·Dh], kv_norm weight [Dh], attn_sink [H], block-diagonal wo_a transposed [H·Dh, G·R])."""
+        [Rq, H·Dh], kv_norm weight [Dh], attn_sink [H], wo_a by group transposed [G, H·Dh/G, R])."""
         w_in, sizes = self.stack_inputs()
         return (
             w_in.mT.contiguous(),
@@ -210,14 +210,18 @@ class Attention(nn.Module):
             self.wq_b.weight.mT.contiguous(),
             self.kv_norm.weight,
             self.attn_sink,
-            self.block_diagonal_wo_a().mT.contiguous(),
+            self.wo_a.weight.view(self.groups, self.o_rank, -1).mT.contiguous(),
         )
 
-    def block_diagonal_wo_a(self) -> torch.Tensor:
-        """wo_a [G·R, H·Dh/G] as the block-diagonal matrix [G·R, H·Dh]: block g maps group g's H·Dh/G channels to
-        its own R ranks and every cross block is zero, so one matmul is the grouped product
-        mid[g·R + r] = Σ_c wo_a[g·R + r, c] · o[g·H·Dh/G + c]."""
-        return torch.block_diag(*self.wo_a.weight.view(self.groups, self.o_rank, -1).unbind(0))
+    def grouped_wo_a(self, o: torch.Tensor, wo_a_t: torch.Tensor) -> torch.Tensor:
+        """The grouped output LoRA: o [B, S, H·Dh] with wo_a_t [G, H·Dh/G, R] (`prepare_weights`) → [B, S, G·R],
+        mid[g·R + r] = Σ_c wo_a[g·R + r, c] · o[g·H·Dh/G + c] — group g maps its own H·Dh/G channels to its own R
+        ranks (a block-diagonal wo_a without its zero blocks: at flash widths those would be 7/8 of a 268M matrix
+        per layer). One batched matmul over the groups."""
+        B, S, _ = o.shape
+        G, C, R = wo_a_t.shape
+        mid = torch.matmul(o.reshape(B * S, G, C).transpose(0, 1), wo_a_t)  # [G, B·S, R]
+        return mid.transpose(0, 1).reshape(B, S, G * R)
 
     def prepare(self) -> None:
         """Rebuild the prepared weights now (after an in-place edit through `.data`; see `quant.Prepared`)."""
@@ -228,7 +232,7 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x [B, S, D] (normed attention input), positions [S] absolute → [B, S, D]."""
         B, S, _ = x.shape
-        w_in_t, sizes, q_norm_w, wq_b_t, kv_norm_w, sink, wo_a_blocks_t = self.prepared.get()  # [in, out] layouts
+        w_in_t, sizes, q_norm_w, wq_b_t, kv_norm_w, sink, wo_a_t = self.prepared.get()  # [in, out] layouts
         # one RoPE table per forward for all layers of this kind (ratio 0: θ = 10000; ratio > 0: compress θ + YaRN)
         rope = shared.once(("rope", self.ratio > 0), lambda: rope_table(rope_angles(positions, self.inv_freq)))
         # wq_a(x), wkv(x) (and weights_proj(x), the compressor's wkv(x) / wgate(x)): one matmul, split
@@ -266,9 +270,9 @@ class Attention(nn.Module):
 
         o, probs, sink_share = sparse_attention(q, keys, mask, sink, self.head_dim**-0.5)
         o = apply_rope(o, rope, inverse=True)
-        # block-diagonal wo_a: group g maps its H·Dh/G channels to its own R ranks — one matmul on the prepared
-        # block-diagonal matrix (naive: mid[g] = wo_a[g] @ o[g·H·Dh/G : (g+1)·H·Dh/G] for each group g)
-        mid = torch.matmul(o.view(B, S, -1), wo_a_blocks_t)  # [B, S, G·R]
+        # grouped wo_a: group g maps its H·Dh/G channels to its own R ranks
+        # (naive: mid[g] = wo_a[g] @ o[g·H·Dh/G : (g+1)·H·Dh/G] for each group g)
+        mid = self.grouped_wo_a(o.view(B, S, -1), wo_a_t)  # [B, S, G·R]
         y = self.wo_b(mid)  # [B, S, D]
         if rec is not None:
             rec("4A", "probs", probs)

@@ -489,3 +489,33 @@ def flash_config(**changes: Any) -> ModelConfig:
         expert_act_quant=True,
     )
     return dataclasses.replace(cfg, **check_field_names(changes)).validate()
+
+
+# what `flash-cpu` changes in `flash`: counts only (layers, experts, Engram rows, the context it is built for);
+# every width stays real. 4 backbone layers keep the CED shape (a window-only layer, a ratio-2 encoder source, the
+# ratio-1 decoder source and a reader of it), the taps sit at the last three layers as in flash (37, 38, 39); one
+# Engram layer (flash: 1 and 14) on the encoder source, with tables drawn above 4,000 rows (flash: 16,000,000);
+# 3 routed experts, top-2, and the shared one per layer (flash: 384, top-6; draft layers 128, top-3).
+FLASH_CPU_CHANGES: dict[str, Any] = {
+    "name": "flash-cpu",
+    "n_layers": 4,
+    "n_mtp_layers": 1,
+    "compress_ratios": (0, 2, 1, 1, 0),
+    "kv_source_layers": (1, 2),
+    "index_source_layers": (1, 2),
+    "candidate_source_layer": 2,
+    "max_seq_len": 1024,
+    "n_routed_experts": 3,
+    "n_activated_experts": 2,
+    "engram_layer_ids": (1,),
+    "engram_vocab_size": 4_000,
+    "dspark_target_layer_ids": (1, 2, 3),
+    "dspark_n_routed_experts": 3,
+    "dspark_n_activated_experts": 2,
+}
+
+
+def flash_cpu_config(**changes: Any) -> ModelConfig:
+    """DeepSeek-V4.1-Flash at every real width with few layers, experts and Engram rows: the real-width model that
+    fits one CPU host (`FLASH_CPU_CHANGES`)."""
+    return flash_config(**{**FLASH_CPU_CHANGES, **check_field_names(changes)})

@@ -1,7 +1,9 @@
-"""Named presets: `lab` (the tiny teaching model, the default) and `flash` (DeepSeek-V4.1-Flash at real size).
+"""Named presets: `lab` (the tiny teaching model, the default), `flash` (DeepSeek-V4.1-Flash at real size) and
+`flash-cpu` (every width of `flash`, few layers, experts and Engram rows: the real widths on one CPU host).
 
 Same code, different numbers. `lab` takes its vocabulary numbers from the lab tokenizer; `flash` has no
-tokenizer here (the real one is 129,280 ids), so its Engram compressed ids fall back to id mod 99,092.
+tokenizer here (the real one is 129,280 ids), so its Engram compressed ids fall back to id mod 99,092 (`flash-cpu`
+too).
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from typing import Any
 
 import torch
 
-from .config import ConfigError, ModelConfig, flash_config, lab_config
+from .config import ConfigError, ModelConfig, flash_config, flash_cpu_config, lab_config
 from .model import Transformer
-from .tokenizer import LabTokenizer, default_tokenizer
+from .tokenizer import LabTokenizer, WiderVocabTokenizer, default_tokenizer
 
-PRESETS = ("lab", "flash")
+PRESETS = ("lab", "flash", "flash-cpu")
 
 
 def get_config(preset: str = "lab", **changes: Any) -> ModelConfig:
@@ -24,24 +26,48 @@ def get_config(preset: str = "lab", **changes: Any) -> ModelConfig:
         return lab_config(tok.vocab_size, tok.compressed_vocab_size, tok.noise, **changes)
     if preset == "flash":
         return flash_config(**changes)
+    if preset == "flash-cpu":
+        return flash_cpu_config(**changes)
     raise ConfigError("preset", preset, f"one of {PRESETS}")
 
 
 def get_tokenizer(cfg: ModelConfig) -> LabTokenizer | None:
+    """The lab tokenizer when `cfg` reads its vocabulary (its Engram compress map then drives the model)."""
     tok = default_tokenizer()
     return tok if cfg.vocab_size == tok.vocab_size else None
 
 
+def text_tokenizer(cfg: ModelConfig) -> LabTokenizer | WiderVocabTokenizer | None:
+    """What turns text into a run of `cfg` without a tokenizer of its own: the lab tokenizer for `lab`; for a larger
+    vocabulary (the untrained real widths) the lab ids inside it (`WiderVocabTokenizer`); None for a smaller one."""
+    tok = default_tokenizer()
+    if cfg.vocab_size == tok.vocab_size:
+        return tok
+    return WiderVocabTokenizer(tok, cfg.vocab_size) if cfg.vocab_size > tok.vocab_size else None
+
+
 def build_model(
-    cfg: ModelConfig, seed: int = 0, device: str | torch.device | None = None, init: bool = True
+    cfg: ModelConfig,
+    seed: int = 0,
+    device: str | torch.device | None = None,
+    init: bool = True,
+    on_device: bool = False,
 ) -> Transformer:
     """Build and (unless on `meta`, or with init=False because a checkpoint will fill every weight)
-    deterministically initialize a model for a config."""
+    deterministically initialize a model for a config.
+
+    on_device=True builds every tensor on `device` and draws the init there in each tensor's own dtype
+    (`Transformer.init_weights(on_device=True)`): the real widths, whose largest weights would need a float64 copy
+    of billions of values on the host; same rules, other numbers than the default host draw."""
     tok = get_tokenizer(cfg)
     cmap = torch.tensor(tok.compress_map) if tok is not None else None
     if device is not None and torch.device(device).type == "meta":
         with torch.device("meta"):
             return Transformer(cfg, cmap)
+    if on_device:
+        with torch.device("cpu" if device is None else device):
+            model = Transformer(cfg, cmap)
+        return model.init_weights(seed, on_device=True) if init else model
     model = Transformer(cfg, cmap)
     if init:
         model.init_weights(seed)

@@ -527,3 +527,39 @@ class LabTokenizer:
 def default_tokenizer() -> LabTokenizer:
     """The lab tokenizer (built once; it is immutable)."""
     return LabTokenizer()
+
+
+class WiderVocabTokenizer:
+    """The lab tokenizer's ids read inside a larger id space: an untrained real-width model (`flash-cpu`, 129,280
+    ids) has no tokenizer of its own here, and every lab id (< 512) is a valid id there. encode is the lab's;
+    an id past the lab vocabulary shows as "⟨id⟩" (a seeded-init model predicts any of the model's ids)."""
+
+    def __init__(self, lab: LabTokenizer, vocab_size: int):
+        if vocab_size < lab.vocab_size:
+            raise TokenizerError(f"vocab_size {vocab_size} is smaller than the lab vocabulary ({lab.vocab_size})")
+        self.lab, self.vocab_size = lab, vocab_size
+        self.bos, self.eos, self.pad, self.noise = lab.bos, lab.eos, lab.pad, lab.noise
+        self.vocab: tuple[str, ...] = lab.vocab + tuple(f"⟨{i}⟩" for i in range(lab.vocab_size, vocab_size))  # [V]
+
+    def encode(self, text: str) -> list[int]:
+        return self.lab.encode(text)
+
+    def _check_id(self, i: int) -> int:
+        i = int(i)
+        if not 0 <= i < self.vocab_size:
+            raise TokenizerError(f"token id {i} is out of range: ids run 0..{self.vocab_size - 1}")
+        return i
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids → text: lab ids as the lab decodes them, the others as "⟨id⟩"."""
+        return "".join(self.vocab[self._check_id(i)].replace(SPACE_MARK, " ") for i in ids)
+
+    def token_text(self, i: int) -> str:
+        i = self._check_id(i)
+        return self.lab.token_text(i) if i < self.lab.vocab_size else self.vocab[i]
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __repr__(self) -> str:
+        return f"WiderVocabTokenizer(lab ids {self.lab.vocab_size} of vocab_size={self.vocab_size})"

@@ -89,7 +89,7 @@ def check_args(args: argparse.Namespace) -> None:
     from dspark_mini import get_config  # torch: only once a command runs, not for --help
     from dspark_mini.validate import check_int, check_seed, check_temperature
 
-    cfg = get_config("lab")  # the one preset that runs on a CPU
+    cfg = get_config(getattr(args, "preset", "lab"))  # the config every later check reads (an unknown preset: refused)
     check_seed(args.seed, "--seed")
     if getattr(args, "temperature", None) is not None:
         check_temperature(args.temperature, "--temperature")
@@ -107,8 +107,12 @@ def check_args(args: argparse.Namespace) -> None:
                 f"--checkpoint = {checkpoint!r} is not a folder: allowed a folder written by `dspark-lab checkpoint "
                 "export`"
             )
-        if getattr(args, "weights", "trained") != "trained":
+        if getattr(args, "weights", None) not in (None, "trained"):
             raise ValueError("--checkpoint and --weights untrained exclude each other: allowed one model source")
+    if hasattr(args, "weights"):  # the default: trained for `lab` (or with --checkpoint), the seeded init otherwise
+        from .realscale.run import preset_weights
+
+        args.weights = preset_weights(getattr(args, "preset", "lab"), args.weights, checkpoint)
     if args.command != "present":  # the presenter checks its own options (also as `python -m lab.present`)
         group_of(args).check(args, cfg)
 

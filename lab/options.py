@@ -70,9 +70,10 @@ def add_json(p: argparse.ArgumentParser, what: str = "print the report as JSON")
 def add_weights(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--weights",
-        default="trained",
+        default=None,
         choices=["trained", "untrained"],
-        help="trained: the shipped lab weights (default); untrained: the seeded random init",
+        help="trained: the shipped lab weights (the default for --preset lab); untrained: the seeded random init (the "
+        "only weights, and the default, of another preset)",
     )
 
 

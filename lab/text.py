@@ -6,7 +6,10 @@
                               reads it raw. Every module with screen, figure or message text keeps one `Texts`.
   UI, UI(key, lang)           the shared labels: panel headings, table headers, verify outcomes, warnings
   verify_label(status, lang)  "accepted", "not verified", … in either language
+  in_lang(lang)               a notebook's own lines: tr = in_lang(LANG); print(tr("English", "tiếng Việt"))
   DEFAULT_PROMPT              the prompt every screen starts from (the walk, generate, the presenter, torchrun)
+  check_prompt(prompt, encode, cfg, option, lang)  the one check of a student's prompt: NFC text, not empty, at
+                              most prompt_limit(cfg) tokens; every refusal names `option` in `lang` → (text, ids)
   say_symlink(path, option, lang)  the line a command prints when its --out is a symbolic link it follows
 
 Vietnamese is the lab's first language; the terms follow the project's glossary (the lesson's terms first; model
@@ -15,8 +18,10 @@ names and code identifiers such as Engram, mHC, DSpark, `hc_pre`, logits stay in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
+from typing import Any
 
 LANGS: tuple[str, ...] = ("vi", "en")
 DEFAULT_PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
@@ -167,6 +172,21 @@ UI = Texts(
                 "prediction of whether the token survives verify. Two different numbers, and neither is acceptance."
             ),
         },
+        "note_real_widths": {
+            "vi": (
+                "Độ rộng thật của DeepSeek-V4.1-Flash ({name}: vocab {vocab:,}, hidden {dim:,}, {layers} lớp), "
+                "trọng số khởi tạo ngẫu nhiên theo seed ngay trên thiết bị, không tải gì về. Chưa có tokenizer riêng: "
+                "văn bản "
+                "đi qua tokenizer của lab, mọi id của nó (< {lab:,}) đều là id hợp lệ trong {vocab:,} id; token "
+                "ngoài vốn từ của lab hiện thành ⟨id⟩."
+            ),
+            "en": (
+                "DeepSeek-V4.1-Flash's real widths ({name}: vocab {vocab:,}, hidden {dim:,}, {layers} layers), seeded "
+                "init drawn on the device, nothing downloaded. No tokenizer of its own here: the text goes through the "
+                "lab tokenizer, whose ids (all < {lab:,}) are valid ids of the {vocab:,}; an id past the lab "
+                "vocabulary shows as ⟨id⟩."
+            ),
+        },
         "warning_untrained": {
             "vi": (
                 "Trọng số chưa huấn luyện: xác suất nháp p_d(x) của token nháp chỉ quanh 1/V nên chưa nói lên điều gì "
@@ -217,6 +237,77 @@ UI = Texts(
 def verify_label(status: str, lang: str) -> str:
     """The label of a verify outcome (accepted, rejected, not verified, not sent, resampled, bonus) in `lang`."""
     return UI(status.replace(" ", "_"), lang)
+
+
+# ---- a student's prompt: one check for every entry point ---------------------------------------------------
+PROMPT_TEXT = Texts(
+    {
+        "not_text": {
+            "vi": "{option} = {value!r} không phải văn bản: cho phép một chuỗi 1..{limit} token",
+            "en": "{option} = {value!r} is not text: allowed a string of 1..{limit} tokens",
+        },
+        "empty": {
+            "vi": "{option} đang trống: hãy nhập một đoạn văn bản (1..{limit} token)",
+            "en": "{option} is empty: give some text (1..{limit} tokens)",
+        },
+        "too_long": {
+            "vi": (
+                "{option} có {n} token: cho phép 1..{limit} (max_seq_len {seq} − một lần verify {verify} vị trí: "
+                "anchor + {k} token nháp); hãy rút ngắn prompt"
+            ),
+            "en": (
+                "{option} has {n} tokens: allowed 1..{limit} (max_seq_len {seq} − one verify of {verify} positions: "
+                "anchor + {k} drafts); shorten the prompt"
+            ),
+        },
+        "tokenizer": {"vi": "{option}: {error}", "en": "{option}: {error}"},
+    },
+    "prompt",
+)
+
+
+def prompt_limit(cfg: Any) -> int:
+    """The most tokens a prompt may have, the same for every entry point: max_seq_len − (k + 1), so one verify of
+    the anchor and the k drafts of a round (and one new token of plain decoding) always fits behind it."""
+    return cfg.max_seq_len - (cfg.dspark_block_size + 1)
+
+
+def check_prompt(
+    prompt: Any, encode: Callable[[str], list[int]], cfg: Any, option: str = "--prompt", lang: str = "en"
+) -> tuple[str, list[int]]:
+    """A student's prompt as the model reads it: (its NFC text, its token ids).
+
+    NFC first, so Vietnamese typed with decomposed accents (NFD, as macOS writes it) gives the tokens of its
+    composed form; then a prompt that is not a str (TypeError), empty or whitespace only, or longer than
+    prompt_limit(cfg) tokens is refused (ValueError). Each message starts with `option` (`--prompt`, the widget's
+    field, `--prompts-file line N`) and is in `lang`. A tokenizer error (a character outside the vocabulary)
+    keeps its own text behind the option's name."""
+    lang, limit = check_lang(lang), prompt_limit(cfg)
+    if not isinstance(prompt, str):
+        raise TypeError(PROMPT_TEXT("not_text", lang, option=option, value=prompt, limit=limit))
+    text = unicodedata.normalize("NFC", prompt)
+    if not text.strip():
+        raise ValueError(PROMPT_TEXT("empty", lang, option=option, limit=limit))
+    try:
+        ids = encode(text)
+    except ValueError as e:
+        raise ValueError(PROMPT_TEXT("tokenizer", lang, option=option, error=e)) from e
+    if len(ids) > limit:
+        k = cfg.dspark_block_size
+        fmt = {"n": len(ids), "limit": limit, "seq": cfg.max_seq_len, "verify": k + 1, "k": k}
+        raise ValueError(PROMPT_TEXT("too_long", lang, option=option, **fmt))
+    return text, ids
+
+
+def in_lang(lang: str) -> Callable[[str, str], str]:
+    """`tr(en, vi)` → the line in `lang`: a notebook's own prints and labels, written side by side in both languages
+    where they are used (a notebook is read top to bottom; a table of keys would hide its sentences elsewhere)."""
+    lang = check_lang(lang)
+
+    def tr(en: str, vi: str) -> str:
+        return vi if lang == "vi" else en
+
+    return tr
 
 
 def say_symlink(path, option: str, lang: str) -> None:

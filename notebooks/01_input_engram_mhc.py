@@ -22,11 +22,13 @@ from lab.lesson import plots
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
 from lab.lesson.walk import run_walk
+from lab.text import in_lang
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)
 cfg, tok = walk.cfg, walk.tokenizer
-print("tokens:", walk.tokens.shape[1], "· dim", cfg.dim, "· lanes", cfg.hc_mult)
+print(tr("tokens:", "số token:"), walk.tokens.shape[1], tr("· dim", "· số chiều"), cfg.dim, tr("· lanes", "· số làn"), cfg.hc_mult)
 
 # %% [markdown]
 # ## 1A · Tokens, embedding, 4 lanes / Token, embedding, 4 làn
@@ -54,7 +56,7 @@ assert (streams - streams[:, :, :1]).abs().max() == 0  # probe: four identical l
 
 # %%
 a, b = tok.encode("Xin")[0], tok.encode("xin")[0]
-print("raw ids:", a, b, "· compressed ids:", tok.compress_map[a], tok.compress_map[b])
+print(tr("raw ids:", "mã gốc:"), a, b, tr("· compressed ids:", "· mã nén:"), tok.compress_map[a], tok.compress_map[b])
 assert a != b and tok.compress_map[a] == tok.compress_map[b]  # probe
 show(render_view(walk.views["1B"]))
 plots.engram_gates(walk, lang=LANG)
@@ -71,7 +73,8 @@ show(render_view(walk.views["2A"]))
 hist = walk.trace.get("2A", "attn_comb_history", 0)  # [20, B, S, 4, 4]
 rows = [float((m.sum(-1) - 1).abs().max()) for m in hist]  # max |row sum − 1| after each iteration
 cols = float((hist[-1].sum(-2) - 1).abs().max())
-print(f"row error after 1 / 5 / 20 iterations: {rows[0]:.3f} / {rows[4]:.3f} / {rows[-1]:.3f} · column error {cols:.1e}")
+print(tr("row error after 1 / 5 / 20 iterations:", "sai số hàng sau 1 / 5 / 20 vòng lặp:"),
+      f"{rows[0]:.3f} / {rows[4]:.3f} / {rows[-1]:.3f}", tr("· column error", "· sai số cột"), f"{cols:.1e}")
 assert cols < 1e-3 and rows[-1] < rows[4] < rows[0] < 1  # probe: columns exact, rows shrink
 plots.comb_heatmap(walk, layer=0, lang=LANG)
 

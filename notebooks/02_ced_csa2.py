@@ -25,11 +25,14 @@ from lab.lesson import figures
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
 from lab.lesson.walk import run_walk
+from lab.text import in_lang
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)
 cfg = walk.cfg
-print("tokens:", walk.tokens.shape[1], "· window", cfg.window_size, "· ratios", cfg.compress_ratios[: cfg.n_layers])
+print(tr("tokens:", "số token:"), walk.tokens.shape[1], tr("· window", "· cửa sổ"), cfg.window_size,
+      tr("· ratios", "· tỉ lệ nén"), cfg.compress_ratios[: cfg.n_layers])
 
 # %% [markdown]
 # ## 3A · Layer roles / Vai trò các lớp
@@ -54,7 +57,7 @@ print("tokens:", walk.tokens.shape[1], "· window", cfg.window_size, "· ratios"
 # %%
 show(render_view(walk.views["3A"]))
 counts = role_counts(get_config("flash"))
-print("real model:", counts)
+print(tr("real model:", "mô hình thật:"), counts)
 assert counts["compressor.wkv"] == 4 and counts["compressor.wgate"] == 3  # probe: 4 compressors, 3 gates
 assert counts["indexer.wq_b"] == 8 and counts["indexer.wk"] == 4  # probe: 8 indexers, 4 own index keys
 figures.figure_for_step(walk, "3A", lang=LANG)

@@ -28,11 +28,14 @@ from lab.lesson import plots
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
 from lab.lesson.walk import run_walk
+from lab.text import in_lang
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)
 cfg = walk.cfg
-print("heads", cfg.n_heads, "· head dim", cfg.head_dim, "· O-LoRA groups", cfg.o_groups, "· window", cfg.window_size)
+print(tr("heads", "số head"), cfg.n_heads, tr("· head dim", "· số chiều mỗi head"), cfg.head_dim,
+      tr("· O-LoRA groups", "· nhóm O-LoRA"), cfg.o_groups, tr("· window", "· cửa sổ"), cfg.window_size)
 
 # %% [markdown]
 # ## 4A · Attention over [window ‖ compressed] with a sink / Attention trên [cửa sổ ‖ nén] có sink
@@ -54,8 +57,9 @@ plots.attention_shares(walk, layer, lang=LANG)
 # %%
 show(render_view(walk.views["6A"]))
 real = kv_bytes(get_config("flash"))
-print("real: window entry", real["window_entry"], "B · compressed", real["compressed_entry"], "B · index key",
-      real["index_entry"], "B · global", real["global_per_token"], "B/token")
+print(tr("real: window entry", "mô hình thật: mục cửa sổ"), real["window_entry"], tr("B · compressed", "B · mục nén"),
+      real["compressed_entry"], tr("B · index key", "B · key indexer"), real["index_entry"], tr("B · global", "B · toàn cục"),
+      real["global_per_token"], tr("B/token", "B mỗi token"))
 assert real["global_per_token"] == 3 * (288 + 68) / 2 + (288 + 68) == 890  # probe
 plots.kv_bytes_vs_context(lang=LANG)
 

@@ -23,11 +23,14 @@ from lab.lesson import plots
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
 from lab.lesson.walk import run_walk
+from lab.text import in_lang
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)
 cfg = walk.cfg
-print("experts", cfg.n_routed_experts, "· top-k", cfg.n_activated_experts, "· route scale", cfg.route_scale)
+print(tr("experts", "số expert"), cfg.n_routed_experts, "· top-k", cfg.n_activated_experts,
+      tr("· route scale", "· hệ số route"), cfg.route_scale)
 
 # %% [markdown]
 # ## Router and experts / Router và các expert
@@ -55,7 +58,8 @@ w = walk.model.layers[0].ffn.experts[0].w1.weight.detach()  # [I, D]
 q = fp4_qdq(w, 32, "e8m0")
 scale = 2.0 ** torch.ceil(torch.log2(w.view(-1, 32).abs().amax(-1, keepdim=True) / 6))  # one per 32 weights
 codes = sorted({abs(v) for v in (q.view(-1, 32) / scale).flatten().tolist()})
-print("relative error:", round(float((q - w).norm() / w.norm()), 4), "· magnitudes used:", codes)
+print(tr("relative error:", "sai số tương đối:"), round(float((q - w).norm() / w.norm()), 4),
+      tr("· magnitudes used:", "· các độ lớn được dùng:"), codes)
 assert set(codes) <= {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0}  # probe: E2M1 magnitudes × a power of two
 
 # %% [markdown]

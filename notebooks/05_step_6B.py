@@ -31,12 +31,14 @@ from lab.lesson.exercises import check
 from lab.lesson.render import render_view
 from lab.lesson.view_6b import load_plans
 from lab.lesson.walk import redraft, run_walk
+from lab.text import in_lang, verify_label
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)  # the shipped trained weights (lab/weights)
 cfg = walk.cfg
-print("taps", cfg.dspark_target_layer_ids, "mixed", cfg.dspark_tap_mix, "· block", cfg.dspark_block_size,
-      "· Markov rank", cfg.dspark_markov_rank)
+print(tr("taps", "lớp đích"), cfg.dspark_target_layer_ids, tr("mixed", "trộn"), cfg.dspark_tap_mix,
+      tr("· block", "· khối nháp"), cfg.dspark_block_size, tr("· Markov rank", "· hạng Markov"), cfg.dspark_markov_rank)
 
 # %% [markdown]
 # ## Logits and parity / Logits và parity
@@ -45,7 +47,7 @@ print("taps", cfg.dspark_target_layer_ids, "mixed", cfg.dspark_tap_mix, "· bloc
 # **VI** — Hai lượt forward cùng đầu vào phải cho logits giống hệt (max |Δ| = 0, ngưỡng 1e-9).
 
 # %%
-print("parity max |Δ| =", walk.parity)
+print(tr("parity max |Δ| =", "parity logits: max |Δ| ="), walk.parity)
 assert walk.parity <= 1e-9  # probe
 plots_6b.logits_bar(walk, 10, lang=LANG)
 
@@ -100,10 +102,11 @@ plots_6b.draft_strip(rd, walk.tokenizer, lang=LANG, temperature=walk.temperature
 
 # %%
 short = redraft(walk, 2, 0.0)
-print("status with ℓ = 2:", short.round.status)
+print(tr("status with ℓ = 2:", "trạng thái với ℓ = 2:"), [verify_label(st, LANG) for st in short.round.status])
 assert short.round.draft == rd.draft and short.round.status[2:] == ["not sent"] * 3  # probe: drafted, never sent
 for plan in load_plans(rd.confidence):
-    print(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.block}")
+    print(tr(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.block}",
+             f"R = {plan.requests:3d} yêu cầu đang chạy → dspark verify ℓ = {plan.verify_len} trên {rd.block}"))
 plots_6b.draft_strip(short.round, walk.tokenizer, lang=LANG, temperature=0.0)
 
 # %% [markdown]
@@ -117,10 +120,10 @@ plots_6b.draft_strip(short.round, walk.tokenizer, lang=LANG, temperature=0.0)
 
 # %%
 raw = run_walk(PROMPT, seed=SEED, lang=LANG, steps=("6B",), weights="untrained")
-for name, w in (("trained", walk), ("untrained", raw)):
+for name, w in ((tr("trained", "đã huấn luyện"), walk), (tr("untrained", "chưa huấn luyện"), raw)):
     r = w.round
-    print(f"{name:9s} p_d {[round(p, 3) for p in r.draft_probs]}  c {[round(c, 3) for c in r.confidence]}  "
-          f"kept {r.n_accepted} of the {r.block} verified")
+    print(f"{name:15s} p_d {[round(p, 3) for p in r.draft_probs]}  c {[round(c, 3) for c in r.confidence]}  "
+          + tr(f"kept {r.n_accepted} of the {r.block} verified", f"giữ {r.n_accepted} trên {r.block} token đã verify"))
 assert max(raw.round.draft_probs) < 20 / cfg.vocab_size  # probe: untrained = noise, a few × 1/V
 assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
 
@@ -152,8 +155,12 @@ assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_siz
 
 # %%
 lesson = redraft(raw, 3, 0.0)  # the seed lesson's setting: untrained, taps 3 and 4, 3 drafts verified
-for name, r in (("lesson: untrained, ℓ = 3", lesson.round), ("lab: trained, ℓ = 5", walk.round)):
-    print(f"{name:25s} p_d {[round(p, 3) for p in r.draft_probs[: r.verify_len]]}  kept {r.n_accepted} of {r.verify_len}")
+for name, r in (
+    (tr("lesson: untrained, ℓ = 3", "bài học: chưa huấn luyện, ℓ = 3"), lesson.round),
+    (tr("lab: trained, ℓ = 5", "lab: đã huấn luyện, ℓ = 5"), walk.round),
+):
+    print(f"{name:31s} p_d {[round(p, 3) for p in r.draft_probs[: r.verify_len]]}  "
+          + tr(f"kept {r.n_accepted} of {r.verify_len}", f"giữ {r.n_accepted} trên {r.verify_len}"))
 assert lesson.round.verify_len == 3 and max(lesson.round.draft_probs) < 0.25  # probe: the lesson's picture of noise
 assert walk.model.mtp.confidence_head.bias is None  # probe: no bias in the confidence head, as V4.1
 
@@ -171,7 +178,7 @@ for ell in (1, 3, 5):
     w = redraft(walk, ell, 0.0)
     assert w.trace is walk.trace and w.round.verify_len == ell and w.round.block == 5  # probe: forward reused, 5 drafted
     sent = [walk.tokenizer.token_text(t) for t in w.round.draft[:ell]]
-    print(f"ℓ = {ell}: sent {sent} → kept {w.round.n_accepted}")
+    print(tr(f"ℓ = {ell}: sent {sent} → kept {w.round.n_accepted}", f"ℓ = {ell}: gửi {sent} → giữ {w.round.n_accepted}"))
 inspector.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
 
 # %% [markdown]
@@ -181,8 +188,8 @@ inspector.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
 prompts = torch.cat([eval_prompts(d, 3, 12, seed=SEED) for d in ("math", "code", "chat")])  # held-out lines
 spec = generate_speculative(walk.model, prompts, 24, seed=SEED)
 stats = acceptance_stats([r for rs in spec.rounds for r in rs])
-print("mean accepted length τ =", round(stats["mean_accepted_length"], 3), "· acceptance rate =",
-      round(stats["acceptance_rate"], 3))
+print(tr("mean accepted length τ =", "độ dài chấp nhận trung bình τ ="), round(stats["mean_accepted_length"], 3),
+      tr("· acceptance rate =", "· tỉ lệ token nháp được giữ ="), round(stats["acceptance_rate"], 3))
 assert 1.0 <= stats["mean_accepted_length"] <= 1 + cfg.dspark_block_size  # probe
 plots_6b.acceptance_by_position(stats, lang=LANG)
 

@@ -23,11 +23,14 @@ from dspark_mini import build_model, get_config
 from dspark_mini.speculative import generate_plain, generate_speculative, speculative_round, token_distribution
 from lab.lesson.exercises import check
 from lab.evaluation.profiling import chi_square_test
+from lab.text import in_lang
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 cfg = get_config("lab", dspark_block_size=5)  # a draft block of up to 5, like the real model
 model = build_model(cfg, seed=SEED)
-print(cfg.name, "· layers", cfg.n_layers, "· draft block", cfg.dspark_block_size, "· vocab", cfg.vocab_size)
+print(cfg.name, tr("· layers", "· số lớp"), cfg.n_layers, tr("· draft block", "· khối nháp"), cfg.dspark_block_size,
+      tr("· vocab", "· từ vựng"), cfg.vocab_size)
 
 # %% [markdown]
 # ## 1 · The greedy race / Cuộc đua greedy
@@ -45,7 +48,8 @@ race = {}
 for k in range(1, 6):
     spec = generate_speculative(model, prompts, 32, verify_len=k)
     race[k] = (spec.tokens == plain.tokens, len(spec.rounds))
-    print(f"block {k}: identical = {race[k][0]}, rounds = {race[k][1]} (plain: {plain.forwards + 1} forwards)")
+    print(tr(f"block {k}: identical = {race[k][0]}, rounds = {race[k][1]} (plain: {plain.forwards + 1} forwards)",
+             f"khối {k}: giống hệt = {race[k][0]}, số vòng = {race[k][1]} (thường: {plain.forwards + 1} lượt forward)"))
 assert all(same for same, _ in race.values())  # probe: greedy speculative == greedy plain
 
 # %% [markdown]
@@ -75,8 +79,9 @@ with torch.no_grad():
     rounds = speculative_round(model, cache, torch.full((n,), anchor), 3, 1.0, torch.Generator().manual_seed(SEED))
 dspark = torch.tensor([r.committed[0] for r in rounds])
 test = chi_square_test(dspark, p_t)
-print(f"DSpark round, first committed token: χ² = {test['statistic']:.1f} (df {test['df']}, "
-      f"critical {test['critical']:.1f} at α = 0.001) → follows p_t: {test['passes']}")
+print(tr("DSpark round, first committed token:", "vòng DSpark, token đầu được ghi:"),
+      f"χ² = {test['statistic']:.1f} (df {test['df']},", tr("critical", "ngưỡng"),
+      f"{test['critical']:.1f}", tr("at α = 0.001) → follows p_t:", "với α = 0.001) → theo đúng p_t:"), test["passes"])
 assert test["passes"]  # probe
 
 # %% [markdown]
@@ -107,9 +112,8 @@ def committed(residual: bool) -> torch.Tensor:
 
 good, broken = committed(True), committed(False)
 test_good, test_broken = chi_square_test(good, p_t), chi_square_test(broken, p_t)
-print(f"with residual:    χ² = {test_good['statistic']:.1f} (critical {test_good['critical']:.1f}) → {test_good['passes']}")
-print(f"without residual: χ² = {test_broken['statistic']:.1f} (critical {test_broken['critical']:.1f}) → "
-      f"{test_broken['passes']}")
+for label, t in ((tr("with residual:   ", "có phần dư:     "), test_good), (tr("without residual:", "không có phần dư:"), test_broken)):
+    print(label, f"χ² = {t['statistic']:.1f} (" + tr("critical", "ngưỡng"), f"{t['critical']:.1f}) → {t['passes']}")
 assert test_good["passes"] and not test_broken["passes"]  # probe
 
 # %%

@@ -31,10 +31,12 @@ from lab.lesson import plots_training
 from lab.evaluation.calibration import DEFAULT_GRID
 from lab.evaluation.quality import collect_rounds, decay, eval_prompts, summarize
 from lab.lesson.exercises import check
+from lab.text import in_lang
 from lab.weights import DRAFTERS, load_drafter, report
 
 # ruff: noqa: E402 (imports below the language switch)
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 rep = report()  # lab/weights/report.json, written by `dspark-lab train all` together with the weights
 q = {name: v["quality"] for name, v in rep["drafters"].items()}  # drafter → domain → t1 / greedy / sweep / speed
@@ -48,7 +50,7 @@ def mean(xs) -> float:
     return sum(xs) / len(xs)
 
 
-print("drafters", list(q), "· domains", DOMAINS, "· draft block k =", K)
+print(tr("drafters", "bộ vẽ"), list(q), tr("· domains", "· miền"), DOMAINS, tr("· draft block k =", "· khối nháp k ="), K)
 assert tuple(q) == DRAFTERS  # probe: the report covers every shipped drafter
 
 # %% [markdown]
@@ -73,30 +75,39 @@ assert tuple(q) == DRAFTERS  # probe: the report covers every shipped drafter
 
 # %%
 r = rep["recipe"]
-print(
+print(tr(
     f"target: {r['target_steps']} steps × batch {r['target_batch']} × {r['target_seq_len']} tokens, "
-    f"{rep['target']['train_tokens']} training tokens, {r['target_threads']} threads"
-)
-print(
+    f"{rep['target']['train_tokens']} training tokens, {r['target_threads']} threads",
+    f"mô hình đích: {r['target_steps']} bước × batch {r['target_batch']} × {r['target_seq_len']} token, "
+    f"{rep['target']['train_tokens']} token huấn luyện, {r['target_threads']} luồng",
+))
+print(tr(
     f"drafters: {r['draft_steps']} steps × {r['draft_batch']} windows each (DSpark kinds: {r['draft_anchors']} blocks "
-    f"per window, Markov rank {get_config('lab').dspark_markov_rank}), {r['jobs']} at a time"
-)
+    f"per window, Markov rank {get_config('lab').dspark_markov_rank}), {r['jobs']} at a time",
+    f"bộ vẽ: mỗi bộ {r['draft_steps']} bước × {r['draft_batch']} cửa sổ (họ DSpark: {r['draft_anchors']} khối mỗi "
+    f"cửa sổ, hạng Markov {get_config('lab').dspark_markov_rank}), {r['jobs']} cùng lúc",
+))
 cache = rep["target_cache"]
-print(
+print(tr(
     f"target cache {cache['sha256'][:12]}…: {r['cache_prompts']} sequences the target wrote itself, {r['cache_rows']} "
-    f"of the {r['draft_batch']} windows of every step (the rest corpus windows)"
-)
+    f"of the {r['draft_batch']} windows of every step (the rest corpus windows)",
+    f"cache của mô hình đích {cache['sha256'][:12]}…: {r['cache_prompts']} chuỗi do chính mô hình đích viết, "
+    f"{r['cache_rows']} trên {r['draft_batch']} cửa sổ của mỗi bước (còn lại là cửa sổ của kho văn bản)",
+))
 train = {n: v["train"] for n, v in rep["drafters"].items()}
 for n, v in train.items():
-    print(f"  {n:10s} data {v['data_sha256'][:12]}… · {v['tokens_seen']:,} ids seen · {v['parameters']:,} parameters")
+    print(f"  {n:10s} data {v['data_sha256'][:12]}… · {v['tokens_seen']:,} ids · {v['parameters']:,} parameters")
 assert all(v["data_sha256"] == cache["sha256"] for v in train.values())  # probe: one cache for every drafter …
 assert len({(v["steps"], v["batch"], v["tokens_seen"]) for v in train.values()}) == 1  # probe: … and one budget
-print(
+print(tr(
     f"evaluation: {r['eval_prompts']} held-out prompts × {r['max_new_tokens']} new tokens per domain, one prompt at "
-    f"a time · STS: {r['calib_prompts']} other held-out prompts per domain"
-)
-print("seconds:", {stage: rep["seconds"][stage] for stage in ("target", "cache", "drafters", "speed", "total")})
-print("seconds per drafter (training only):", {n: v["train"]["train_seconds"] for n, v in rep["drafters"].items()})
+    f"a time · STS: {r['calib_prompts']} other held-out prompts per domain",
+    f"đánh giá: {r['eval_prompts']} prompt kiểm định × {r['max_new_tokens']} token mới mỗi miền, từng prompt một "
+    f"· STS: {r['calib_prompts']} prompt kiểm định khác mỗi miền",
+))
+print(tr("seconds:", "số giây:"), {stage: rep["seconds"][stage] for stage in ("target", "cache", "drafters", "speed", "total")})
+print(tr("seconds per drafter (training only):", "số giây mỗi bộ vẽ (chỉ huấn luyện):"),
+      {n: v["train"]["train_seconds"] for n, v in rep["drafters"].items()})
 stages = sum(rep["seconds"][stage] for stage in ("target", "cache", "drafters", "speed"))
 assert stages - 0.2 <= rep["seconds"]["total"] < stages + 60  # probe: the four stages (each rounded to 0.1 s) are
 # (almost) the whole run
@@ -106,10 +117,12 @@ assert rep["conditions"]["n_prompts"] == r["eval_prompts"]  # probe: the report'
 
 # %%
 t = rep["target"]
-print(
+print(tr(
     f"target after {t['steps']} steps: validation loss {t['val_loss']:.3f}, accuracy {t['val_accuracy']:.3f} "
-    f"(chance: 1/{get_config('lab').vocab_size})"
-)
+    f"(chance: 1/{get_config('lab').vocab_size})",
+    f"mô hình đích sau {t['steps']} bước: loss kiểm định {t['val_loss']:.3f}, độ chính xác {t['val_accuracy']:.3f} "
+    f"(đoán bừa: 1/{get_config('lab').vocab_size})",
+))
 curve = t["curve"]["val_loss"]
 assert t["val_accuracy"] > 0.6 and curve[-1] < curve[0] / 2  # probe: far above chance, loss more than halved
 drops = [curve[i] - curve[i + 1] for i in range(len(curve) - 1)]
@@ -139,7 +152,7 @@ print(f"DSpark ÷ DFlash: {ratio['t1']:.3f} (T = 1), {ratio['greedy']:.3f} (gree
 assert all(abs(rep["summary"]["mean_tau"][n][T] - tau[n][T]) < 1e-12 for n in q for T in TEMPS)  # probe
 assert all(abs(rep["summary"]["dspark_over_dflash"][T] - ratio[T]) < 1e-12 for T in TEMPS)  # probe
 free = rep["summary"]["free_form_tau"]  # short prompts outside the corpus ("hello", "x =", …), greedy
-print("free-form prompts, greedy τ:", {n: round(free[n]["greedy"], 2) for n in free})
+print(tr("free-form prompts, greedy τ:", "prompt tự do, τ greedy:"), {n: round(free[n]["greedy"], 2) for n in free})
 assert free["dspark"]["greedy"] > max(free["dflash"]["greedy"], free["eagle3"]["greedy"])  # probe: DSpark leads there
 assert min(ratio.values()) >= 1.15  # probe: the headline of the paper, in the toy, at both temperatures
 assert all(q["dspark"][d][T]["tau"] > q["dflash"][d][T]["tau"] for d in DOMAINS for T in TEMPS)  # probe: everywhere
@@ -166,10 +179,10 @@ PAPER_TAU = {  # macro mean τ over 9 benchmarks (Eagle3, DFlash, DSpark), paper
     "Gemma4-12B": (4.38, 4.02, 4.66),
 }
 for target, (e3, df, ds) in PAPER_TAU.items():
-    print(f"paper {target:10s}  DSpark ÷ DFlash {ds / df:.3f} · DSpark ÷ Eagle3 {ds / e3:.3f}")
+    print(tr("paper", "bài báo"), f"{target:10s}  DSpark ÷ DFlash {ds / df:.3f} · DSpark ÷ Eagle3 {ds / e3:.3f}")
 paper_ratio = mean(ds / df for _, df, ds in PAPER_TAU.values())
 toy_vs_eagle3 = tau["dspark"]["t1"] / tau["eagle3"]["t1"]
-print(f"toy (T = 1): DSpark ÷ DFlash {ratio['t1']:.3f} · DSpark ÷ Eagle3 {toy_vs_eagle3:.3f}")
+print(tr("toy", "lab"), f"(T = 1): DSpark ÷ DFlash {ratio['t1']:.3f} · DSpark ÷ Eagle3 {toy_vs_eagle3:.3f}")
 assert paper_ratio < ratio["t1"] < paper_ratio + 0.1  # probe: the toy's DSpark ÷ DFlash is a little larger
 assert toy_vs_eagle3 < 1 < min(ds / e3 for e3, _, ds in PAPER_TAU.values())  # probe: … its DSpark ÷ Eagle3 below 1
 
@@ -190,12 +203,12 @@ assert toy_vs_eagle3 < 1 < min(ds / e3 for e3, _, ds in PAPER_TAU.values())  # p
 # %%
 dec = {n: {T: mean(decay(q[n][d][T]["cond_accept"]) for d in DOMAINS) for T in TEMPS} for n in q}
 for n in q:
-    print(f"{n:11s} decay  T = 1: {dec[n]['t1']:+.3f}   greedy: {dec[n]['greedy']:+.3f}")
+    print(f"{n:11s}", tr("decay", "mức giảm"), f" T = 1: {dec[n]['t1']:+.3f}   greedy: {dec[n]['greedy']:+.3f}")
 less = {  # T → domain → does DSpark decay less than DFlash there?
     T: {d: decay(q["dspark"][d][T]["cond_accept"]) < decay(q["dflash"][d][T]["cond_accept"]) for d in DOMAINS}
     for T in TEMPS
 }
-print("DSpark decays less than DFlash in:", {T: [d for d in DOMAINS if less[T][d]] for T in TEMPS})
+print(tr("DSpark decays less than DFlash in:", "DSpark giảm ít hơn DFlash ở:"), {T: [d for d in DOMAINS if less[T][d]] for T in TEMPS})
 assert all(less["t1"].values())  # probe: at T = 1, DSpark decays less than DFlash in every domain
 assert abs(dec["dspark"]["t1"]) < 0.05 and dec["dflash"]["t1"] > 0.1  # probe: DSpark hardly at all, DFlash clearly
 assert dec["dspark"]["greedy"] < dec["dflash"]["greedy"]  # probe: greedy, DSpark decays less on average …
@@ -229,7 +242,8 @@ for d in DOMAINS:
     print(
         d.ljust(5),
         "  ".join(
-            f"t {th:.1f}: verified {s['verified_per_round']:.2f}, τ {s['tau']:.2f}, rate {s['verify_rate']:.2f}"
+            f"t {th:.1f}: " + tr("verified", "verify") + f" {s['verified_per_round']:.2f}, τ {s['tau']:.2f}, "
+            + tr("rate", "tỉ lệ") + f" {s['verify_rate']:.2f}"
             for th, s in sweep[d].items()
             if th in (0.0, 0.3, 0.9)
         ),
@@ -270,22 +284,26 @@ held = {n: rep["drafters"][n]["heldout_calibration"] for n in HEADS}
 temps = {n: rep["drafters"][n]["train"]["confidence_temperatures"] for n in HEADS}
 for n in HEADS:
     print(f"{n}: T_i = {temps[n]}")
-    print(
+    print(tr(
         f"  fit rounds ({fit[n][0]['n']}):      ECE before {[round(s['ece_before'], 3) for s in fit[n]]} → after "
-        f"{[round(s['ece_after'], 3) for s in fit[n]]}"
-    )
-    print(
+        f"{[round(s['ece_after'], 3) for s in fit[n]]}",
+        f"  vòng để khớp ({fit[n][0]['n']}):    ECE trước {[round(s['ece_before'], 3) for s in fit[n]]} → sau "
+        f"{[round(s['ece_after'], 3) for s in fit[n]]}",
+    ))
+    print(tr(
         f"  held-out rounds ({held[n][0]['n']}): ECE raw    {[round(h['ece_raw'], 3) for h in held[n]]} → after "
-        f"{[round(h['ece_sts'], 3) for h in held[n]]}"
-    )
+        f"{[round(h['ece_sts'], 3) for h in held[n]]}",
+        f"  vòng kiểm định ({held[n][0]['n']}): ECE thô    {[round(h['ece_raw'], 3) for h in held[n]]} → sau "
+        f"{[round(h['ece_sts'], 3) for h in held[n]]}",
+    ))
 helps = {n: [h["ece_sts"] < h["ece_raw"] for h in held[n]] for n in HEADS}
-print("held out, STS lowers the ECE at positions:", {n: [i + 1 for i, b in enumerate(helps[n]) if b] for n in HEADS})
+print(tr("held out, STS lowers the ECE at positions:", "kiểm định riêng, STS giảm ECE ở các vị trí:"), {n: [i + 1 for i, b in enumerate(helps[n]) if b] for n in HEADS})
 assert all(s["ece_after"] < s["ece_before"] for s in fit["dspark"])  # probe: DSpark's, on its fit rounds, everywhere
 rnn_fit = [s["ece_after"] < s["ece_before"] for s in fit["dspark-rnn"]]
 assert rnn_fit == [True, True, True, False, False]  # probe: DSpark-RNN's only at positions 1–3
 assert [sum(helps[n]) for n in HEADS] == [3, 2]  # probe: held out, mixed: better at some positions, worse at others
 total = {n: (sum(h["ece_raw"] for h in held[n]), sum(h["ece_sts"] for h in held[n])) for n in HEADS}
-print("held out, ECE summed over positions, raw → STS:", {n: tuple(round(100 * x, 1) for x in total[n]) for n in HEADS})
+print(tr("held out, ECE summed over positions, raw → STS:", "kiểm định riêng, tổng ECE các vị trí, thô → STS:"), {n: tuple(round(100 * x, 1) for x in total[n]) for n in HEADS})
 assert total["dspark"][1] < 0.9 * total["dspark"][0]  # probe: in total DSpark's is clearly better …
 assert total["dspark-rnn"][1] > 1.1 * total["dspark-rnn"][0]  # probe: … DSpark-RNN's clearly worse
 assert all(h["ece_raw"] < 0.09 for n in HEADS for h in held[n])  # probe: the raw heads are already within ≈ 9 %
@@ -318,14 +336,16 @@ plots_training.sts_ece_bars(rep, "dspark", LANG)
 
 # %%
 c = rep["conditions"]
-print(
+print(tr(
     f"conditions: {c['cpu']}, {c['threads']} thread, torch {c['torch']}, {c['speed_prompts']} prompts × "
-    f"{c['max_new_tokens']} tokens per domain — {c['speed']}"
-)
+    f"{c['max_new_tokens']} tokens per domain — {c['speed']}",
+    f"điều kiện chạy: {c['cpu']}, {c['threads']} luồng, torch {c['torch']}, {c['speed_prompts']} prompt × "
+    f"{c['max_new_tokens']} token mỗi miền — {c['speed']}",
+))
 speedup = {n: mean(q[n][d]["speed"]["ratio"] for d in DOMAINS) for n in q}
-print("speculative ÷ plain tokens/s:", {n: round(v, 2) for n, v in speedup.items()})
+print(tr("speculative ÷ plain tokens/s:", "token/giây suy đoán ÷ thường:"), {n: round(v, 2) for n, v in speedup.items()})
 per_domain = {d: q["dspark"][d]["speed"]["ratio"] / q["dflash"][d]["speed"]["ratio"] for d in DOMAINS}
-print("DSpark ÷ DFlash tokens/s per domain:", {d: round(v, 2) for d, v in per_domain.items()})
+print(tr("DSpark ÷ DFlash tokens/s per domain:", "token/giây DSpark ÷ DFlash theo miền:"), {d: round(v, 2) for d, v in per_domain.items()})
 assert all(q[n][d]["speed"]["ratio"] > 1 for n in q for d in DOMAINS)  # probe: every drafter pays off on a CPU
 assert min(speedup, key=speedup.get) == "mtp1"  # probe: MTP-1 least
 assert min(speedup["dspark"], speedup["dspark-rnn"]) > speedup["eagle3"] == sorted(speedup.values())[-3]  # probe
@@ -369,10 +389,12 @@ per_prompt = [  # one prompt at a time, prompt i with seed + i, exactly as lab.e
     for i in range(prompts.size(0))
 ]
 again, recorded = summarize([x for rs in per_prompt for x in rs]), q["dspark"][DOMAIN]["greedy"]
-print(
+print(tr(
     f"(a) DSpark, {DOMAIN}, greedy: τ live {again['tau']:.6f} over {again['rounds']} rounds · report "
-    f"{recorded['tau']:.6f} over {recorded['rounds']} rounds"
-)
+    f"{recorded['tau']:.6f} over {recorded['rounds']} rounds",
+    f"(a) DSpark, {DOMAIN}, greedy: τ chạy lại {again['tau']:.6f} trên {again['rounds']} vòng · báo cáo "
+    f"{recorded['tau']:.6f} trên {recorded['rounds']} vòng",
+))
 assert abs(again["tau"] - recorded["tau"]) < 1e-9 and again["rounds"] == recorded["rounds"]  # probe: exactly
 assert all(abs(a - b) < 1e-9 for a, b in zip(again["cond_accept"], recorded["cond_accept"], strict=True))  # probe
 
@@ -385,11 +407,14 @@ for n in ("dspark", "dflash"):
         one = collect_rounds(model, drafter, prompts[:FEW], r["max_new_tokens"], 0.0, r["seed"])
     lockstep = collect_rounds(model, drafter, prompts[:FEW], r["max_new_tokens"], 0.0, r["seed"], batch=FEW)
     live[n] = {b: (summarize(rs)["tau"], mean(len(x.committed) for x in rs)) for b, rs in ((1, one), (FEW, lockstep))}
-    print(
+    print(tr(
         f"(b) {n:6s} greedy, {FEW} {DOMAIN} prompts · one at a time: τ {live[n][1][0]:.2f}, commits "
         f"{live[n][1][1]:.2f} per round · lockstep batch of {FEW}: τ {live[n][FEW][0]:.2f}, commits "
-        f"{live[n][FEW][1]:.2f} per round"
-    )
+        f"{live[n][FEW][1]:.2f} per round",
+        f"(b) {n:6s} greedy, {FEW} prompt {DOMAIN} · từng prompt một: τ {live[n][1][0]:.2f}, ghi "
+        f"{live[n][1][1]:.2f} mỗi vòng · cùng một batch {FEW}: τ {live[n][FEW][0]:.2f}, ghi "
+        f"{live[n][FEW][1]:.2f} mỗi vòng",
+    ))
 for v in live.values():
     assert abs(v[1][0] - v[1][1]) < 1e-9  # probe: one at a time, τ is what a round commits
     assert v[FEW][0] > 0.95 * v[1][0]  # probe: lockstep does not lower τ …
@@ -464,10 +489,12 @@ for n in HEADS:
             for d in DOMAINS
         ]
         later[n, T] = (mean(g[0] for g in gaps), mean(mean(g[1:]) for g in gaps))
-        print(
+        print(tr(
             f"{n:11s} − DFlash, conditional acceptance ({T}): position 1 {later[n, T][0]:+.3f} · "
-            f"positions 2..{K} {later[n, T][1]:+.3f}"
-        )
+            f"positions 2..{K} {later[n, T][1]:+.3f}",
+            f"{n:11s} − DFlash, tỉ lệ giữ có điều kiện ({T}): vị trí 1 {later[n, T][0]:+.3f} · "
+            f"vị trí 2..{K} {later[n, T][1]:+.3f}",
+        ))
 print("RNN ÷ Markov τ:", {T: round(tau["dspark-rnn"][T] / tau["dspark"][T], 3) for T in TEMPS})
 for T in TEMPS:
     assert all(q["dspark"][d][T]["tau"] > q["dflash"][d][T]["tau"] for d in DOMAINS)  # probe: DSpark > DFlash
@@ -526,10 +553,12 @@ for d, paper in PAPER_FIG2.items():  # the paper's own Figure 2 and Figure 4 say
 # %%
 PAPER_VERIFY_RATE_T0 = {"math": 0.769, "code": 0.676, "chat": 0.457}  # paper Figure 5, threshold 0
 paper_dflash_decay = mean(decay(PAPER_FIG2[d]["dflash"][:K]) for d in DOMAINS)  # over the toy's k positions
-print(
+print(tr(
     f"DSpark ÷ DFlash (T = 1): toy {ratio['t1']:.3f}, paper mean {paper_ratio:.3f} · DFlash decay (T = 1): toy "
-    f"{dec['dflash']['t1']:.3f}, paper {paper_dflash_decay:.3f}"
-)
+    f"{dec['dflash']['t1']:.3f}, paper {paper_dflash_decay:.3f}",
+    f"DSpark ÷ DFlash (T = 1): lab {ratio['t1']:.3f}, bài báo trung bình {paper_ratio:.3f} · mức giảm DFlash "
+    f"(T = 1): lab {dec['dflash']['t1']:.3f}, bài báo {paper_dflash_decay:.3f}",
+))
 assert ratio["t1"] > paper_ratio and dec["dflash"]["t1"] > 2 * paper_dflash_decay  # probe
 assert all(max(q, key=lambda n, d=d: q[n][d]["t1"]["tau"]) == "eagle3" for d in DOMAINS)  # probe: Eagle3 wins at T = 1
 assert tau["dspark"]["greedy"] > tau["eagle3"]["greedy"]  # probe: … greedy, the self-distilled DSpark leads
@@ -546,21 +575,23 @@ below = {
     for n in ("dspark", "dflash")
     for d in DOMAINS
 }
-print("positions (T = 1) below the paper's:", {f"{n}·{d}": sum(v) for (n, d), v in below.items()}, f"of {K}")
+print(tr("positions (T = 1) below the paper's:", "số vị trí (T = 1) thấp hơn bài báo:"), {f"{n}·{d}": sum(v) for (n, d), v in below.items()}, tr("of", "trên"), K)
 assert all(below["dflash", "math"]) and all(below["dflash", "code"]) and sum(below["dflash", "chat"]) == K - 1  # probe
 assert all(below["dspark", "math"]) and all(below["dspark", "code"]) and 0 < sum(below["dspark", "chat"]) < K  # probe
 rate0 = {d: sweep[d][0.0]["verify_rate"] for d in DOMAINS}
-print("verify rate at threshold 0, toy vs paper:", {d: (round(rate0[d], 3), PAPER_VERIFY_RATE_T0[d]) for d in DOMAINS})
+print(tr("verify rate at threshold 0, toy vs paper:", "tỉ lệ verify ở ngưỡng 0, lab so với bài báo:"), {d: (round(rate0[d], 3), PAPER_VERIFY_RATE_T0[d]) for d in DOMAINS})
 assert all(rate0[d] < PAPER_VERIFY_RATE_T0[d] for d in ("math", "code"))  # probe: lower in math and code …
 assert rate0["chat"] > PAPER_VERIFY_RATE_T0["chat"]  # probe: … higher in chat
 assert 0 < sum(helps["dspark"]) < K  # probe: DSpark's STS carries over only in part (§5)
 assert all(q["mtp1"][d][T]["tau"] <= 2 for d in DOMAINS for T in TEMPS)  # probe: τ ≤ 2 by construction
 assert all(q["mtp1"][d]["speed"]["ratio"] < 2 for d in DOMAINS) and speedup["mtp1"] == min(speedup.values())  # probe
 assert 2 / speedup["mtp1"] < 1.5  # probe: an MTP-1 round costs τ ÷ speed-up ≤ 2 ÷ speed-up plain steps
-print(
+print(tr(
     f"training: {blocks} DSpark blocks vs {rows} Eagle3 rows · Eagle3 ÷ DSpark τ (T = 1): "
-    f"{tau['eagle3']['t1'] / tau['dspark']['t1']:.2f} · an MTP-1 round ≤ {2 / speedup['mtp1']:.2f} plain steps"
-)
+    f"{tau['eagle3']['t1'] / tau['dspark']['t1']:.2f} · an MTP-1 round ≤ {2 / speedup['mtp1']:.2f} plain steps",
+    f"huấn luyện: {blocks} khối DSpark so với {rows} hàng Eagle3 · τ Eagle3 ÷ DSpark (T = 1): "
+    f"{tau['eagle3']['t1'] / tau['dspark']['t1']:.2f} · một vòng MTP-1 ≤ {2 / speedup['mtp1']:.2f} bước thường",
+))
 
 # %% [markdown]
 # ## Summary / Tóm tắt

@@ -40,15 +40,19 @@ from lab.serving import plots
 from lab.serving.schedule import read_streams, read_table, schedule_report, stream_summary, tables_for
 from lab.serving.simulate import replay
 from lab.serving.sps import SPSTable, smooth_table
+from lab.text import in_lang
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 torch.set_num_threads(1)
 streams = read_streams(None)  # lab/serving/data/streams_dspark.json: real rounds of the trained drafter, T = 1
 measured = read_table(None)  # lab/serving/data/sps_lab_cpu.json: `dspark-lab profile --sps` on the lab machine
 tables = tables_for(measured)  # measured, smooth, staircase
 summary = stream_summary(streams)
 K = summary["k"]
-print(f"{summary['streams']} recorded requests, {summary['rows']} rounds, k = {K}, "
-      f"τ with the full block = {summary['tau_full_block']:.2f}")
+print(tr(f"{summary['streams']} recorded requests, {summary['rows']} rounds, k = {K}, "
+         f"τ with the full block = {summary['tau_full_block']:.2f}",
+         f"{summary['streams']} yêu cầu đã ghi, {summary['rows']} vòng, k = {K}, "
+         f"τ khi verify cả khối = {summary['tau_full_block']:.2f}"))
 
 # %% [markdown]
 # ## 1 · What c is for / c dùng để làm gì
@@ -69,9 +73,9 @@ print(f"{summary['streams']} recorded requests, {summary['rows']} rounds, k = {K
 #   với xác suất quan sát được, trên mọi vòng đã ghi.
 
 # %%
-print("position j          ", list(range(1, K + 1)))
-print("predicted mean a_j  ", summary["mean_survival"])
-print("observed P(1..j kept)", summary["observed_survival"])
+print(tr("position j           ", "vị trí j             "), list(range(1, K + 1)))
+print(tr("predicted mean a_j   ", "a_j dự đoán trung bình"), summary["mean_survival"])
+print(tr("observed P(1..j kept)", "P(giữ 1..j) quan sát "), summary["observed_survival"])
 gap = max(abs(p - o) for p, o in zip(summary["mean_survival"], summary["observed_survival"], strict=True))
 assert gap < 0.06  # probe: the survival is calibrated to a few percent at every position
 
@@ -97,11 +101,12 @@ assert gap < 0.06  # probe: the survival is calibrated to a few percent at every
 ((conf, kept),) = replay(streams, 2, 1, seed=SEED)  # one round: confidences [2, k], drafts the target keeps [2]
 a = survival(conf)
 for r in range(2):
-    print(f"request {r}: c = {[round(x, 3) for x in conf[r].tolist()]}")
-    print(f"           a = {[round(x, 3) for x in a[r].tolist()]}   kept when all verified: {int(kept[r])}")
+    print(tr("request", "yêu cầu"), f"{r}: c = {[round(x, 3) for x in conf[r].tolist()]}")
+    print(f"           a = {[round(x, 3) for x in a[r].tolist()]}  ",
+          tr("kept when all verified:", "được giữ khi verify cả khối:"), int(kept[r]))
 order, values = greedy_path(a)
 path = [(int(m) % 2, int(m) // 2 + 1) for m in order]  # flat id m = j·R + r → (request, position)
-print("path (r, j):", path)
+print(tr("path (r, j):", "đường đi (r, j):"), path)
 assert all(path.index((r, j)) < path.index((r, j + 1)) for r in range(2) for j in range(1, K))  # probe: prefix order
 
 # %% [markdown]
@@ -136,13 +141,13 @@ assert all(path.index((r, j)) < path.index((r, j + 1)) for r in range(2) for j i
 # %%
 theta = path_throughput(values, 2, measured)  # Θ_0 … Θ_{2k} on the measured table
 n = early_stop_count(theta)
-print("Θ along the path (tokens/s):", [round(x, 1) for x in theta.tolist()])
-print("admitted:", n, "→ ℓ =", lengths_from_path(order, n, 2).tolist())
+print(tr("Θ along the path (tokens/s):", "Θ dọc đường đi (token/giây):"), [round(x, 1) for x in theta.tolist()])
+print(tr("admitted:", "số token nháp được nhận:"), n, "→ ℓ =", lengths_from_path(order, n, 2).tolist())
 plan = Scheduler("dspark", K, measured).plan(conf)
 assert plan.lengths.tolist() == lengths_from_path(order, n, 2).tolist()  # probe: the scheduler is this walk
 for r in (1, 8, 64, 256):  # the bar the first draft must clear (τ_0 = R anchors), by load
     t = measured.step_seconds
-    print(f"R = {r:3d}: first draft needs a > {r * (t(r + 1) - t(r)) / t(r):.3f}")
+    print(f"R = {r:3d}:", tr("first draft needs a >", "token nháp đầu cần a >"), f"{r * (t(r + 1) - t(r)) / t(r):.3f}")
 
 # %% [markdown]
 # **EN** — The bar rises with R, from about 0.04 at one request to about 0.7 at 256: the same draft can be worth
@@ -168,7 +173,8 @@ for r in (1, 8, 64, 256):  # the bar the first draft must clear (τ_0 = R anchor
 
 # %%
 for b, sps, st in zip(measured.batch_tokens, measured.forced_steps_per_s, measured.step_stats, strict=True):
-    print(f"B = {b:5d}: p50 {st['p50'] * 1e3:7.2f} ms · SPS {sps:6.1f} steps/s · B·SPS {b * sps:7.0f} tokens/s")
+    print(f"B = {b:5d}: p50 {st['p50'] * 1e3:7.2f} ms · SPS {sps:6.1f}", tr("steps/s", "bước/giây"),
+          f"· B·SPS {b * sps:7.0f}", tr("tokens/s", "token/giây"))
 sps = measured.forced_steps_per_s
 assert all(y <= x for x, y in zip(sps, sps[1:], strict=False))  # probe: forced monotone
 assert max(b * s for b, s in zip(measured.batch_tokens, sps, strict=True)) > 5 * 6 * sps[1]  # probe: batching pays
@@ -202,7 +208,7 @@ plots.sps_curves(tables, lang=LANG)
 report = schedule_report(streams, measured, seed=SEED, cost_reps=5)
 sim = report["sim"]
 m = sim["measured"]
-print("R      fixed tok/s   dspark tok/s   ℓ dspark")
+print(tr("R      fixed tok/s   dspark tok/s   ℓ dspark", "R      fixed tok/giây dspark tok/giây ℓ dspark"))
 for r in ("1", "4", "16", "64", "256"):
     print(f"{r:>3}  {m['fixed'][r]['throughput']:11.0f}  {m['dspark'][r]['throughput']:13.0f}  "
           f"{m['dspark'][r]['mean_verify_len']:9.2f}")
@@ -239,10 +245,12 @@ plots.verify_len_vs_requests(report, lang=LANG)
 _, v32 = greedy_path(survival(c32))
 theta32 = path_throughput(v32, 32, tables["staircase"])
 stop, best = early_stop_count(theta32), global_best_count(theta32)
-print(f"early stop admits {stop} drafts (Θ = {float(theta32[stop]):.0f} tokens/s); "
-      f"the global search admits {best} (Θ = {float(theta32[best]):.0f} tokens/s)")
+print(tr(f"early stop admits {stop} drafts (Θ = {float(theta32[stop]):.0f} tokens/s); "
+         f"the global search admits {best} (Θ = {float(theta32[best]):.0f} tokens/s)",
+         f"dừng sớm nhận {stop} token nháp (Θ = {float(theta32[stop]):.0f} token/giây); "
+         f"tìm toàn cục nhận {best} (Θ = {float(theta32[best]):.0f} token/giây)"))
 s = sim["staircase"]
-print("staircase, R = 32: ℓ dspark", s["dspark"]["32"]["mean_verify_len"],
+print(tr("staircase, R = 32: ℓ dspark", "bảng bậc thang, R = 32: ℓ dspark"), s["dspark"]["32"]["mean_verify_len"],
       "· ℓ dspark-async", s["dspark-async"]["32"]["mean_verify_len"])
 assert stop == 0 and best > 0 and theta32[best] > 1.5 * theta32[0]  # probe: the stall, and what it leaves
 fig = go.Figure(go.Scatter(x=list(range(len(theta32))), y=theta32.tolist(), mode="lines", name="Θ_n"))
@@ -295,8 +303,8 @@ def first_tokens(policy: str, n: int = 4000) -> torch.Tensor:
 for policy in ("dspark", "retrospective"):
     tokens = first_tokens(policy)
     res = chi_square_test(tokens, p_t[0])
-    print(f"{policy:13s} P(A) = {float((tokens == 0).double().mean()):.3f}  χ² = {res['statistic']:7.1f} "
-          f"(critical {res['critical']:.1f})  exact: {res['passes']}")
+    print(f"{policy:13s} P(A) = {float((tokens == 0).double().mean()):.3f}  χ² = {res['statistic']:7.1f} ("
+          + tr("critical", "ngưỡng"), f"{res['critical']:.1f}) ", tr("exact:", "chính xác:"), res["passes"])
     assert res["passes"] == (policy == "dspark")  # probe: the shipped policy is exact, the retrospective one is not
 
 # %% [markdown]

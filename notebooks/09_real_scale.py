@@ -36,12 +36,17 @@ from lab.realscale import inspect_checkpoint, write_header_only
 from lab.realscale.ranks import Parallel, ShardingError, check_shardable, engram_rows, rank_selector
 from lab.realscale.placement import check_fits, estimate_ranks, read_stored
 from lab.serving.sps import staircase_table
+from lab.text import in_lang
 
+tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
 GIB = 2**30
 cfg = get_config("flash")
-print(f"flash: {cfg.n_layers} layers + {cfg.n_mtp_layers} DSpark layers, dim {cfg.dim}, "
-      f"{cfg.n_routed_experts} routed experts (draft {cfg.dspark_n_routed_experts}), {cfg.n_heads} heads in "
-      f"{cfg.o_groups} output groups, vocabulary {cfg.vocab_size:,}, compute dtype {cfg.dtype}")
+print(tr(f"flash: {cfg.n_layers} layers + {cfg.n_mtp_layers} DSpark layers, dim {cfg.dim}, "
+         f"{cfg.n_routed_experts} routed experts (draft {cfg.dspark_n_routed_experts}), {cfg.n_heads} heads in "
+         f"{cfg.o_groups} output groups, vocabulary {cfg.vocab_size:,}, compute dtype {cfg.dtype}",
+         f"flash: {cfg.n_layers} lớp + {cfg.n_mtp_layers} lớp DSpark, số chiều {cfg.dim}, "
+         f"{cfg.n_routed_experts} expert định tuyến (bản nháp {cfg.dspark_n_routed_experts}), {cfg.n_heads} head trong "
+         f"{cfg.o_groups} nhóm đầu ra, từ vựng {cfg.vocab_size:,}, kiểu tính {cfg.dtype}"))
 
 # %% [markdown]
 # ## 1 · The real model on `meta` / Mô hình thật trên `meta`
@@ -59,8 +64,8 @@ print(f"flash: {cfg.n_layers} layers + {cfg.n_mtp_layers} DSpark layers, dim {cf
 model = build_model(cfg, seed=SEED, device="meta")
 params = count_params(model)
 for name, n in params.items():
-    print(f"{name:<9} {n:>17,} parameters  ({n / 1e9:7.2f} B)")
-print("device:", next(model.parameters()).device)
+    print(f"{name:<9} {n:>17,}", tr("parameters", "tham số   "), f" ({n / 1e9:7.2f} B)")
+print(tr("device:", "thiết bị:"), next(model.parameters()).device)
 assert round(params["backbone"] / 1e9, 2) == 551.88 and round(params["draft"] / 1e9, 2) == 14.23  # probe
 del model
 
@@ -88,10 +93,12 @@ del model
 folder = Path(tempfile.mkdtemp(prefix="dspark_headers_"))
 write_header_only(cfg, folder)
 report = inspect_checkpoint(folder)
-print(f"{report['n_tensors']:,} tensors in {report['n_shards']} shards ({report['header_only_shards']} header-only), "
-      f"{report['total_bytes']:,} bytes = {report['total_gib']:.2f} GiB")
+print(tr(f"{report['n_tensors']:,} tensors in {report['n_shards']} shards ({report['header_only_shards']} header-only), "
+         f"{report['total_bytes']:,} bytes = {report['total_gib']:.2f} GiB",
+         f"{report['n_tensors']:,} tensor trong {report['n_shards']} shard ({report['header_only_shards']} chỉ có "
+         f"header), {report['total_bytes']:,} byte = {report['total_gib']:.2f} GiB"))
 for g, v in report["groups"].items():
-    print(f"  {g:<15} {v['tensors']:>7,} tensors {v['gib']:>9.2f} GiB")
+    print(f"  {g:<15} {v['tensors']:>7,} tensor {v['gib']:>9.2f} GiB")
 assert report["total_gib"] == 474.34 and report["n_tensors"] == 95_776 and report["problems"] == []  # probe
 
 # every tensor as the headers declare it: name → (dtype code, shape)
@@ -133,7 +140,8 @@ try:
     refused = False
 except ShardingError as e:
     refused = "o_groups = 8" in str(e)
-print(f"{N_RANKS} ranks → tp = {tp};  16 ranks with tp = 16 refused (o_groups = 8 does not divide): {refused}")
+print(tr(f"{N_RANKS} ranks → tp = {tp};  16 ranks with tp = 16 refused (o_groups = 8 does not divide): {refused}",
+         f"{N_RANKS} rank → tp = {tp};  16 rank với tp = 16 bị từ chối (o_groups = 8 không chia hết): {refused}"))
 assert tp == 8 and refused  # probe: TP ≤ 8, because each rank needs at least one O-LoRA group
 
 
@@ -149,7 +157,8 @@ def held_experts(r: int, prefix: str, n: int) -> list[int]:
 
 tables = {n: s[1] for n, s in stored.items() if re.fullmatch(r"layers\.\d+\.engram\.embed\.weight", n)}
 H, G, V = cfg.n_heads // tp, cfg.o_groups // tp, cfg.vocab_size // tp
-print("rank  experts/layer  draft experts  heads   O group  vocab rows          Engram rows (layer 1 table)")
+print(tr("rank  experts/layer  draft experts  heads   O group  vocab rows          Engram rows (layer 1 table)",
+         "rank  expert/lớp     expert nháp    head    nhóm O   hàng từ vựng        hàng Engram (bảng lớp 1)"))
 for r in range(N_RANKS):
     ex, dx = held_experts(r, "layers.0", cfg.n_routed_experts), held_experts(r, "mtp.0", cfg.dspark_n_routed_experts)
     lo, hi = engram_rows(tables["layers.1.engram.embed.weight"][0], place(r))
@@ -178,13 +187,16 @@ ranks = [place(r) for r in range(N_RANKS)]
 packed = estimate_ranks(cfg, ranks, stored, packed=True)
 bf16 = estimate_ranks(cfg, ranks[:1], stored, packed=False, dtype="bfloat16")[0]
 h200 = H200_BYTES / GIB
-print("rank 0, packed      read (GiB)  held (GiB)")
+print(tr("rank 0, packed      read (GiB)  held (GiB)", "rank 0, packed      đọc (GiB)   giữ (GiB)"))
 for g in packed[0].stored:
     print(f"  {g:<15} {packed[0].stored[g] / GIB:9.2f} {packed[0].held[g] / GIB:11.2f}")
 most = max(e.needed_bytes for e in packed) / GIB
-print(f"packed  : reads {packed[0].stored_bytes / GIB:.2f} GiB, holds {packed[0].held_bytes / GIB:.2f} GiB per rank; "
-      f"{most:.2f} GiB with the margin, of {h200:.2f} GiB → {h200 - most:.2f} GiB left for a longer KV cache")
-print(f"bf16    : holds {bf16.held_bytes / GIB:.2f} GiB per rank → does not fit")
+print(tr(f"packed  : reads {packed[0].stored_bytes / GIB:.2f} GiB, holds {packed[0].held_bytes / GIB:.2f} GiB per rank; "
+         f"{most:.2f} GiB with the margin, of {h200:.2f} GiB → {h200 - most:.2f} GiB left for a longer KV cache",
+         f"packed  : đọc {packed[0].stored_bytes / GIB:.2f} GiB, giữ {packed[0].held_bytes / GIB:.2f} GiB mỗi rank; "
+         f"{most:.2f} GiB kể cả phần dự phòng, trên {h200:.2f} GiB → còn {h200 - most:.2f} GiB cho KV cache dài hơn"))
+print(tr(f"bf16    : holds {bf16.held_bytes / GIB:.2f} GiB per rank → does not fit",
+         f"bf16    : giữ {bf16.held_bytes / GIB:.2f} GiB mỗi rank → không vừa"))
 for e in packed:
     check_fits(e, "cuda", free=int(H200_BYTES))  # fits: nothing refused
 try:
@@ -250,8 +262,8 @@ fig
 # %%
 stairs = staircase_table()
 t = stairs.step_seconds
-print(f"compute dtype of flash: {cfg.dtype}")
-print(f"staircase: t(32) = {t(32) * 1e3:.1f} ms · t(33) = {t(33) * 1e3:.1f} ms · t(64) = {t(64) * 1e3:.1f} ms")
+print(tr("compute dtype of flash:", "kiểu tính của flash:"), cfg.dtype)
+print(tr("staircase:", "bậc thang:"), f"t(32) = {t(32) * 1e3:.1f} ms · t(33) = {t(33) * 1e3:.1f} ms · t(64) = {t(64) * 1e3:.1f} ms")
 assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token past a graph pays for the next one
 
 # %% [markdown]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -117,7 +118,7 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
         (["walk", "--lang", "fr"], "unknown language 'fr'"),
         (["walk", "--prompt", "   "], "prompt is empty"),
         (["walk", "--prompt", "a" * 600], "allowed 1..250"),
-        (["walk", "--preset", "flash"], "inspect --preset flash"),
+        (["walk", "--preset", "flash"], "does not fit"),  # refused by its memory estimate, before anything is built
         (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
         (["walk", "--verify-len", "0"], "--verify-len = 0 is invalid: allowed an integer in 1..5"),
         (["walk", "--temperature", "-1"], "--temperature = -1.0 is invalid"),
@@ -127,7 +128,9 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
         (["generate", "--prompt", ""], "prompt is empty"),
         (["generate", "--max-new-tokens", "0"], "--max-new-tokens = 0 is invalid: allowed an integer in 1..243"),
         (["generate", "--max-new-tokens", "9999"], "--max-new-tokens = 9999 is invalid: allowed an integer in 1..243"),
-        (["generate", "--preset", "flash"], "not runnable on a CPU"),
+        (["generate", "--preset", "flash"], "does not fit"),
+        (["generate", "--preset", "flash-cpu", "--weights", "trained"], "allowed --weights untrained"),
+        (["profile", "--preset", "flash", "--reps", "1"], "does not fit"),
         (["profile", "--reps", "0"], "--reps = 0 is invalid: allowed an integer in 1..1000"),
         (["profile", "--cache-length", "251"], "--cache-length = 251 is invalid: allowed an integer in 1..250"),
     ],
@@ -266,3 +269,27 @@ def test_generate_warns_about_untrained_weights_only_when_they_are_used(capsys) 
     assert "Untrained weights" not in trained and "Untrained weights" in untrained
     report = run_json(capsys, "generate", "--max-new-tokens", "12", "--json")
     assert report["weights"] == "trained" and report["speculative"]["mean_accepted_length"] > 1.5
+
+
+@pytest.mark.parametrize(
+    "lang, hint", [("en", "next: dspark-lab walk --step 6B"), ("vi", "tiếp theo: dspark-lab walk")]
+)
+def test_walk_ends_with_what_to_run_next(capsys, lang, hint) -> None:
+    assert main(["walk", "--step", "1A", "--lang", lang]) == 0
+    last = " ".join(" ".join(capsys.readouterr().out.strip().splitlines()[-3:]).split())
+    assert hint in last and "make notebooks" in last and "dspark-lab present" in last
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_lab_and_notebooks_as_this_user() -> None:
+    """`make lab` passes LAB_LANG to the walk; `make notebooks` adds --allow-root exactly when make runs as root."""
+
+    def dry(*args: str) -> str:
+        # -n: print the commands only; the install stamp is assumed fresh (-o) so nothing is built
+        done = subprocess.run(["make", "-n", "-o", "install", *args], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "-m lab walk --lang vi" in dry("lab", "LAB_LANG=vi")
+    notebooks = [line for line in dry("notebooks").splitlines() if "jupyter lab" in line]
+    assert len(notebooks) == 1 and ("--allow-root" in notebooks[0]) == (os.getuid() == 0)

@@ -230,7 +230,7 @@ INVALID = [
     ("dspark_block_gt_window", lab(dspark_block_size=9), "dspark_block_size", 9, "1..window_size (8)"),
     ("dspark_block_gt_window_flash", flash(dspark_block_size=129), "dspark_block_size", 129, "1..window_size (128)"),
     # ---- presets --------------------------------------------------------------------------------------
-    ("unknown_preset", lambda: get_config("tiny"), "preset", "tiny", "one of ('lab', 'flash')"),
+    ("unknown_preset", lambda: get_config("tiny"), "preset", "tiny", "one of ('lab', 'flash', 'flash-cpu')"),
 ]
 
 

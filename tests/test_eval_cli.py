@@ -51,3 +51,40 @@ def test_eval_tables_in_vietnamese(capsys) -> None:
 def test_eval_bad_input(capsys, argv, needle) -> None:
     assert main(argv) == 2
     assert needle in " ".join(capsys.readouterr().err.split())
+
+
+def eval_view(k: int = 2) -> dict:
+    """A small `eval` view by hand (one drafter with a confidence head): what render_eval lays out."""
+    row = {
+        "tau": {"t1": 2.0, "greedy": 2.5},
+        "cond_accept": {"t1": [0.5] * k, "greedy": [0.6] * k},
+        "decay": {"t1": 0.1, "greedy": 0.0},
+        "threshold_sweep": [{"threshold": 0.5, "verified_per_round": 1.5, "tau": 2.0, "verify_rate": 0.7}],
+        "tokens_per_s": {"plain": 10.0, "speculative": 20.0},
+        "tokens_per_s_ratio": 2.0,
+    }
+    conditions = {"n_prompts": 1, "max_new_tokens": 6, "seed": 0, "threads": 1, "torch": "x", "cpu": "c", "speed": "s"}
+    drafter = {d: row for d in ("math", "code", "chat")} | {"mean_tau": {"t1": 2.0, "greedy": 2.5}}
+    return {"drafters": {"dspark": drafter}, "conditions": conditions}
+
+
+def test_eval_headers_follow_the_language() -> None:
+    import io
+    import re
+
+    from rich.console import Console
+
+    from lab.evaluation.cli import render_eval
+
+    def screen(lang: str) -> str:
+        buf = io.StringIO()
+        render_eval(Console(file=buf, width=200, no_color=True), eval_view(), lang)
+        return buf.getvalue()
+
+    english = ["drafter · domain", "plain tok/s", "speculative tok/s", "verified / round", "verify rate", "conditions:"]
+    en, vi = screen("en"), screen("vi")
+    assert all(h in en for h in english) and re.search(r"\bmean\b", en) and re.search(r"\bdecay\b", en)
+    assert not [h for h in english if h in vi]
+    assert not re.search(r"\b(mean|decay|ratio|prompts|thread)\b", vi), vi
+    for h in ("bộ vẽ · miền", "thường token/giây", "suy đoán token/giây", "tỉ lệ được verify", "điều kiện chạy:"):
+        assert h in vi

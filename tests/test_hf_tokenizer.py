@@ -188,3 +188,56 @@ def test_a_model_reads_it_through_engram_and_generates_text(tok):
     prompt = torch.tensor([tok.encode("Xin chào các bạn")])
     new = generate_plain(model, prompt, 6).tokens[0]  # the new tokens only
     assert len(new) == 6 and isinstance(tok.decode(new), str)
+
+
+def checkpoint_with_tokenizer(tok: HFTokenizer, folder, out):
+    """A tiny checkpoint of a model built for this tokenizer, written as `export_checkpoint` writes one, with the
+    tokenizer's files beside its shards."""
+    import shutil
+
+    from dspark_mini import build_model
+    from lab.realscale import export_checkpoint
+
+    cfg = get_config("lab").replace(
+        vocab_size=tok.vocab_size,
+        engram_compressed_vocab_size=tok.compressed_vocab_size,
+        engram_pad_id=tok.pad,
+        dspark_noise_token_id=tok.token_id("<noise>"),
+    )
+    path = export_checkpoint(build_model(cfg, seed=5), out, shards=2, style="official")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(folder / name, path / name)
+    return path
+
+
+def test_generate_checkpoint_reads_its_tokenizer_json(tok, folder, tmp_path, capsys):
+    """`generate --checkpoint DIR`: the prompt encoded and the tokens decoded by DIR/tokenizer.json (through
+    `tokenizers`), Engram reading its compressed ids; greedy speculative = plain."""
+    from lab.cli import main
+    from lab.realscale import load_checkpoint
+
+    path = checkpoint_with_tokenizer(tok, folder, tmp_path / "ckpt")
+    assert load_checkpoint(path).compress_map.tolist() == list(tok.compress_map)  # not id mod size
+    prompt = "Xin chào các bạn"
+    assert main(["generate", "--checkpoint", str(path), "--prompt", prompt, "--max-new-tokens", "6", "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)
+    assert g["prompt_ids"] == tok.encode(prompt) and g["tokenizer"].startswith("HFTokenizer")
+    assert len(g["plain"]["tokens"]) == 6 and g["identical_tokens"]
+    assert g["plain"]["text"] == tok.decode(g["plain"]["tokens"]) == g["speculative"]["text"]
+
+
+def test_a_checkpoint_tokenizer_of_another_vocabulary_is_refused(tok, folder, tmp_path):
+    from lab.realscale import load_checkpoint
+
+    path = checkpoint_with_tokenizer(tok, folder, tmp_path / "ckpt")
+    other = Tokenizer(models.BPE())
+    other.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    other.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    other.train_from_iterator(LINES, trainer)
+    other.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").unlink()
+    with pytest.raises(ValueError, match=r"tokenizer.json: .* token ids, but config.json says vocab_size"):
+        load_checkpoint(path)

@@ -108,7 +108,7 @@ MECHANISMS = {
         "moe.MoE",
         "DeepseekV4SparseMoeBlock",
     ),
-    "o_lora": ("grouped output projection (O-LoRA)", "Attention.block_diagonal_wo_a", "DeepseekV4GroupedLinear"),
+    "o_lora": ("grouped output projection (O-LoRA)", "Attention.grouped_wo_a", "DeepseekV4GroupedLinear"),
     "attention_sink": ("attention with a per-head sink", "attention.sparse_attention", "eager_attention_forward"),
     "attention_layer": (
         "shared-KV MQA sliding-window attention layer (partial RoPE, inverse RoPE, sink, O-LoRA)",
@@ -712,7 +712,7 @@ def test_o_lora_grouped_projection(hf, cfg):
     grouped = load_by_name(grouped, attn, {"weight": "wo_a.weight"})
     o = randn(2, 5, cfg.n_heads * cfg.head_dim, seed=62)  # [B, S, H·Dh]
     with torch.no_grad():
-        mid = o @ attn.prepare_weights()[6]  # the forward's block-diagonal wo_a, transposed
+        mid = attn.grouped_wo_a(o, attn.prepare_weights()[6])  # the forward's grouped wo_a
         mid_h = grouped(o.view(2, 5, cfg.o_groups, per_group)).flatten(2)
     assert_parity("o_lora", mid, mid_h)
 

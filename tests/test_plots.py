@@ -174,6 +174,15 @@ def test_3a_one_square_per_layer_toy_and_real(walk):
     assert len(stars) == 1  # one candidate source
 
 
+def test_3a_parts_are_named_in_the_chart_language():
+    parts = {lang: {y for t in plots.layer_roles_chart(lang=lang).data for y in t.y} for lang in ("en", "vi")}
+    assert parts["en"] == {"encoder", "decoder", "draft"}
+    assert parts["vi"] == {"encoder (mã hóa)", "decoder (giải mã)", "bộ vẽ nháp (draft)"}  # the English word kept
+    for lang, names in parts.items():
+        order = plots.layer_roles_chart(lang=lang).layout.yaxis.categoryarray
+        assert set(order) == names  # every square sits on a category the axis lists
+
+
 def test_3b_each_raw_position_pools_into_at_most_one_entry(walk):
     for layer in plots.step_layers(walk, "3B"):
         fig = plots.compression_map(walk, layer)

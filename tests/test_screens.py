@@ -31,7 +31,7 @@ from lab.lesson import view_6b as V6
 from lab.lesson import views as VS
 from lab.lesson import walk as W
 from lab.lesson.generation import compare
-from lab.lesson.render import STRIP, render_generate, render_profile, render_view, strip_text
+from lab.lesson.render import STRIP, render_generate, render_profile, render_view, strip_text, strip_token
 from lab.lesson.steps import STEP_IDS, get_step
 from lab.lesson.view import StepView
 from lab.lesson.walk import redraft, run_walk
@@ -534,6 +534,24 @@ def test_generate_strip_reads_without_colour():
         label = {"anchor": "first token", "not sent": "not sent to verify"}.get(kind, kind)
         assert f"{mark} {label}" in text  # the legend
     assert broken_words(text) == []
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 5])
+def test_a_sampled_strip_draws_no_empty_round(seed):
+    """At T = 0.7 the strip has one segment per round, each with its drafts and the target's token, and nothing
+    beside it on the screen reads as one more, empty round: no closing │ (it wrapped alone onto the last line) and
+    no panel side border next to a round boundary."""
+    report = compare(max_new_tokens=32, temperature=0.7, seed=seed)
+    rows = report.spec.rows(0)
+    strip = strip_text(report, "en").plain
+    first, *segments = strip.split("│")
+    assert first.split() == ["▸" + strip_token(report.texts[report.spec.tokens[0][0]])]
+    assert [len(seg.split()) for seg in segments] == [r.block + 1 for r in rows]  # every round: ≥ 1 draft + 1
+    assert not strip.rstrip().endswith("│")
+    console, buf = console80()
+    render_generate(console, report, "en")
+    lines = buf.getvalue().splitlines()
+    assert not any(re.search(r"│\s*│", line) or line.strip() == "│" for line in lines), lines
 
 
 @pytest.mark.parametrize("lang", ["en", "vi"])

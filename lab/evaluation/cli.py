@@ -95,6 +95,24 @@ TEXT = {
         "en": "tokens/s, greedy, batch 1 (plain vs speculative, interleaved)",
         "vi": "token/giây, greedy, batch 1 (giải mã thường và suy đoán, xen kẽ)",
     },
+    # table headers
+    "greedy": {"en": "greedy", "vi": "greedy (chọn argmax)"},
+    "drafter": {"en": "drafter", "vi": "bộ vẽ (drafter)"},
+    "mean": {"en": "mean", "vi": "trung bình"},
+    "drafter_domain": {"en": "drafter · domain", "vi": "bộ vẽ · miền"},
+    "decay": {"en": "decay c₁ − mean(c₂..)", "vi": "mức giảm c₁ − trung bình(c₂..)"},
+    "threshold": {"en": "t", "vi": "ngưỡng t"},
+    "verified_per_round": {"en": "verified / round", "vi": "số token verify / vòng"},
+    "verify_rate": {"en": "verify rate", "vi": "tỉ lệ được verify"},
+    "plain_speed": {"en": "plain tok/s", "vi": "thường token/giây"},
+    "spec_speed": {"en": "speculative tok/s", "vi": "suy đoán token/giây"},
+    "ratio": {"en": "ratio", "vi": "tỉ số"},
+    "conditions": {
+        "en": "conditions: {n} prompts × {new} new tokens per domain, seed {seed}, {threads} thread(s), torch {torch}, "
+        "{cpu}; speed: {speed}",
+        "vi": "điều kiện chạy: {n} prompt × {new} token mới mỗi miền, seed {seed}, {threads} luồng, torch {torch}, "
+        "{cpu}; tốc độ: {speed}",
+    },
 }
 TEXT = Texts(TEXT, "eval")
 
@@ -139,21 +157,21 @@ def fmt(x: float | None) -> str:
 
 def render_eval(console: Console, view: dict[str, Any], lang: str) -> None:
     drafters = view["drafters"]
-    for label, title in (("t1", "T = 1"), ("greedy", "greedy")):
-        t = Table(title=f"{TEXT['tau'][lang]} · {title}", title_justify="left")
-        t.add_column("drafter")
+    for label, title in (("t1", "T = 1"), ("greedy", TEXT("greedy", lang))):
+        t = Table(title=f"{TEXT('tau', lang)} · {title}", title_justify="left")
+        t.add_column(TEXT("drafter", lang))
         for d in DOMAINS:
             t.add_column(d, justify="right")
-        t.add_column("mean", justify="right")
+        t.add_column(TEXT("mean", lang), justify="right")
         for name, rows in drafters.items():
             t.add_row(name, *(fmt(rows[d]["tau"][label]) for d in DOMAINS), fmt(rows["mean_tau"][label]))
         console.print(t)
     k = max(len(rows[d]["cond_accept"]["t1"]) for rows in drafters.values() for d in DOMAINS)
-    t = Table(title=TEXT["cond"][lang], title_justify="left")
-    t.add_column("drafter · domain")
+    t = Table(title=TEXT("cond", lang), title_justify="left")
+    t.add_column(TEXT("drafter_domain", lang))
     for i in range(k):
         t.add_column(f"p{i + 1}", justify="right")
-    t.add_column("decay c₁ − mean(c₂..)", justify="right")
+    t.add_column(TEXT("decay", lang), justify="right")
     for name, rows in drafters.items():
         for d in DOMAINS:
             cond = rows[d]["cond_accept"]["t1"]
@@ -162,9 +180,9 @@ def render_eval(console: Console, view: dict[str, Any], lang: str) -> None:
     for name, rows in drafters.items():
         if "threshold_sweep" not in rows[DOMAINS[0]]:
             continue
-        t = Table(title=f"{name} · {TEXT['sweep'][lang]}", title_justify="left")
-        for c in ("t", "verified / round", "τ", "verify rate"):
-            t.add_column(c, justify="right")
+        t = Table(title=f"{name} · {TEXT('sweep', lang)}", title_justify="left")
+        for key in ("threshold", "verified_per_round", "τ", "verify_rate"):
+            t.add_column("τ" if key == "τ" else TEXT(key, lang), justify="right")
         for i, point in enumerate(rows[DOMAINS[0]]["threshold_sweep"]):
             pts = [rows[d]["threshold_sweep"][i] for d in DOMAINS]
             mean = {key: sum(p[key] for p in pts) / len(pts) for key in ("verified_per_round", "tau", "verify_rate")}
@@ -172,9 +190,9 @@ def render_eval(console: Console, view: dict[str, Any], lang: str) -> None:
                 f"{point['threshold']:.1f}", fmt(mean["verified_per_round"]), fmt(mean["tau"]), fmt(mean["verify_rate"])
             )
         console.print(t)
-    t = Table(title=TEXT["speed"][lang], title_justify="left")
-    for c in ("drafter · domain", "plain tok/s", "speculative tok/s", "ratio"):
-        t.add_column(c, justify="right")
+    t = Table(title=TEXT("speed", lang), title_justify="left")
+    for key in ("drafter_domain", "plain_speed", "spec_speed", "ratio"):
+        t.add_column(TEXT(key, lang), justify="right")
     for name, rows in drafters.items():
         for d in DOMAINS:
             s = rows[d]
@@ -186,7 +204,5 @@ def render_eval(console: Console, view: dict[str, Any], lang: str) -> None:
             )
     console.print(t)
     c = view["conditions"]
-    console.print(
-        f"conditions: {c['n_prompts']} prompts × {c['max_new_tokens']} new tokens per domain, seed {c['seed']}, "
-        f"{c['threads']} thread(s), torch {c['torch']}, {c['cpu']}; speed: {c['speed']}"
-    )
+    fmt_c = {k: c[k] for k in ("seed", "threads", "torch", "cpu", "speed")}
+    console.print(TEXT("conditions", lang, n=c["n_prompts"], new=c["max_new_tokens"], **fmt_c))

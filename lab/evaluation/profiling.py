@@ -52,25 +52,48 @@ def hooked_forward(model, tokens: torch.Tensor, cache=None) -> tuple[Any, dict[i
 @torch.no_grad()
 def main_x_error(model, main_x: torch.Tensor, hooked: dict[int, torch.Tensor]) -> float:
     """max |Δ| between the main_x the draft received and main_x recomputed by hand from hooked tap inputs:
-    main_norm(Σ (1/n)·h_l) for the lab's "mean" mix (0.5·h₃ + 0.5·h₄), main_norm(main_proj([h_l…])) otherwise."""
+    main_norm(Σ (1/n)·h_l) for the lab's "mean" mix (0.5·h₃ + 0.5·h₄), main_norm(main_proj([h_l…])) otherwise.
+    The hand recomputation runs in float64 from the model's own tensors (for a float64 model: the same numbers)."""
     cfg, mtp = model.cfg, model.mtp
-    parts = [hooked[l] for l in cfg.dspark_target_layer_ids]
+    parts = [hooked[l].double() for l in cfg.dspark_target_layer_ids]
     if cfg.dspark_tap_mix == "mean":
         mixed = sum((1.0 / len(parts)) * h for h in parts)
     else:
-        mixed = torch.cat(parts, dim=-1) @ mtp.main_proj.weight.T
-    eps, w = mtp.main_norm.eps, mtp.main_norm.weight
+        mixed = torch.cat(parts, dim=-1) @ mtp.main_proj.weight.double().T
+    eps, w = mtp.main_norm.eps, mtp.main_norm.weight.double()
     expected = mixed * torch.rsqrt(mixed.square().mean(-1, keepdim=True) + eps) * w
-    return float((main_x - expected).abs().max())
+    return float((main_x.double() - expected).abs().max())
+
+
+def main_x_threshold(model, main_x: torch.Tensor) -> float:
+    """What `main_x_error` may be when the taps are right: 1e-9 in float64 (the lab's); in a narrower compute dtype
+    the model's own rounding, 8 units of its last place at the largest |main_x| (bfloat16: 8 · 2⁻⁷ · max|x|) — a
+    wrong tap layer or mix moves main_x by the order of |main_x| itself."""
+    if main_x.dtype == torch.float64:
+        return 1e-9
+    return 8 * torch.finfo(main_x.dtype).eps * float(main_x.abs().max())
 
 
 @torch.no_grad()
 def tap_check(model, tokens: torch.Tensor) -> float:
     """The taps checked against a second forward: main_x recorded by a traced forward vs main_x rebuilt from
     the tap layers' inputs caught by hooks (0 when the draft reads the right layers, mixed the right way)."""
+    return tap_check_with_threshold(model, tokens)[0]
+
+
+@torch.no_grad()
+def tap_check_with_threshold(model, tokens: torch.Tensor) -> tuple[float, float]:
+    """(`tap_check`'s max |Δ|, what it may be in the model's dtype: `main_x_threshold`)."""
     trace = Trace(sinkhorn_history=False)
     model(tokens, cache=model.new_cache(tokens.size(0)), trace=trace, commit=False)
-    return main_x_error(model, trace.get("6B", "main_x"), hooked_forward(model, tokens)[1])
+    main_x = trace.get("6B", "main_x")
+    return main_x_error(model, main_x, hooked_forward(model, tokens)[1]), main_x_threshold(model, main_x)
+
+
+def tap_mix_report(model, tokens: torch.Tensor) -> dict[str, Any]:
+    """The tap check as `profile` reports it: its max |Δ|, its threshold in the model's dtype, what it compares."""
+    error, threshold = tap_check_with_threshold(model, tokens)
+    return {"max_abs_diff": error, "threshold": threshold, "what": TAP_CHECK}
 
 
 @torch.inference_mode()
@@ -142,7 +165,7 @@ def profile(
     reps: int = 15,
     cache_len: int = 48,
     temperature: float = 0.0,
-    weights: str = "trained",
+    weights: str | None = None,
     checkpoint: str | None = None,
     verify_lengths: Sequence[int] = VERIFY_CACHE_LENGTHS,
     device: str | None = None,
@@ -151,18 +174,17 @@ def profile(
     """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
     (the language they learned); untrained ones after random token ids. `verify_steps` gives verify(k) ÷ one
     decode step for k = 1..block at each of `verify_lengths` (`verify_cost[k]["steps"]` at `cache_len`)."""
-    from ..realscale.run import run_model
+    from ..realscale.run import preset_weights, run_model
 
     check_seed(seed)
     check_int(reps, "reps", 1)
     check_temperature(temperature)
     cfg = get_config(preset)
-    if preset != "lab":
-        raise ValueError(f"profile preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
+    weights = preset_weights(preset, weights, checkpoint)
     verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
     why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
     check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
-    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype, preset=preset)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)
@@ -179,7 +201,7 @@ def profile(
     return {
         "preset": preset,
         "parity": {"max_abs_diff": parity(model, tokens), "threshold": 1e-9},
-        "tap_mix": {"max_abs_diff": tap_check(model, tokens), "threshold": 1e-9, "what": TAP_CHECK},
+        "tap_mix": tap_mix_report(model, tokens),
         "acceptance": stats,
         "calibration": {
             "confidence": reliability(rounds, 5, "confidence"),

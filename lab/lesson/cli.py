@@ -31,7 +31,12 @@ examples:
   dspark-lab walk --lang vi --step 6B               the destination step, in Vietnamese
   dspark-lab walk --prompt "Hôm nay trời đẹp" --step 1A --step 6B
   dspark-lab walk --step 6B --weights untrained     the same screen before training
-  dspark-lab walk --json                            the same views as JSON"""
+  dspark-lab walk --json                            the same views as JSON
+  dspark-lab walk --preset flash-cpu --step 6B      step 6B at DeepSeek-V4.1-Flash widths (seeded init, ~13 GiB)"""
+PRESET_HELP = (
+    "lab (default: the trained CPU model) or flash-cpu (every width of DeepSeek-V4.1-Flash, few layers and experts: "
+    "its seeded init, read through the lab tokenizer's ids); flash is refused where it does not fit"
+)
 INSPECT_EXAMPLES = """\
 examples:
   dspark-lab inspect                                the lab model: parameters, KV bytes, layer roles
@@ -41,7 +46,8 @@ GENERATE_EXAMPLES = """\
 examples:
   dspark-lab generate --max-new-tokens 48           plain vs DSpark speculative decoding, side by side
   dspark-lab generate --verify-len 2                send only 2 of the 5 drafts to verify
-  dspark-lab generate --temperature 1 --seed 7      sampled: the target's distribution, other tokens"""
+  dspark-lab generate --temperature 1 --seed 7      sampled: the target's distribution, other tokens
+  dspark-lab generate --preset flash-cpu --max-new-tokens 8 --json   the real widths: speculative = plain"""
 
 PROFILE_EXAMPLES = """\
 examples:
@@ -69,7 +75,7 @@ def add_parsers(sub: Any) -> None:
         "--step", action="append", metavar="ID", help="show only this step (repeatable): 1A 1B 2A 3A 3B 3C 4A 6A 5A 6B"
     )
     add_lang(w)
-    w.add_argument("--preset", default="lab", help="model preset; walk runs `lab` (the CPU model)")
+    w.add_argument("--preset", default="lab", help=PRESET_HELP)
     w.add_argument("--prompt", default=None, help="text to run (any text; NFC-normalised)")
     add_seed(w, "seed of the sampling (and of the weights with --weights untrained); same seed → same numbers")
     add_verify_len(w, "The draft always runs the whole trained block of 5; only its first ℓ drafts are sent to verify")
@@ -87,7 +93,7 @@ def add_parsers(sub: Any) -> None:
         "checkpoint folder's headers say, without reading its data.",
         INSPECT_EXAMPLES,
     )
-    i.add_argument("--preset", default="lab", help="lab (default) or flash")
+    i.add_argument("--preset", default="lab", help="lab (default), flash or flash-cpu: counted on `meta`")
     add_lang(i)
     add_seed(i, "init seed (lab only)")
     add_json(i)
@@ -120,7 +126,7 @@ def add_parsers(sub: Any) -> None:
     add_temperature(g)
     add_seed(g, "seed of the weights and of the sampling")
     add_lang(g)
-    g.add_argument("--preset", default="lab", help="model preset (lab)")
+    g.add_argument("--preset", default="lab", help=PRESET_HELP)
     add_json(g, "print the result as JSON")
     add_weights(g)
     add_checkpoint(g)
@@ -138,7 +144,7 @@ def add_parsers(sub: Any) -> None:
         "that `dspark-lab schedule` reads.",
         PROFILE_EXAMPLES,
     )
-    f.add_argument("--preset", default="lab", help="model preset (lab)")
+    f.add_argument("--preset", default="lab", help=PRESET_HELP)
     add_seed(f, "seed of the weights and prompts")
     f.add_argument("--reps", type=int, default=15, help=f"repetitions per timing: 1..{MAX_REPS} (default 15)")
     f.add_argument(
@@ -169,7 +175,7 @@ def add_parsers(sub: Any) -> None:
 
 def check(args: argparse.Namespace, cfg: Any) -> None:
     """The lesson's options that depend on the model (the shared ones are lab/cli.py's `check_args`)."""
-    if args.command == "generate" and args.preset == "lab":  # compare() refuses the other presets
+    if args.command == "generate" and args.checkpoint is None:  # a checkpoint brings its own config and tokenizer
         check_generate_length(args, cfg)
     elif args.command == "profile":
         check_profile(args, cfg)
@@ -193,14 +199,13 @@ def check_profile(args: argparse.Namespace, cfg: Any) -> None:
 
 def check_generate_length(args: argparse.Namespace, cfg: Any) -> None:
     """--max-new-tokens: the prompt and the new tokens share the max_seq_len positions of the cache."""
-    from dspark_mini import get_tokenizer  # torch: only when a command runs, not for --help
+    from dspark_mini.presets import text_tokenizer  # torch: only when a command runs, not for --help
     from dspark_mini.validate import check_int
 
-    from ..text import DEFAULT_PROMPT
+    from ..text import DEFAULT_PROMPT, check_prompt
 
-    n = len(get_tokenizer(cfg).encode(DEFAULT_PROMPT if args.prompt is None else args.prompt))
-    if n >= cfg.max_seq_len:
-        raise ValueError(f"--prompt has {n} tokens: allowed 1..{cfg.max_seq_len - 1} (max_seq_len − one new token)")
+    prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
+    n = len(check_prompt(prompt, text_tokenizer(cfg).encode, cfg, "--prompt", args.lang)[1])
     why = f"max_seq_len {cfg.max_seq_len} − the prompt's {n} tokens"
     check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - n, why)
 
@@ -260,7 +265,7 @@ def run_walk_command(args: argparse.Namespace, console: Any, lang: str) -> None:
             {
                 "weights": args.weights if args.checkpoint is None else f"checkpoint {args.checkpoint}",
                 "preset": args.preset,
-                "prompt": prompt,
+                "prompt": walk.prompt,
                 "seed": args.seed,
                 "lang": lang,
                 "tokens": walk.tokens[0].tolist(),
@@ -285,6 +290,7 @@ def run_generate(args: argparse.Namespace, console: Any, lang: str) -> None:
         args.checkpoint,
         args.device,
         args.dtype,
+        lang,
     )
     if args.json:
         print_json(report.to_json())
@@ -309,7 +315,7 @@ def run_inspect(args: argparse.Namespace, console: Any, lang: str) -> None:
         return
     from .summary import inspect_model  # torch: only when the command runs
 
-    if args.preset == "flash" and not args.json:
+    if args.preset != "lab" and not args.json:
         with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):
             report = inspect_model(args.preset, args.seed)
     else:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from dspark_mini import get_config, get_tokenizer
+from dspark_mini import get_config
+from dspark_mini.presets import text_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..realscale.run import run_model
-from ..text import DEFAULT_PROMPT
+from ..realscale.export import folder_tokenizer
+from ..realscale.run import preset_weights, run_model
+from ..text import DEFAULT_PROMPT, check_prompt
+from .view import WordPieces, prompt_words
 
 
 @dataclass
@@ -29,6 +32,9 @@ class Comparison:
     weights: str = "trained"
     device: str = "cpu"
     dtype: str = "float64"
+    cfg: Any = None  # the model's ModelConfig
+    tokenizer: Any = None  # what encoded the prompt and decodes the tokens
+    words: list[WordPieces] = field(default_factory=list)  # how the prompt was tokenized, word by word
 
     @property
     def identical(self) -> bool:
@@ -39,11 +45,14 @@ class Comparison:
         return {
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
+            "prompt_words": [{"text": w.text, "ids": w.ids, "spelled": w.spelled} for w in self.words],
             "block": max((r.block for r in self.spec.rows(0)), default=None),  # k: the drafts a round proposes
             "verify_len": self.verify_len,  # ℓ (--verify-len): the first ℓ of them are sent to verify
             "temperature": self.temperature,
             "seed": self.seed,
             "weights": self.weights,
+            "preset": None if self.cfg is None else self.cfg.name,
+            "tokenizer": repr(self.tokenizer),
             "device": self.device,
             "dtype": self.dtype,
             "plain": {
@@ -89,28 +98,48 @@ def compare(
     verify_len: int | None = None,
     temperature: float = 0.0,
     seed: int = 0,
-    weights: str = "trained",
+    weights: str | None = None,
     checkpoint: str | None = None,
     device: str | None = None,
     dtype: str | None = None,
+    lang: str = "en",
 ) -> Comparison:
     """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained"), on `device`
-    (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64)."""
+    (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64).
+    weights None: "trained" for `lab`, the seeded init for another preset (`flash-cpu`, `lab.realscale.run`).
+    The prompt goes through lab.text.check_prompt (NFC, not empty, at most prompt_limit tokens; refusals in
+    `lang`, naming --prompt)."""
     check_seed(seed)  # before the weights are loaded or built
     check_temperature(temperature)
-    if preset != "lab":
-        raise ValueError(f"generate preset {preset!r} is not runnable on a CPU: allowed ('lab',)")
+    weights = preset_weights(preset, weights, checkpoint)
     prompt = DEFAULT_PROMPT if prompt is None else prompt
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt is empty: give some text to continue")
-    cfg = get_config(preset)
-    tok = get_tokenizer(cfg)
-    ids = tok.encode(prompt)
-    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+    if checkpoint is None:
+        cfg = get_config(preset)
+        tok = text_tokenizer(cfg)
+        prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)  # before the model: costs nothing
+        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset)
+    else:  # the checkpoint's config, and its own tokenizer.json when the folder has one
+        model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+        cfg = model.cfg
+        tok = folder_tokenizer(checkpoint, cfg)
+        tok = text_tokenizer(cfg) if tok is None else tok
+        if tok is None:
+            raise ValueError(
+                f"--checkpoint = {checkpoint!r} has no tokenizer.json and a vocabulary of {cfg.vocab_size} ids, "
+                "smaller than the lab tokenizer's: allowed a folder with its tokenizer.json"
+            )
+        prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
+    # the prepared weight layouts are built now, outside both clocks: otherwise the first timed run (speculative)
+    # pays for them — at the real widths gigabytes of stacked and QDQ'd experts — and the ratio reads low
+    model.prepare()
     spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed)  # validates first
     plain = generate_plain(model, x, max_new_tokens, temperature, seed)
     ell = cfg.dspark_block_size if verify_len is None else verify_len
     texts = list(tok.vocab)
     device, dtype = str(model.device), model.cfg.dtype
-    return Comparison(prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype)
+    words = prompt_words(tok, prompt)
+    return Comparison(
+        prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype, model.cfg, tok,
+        words,
+    )

@@ -17,6 +17,28 @@ NOTES = {
         "en": "the 4 lanes are identical (max |Δ| between lanes)",
     },
     "premix": {"vi": "pre-mix ban đầu", "en": "initial pre-mix"},
+    # 1A: how the prompt was tokenized
+    "tokenized_title": {"vi": "Prompt được tách thành token thế nào", "en": "How the prompt was tokenized"},
+    "word": {"vi": "Từ", "en": "Word"},
+    "pieces": {"vi": "Mảnh (token)", "en": "Pieces (tokens)"},
+    "how_split": {"vi": "Cách tách", "en": "How"},
+    "whole_word": {"vi": "nguyên từ: 1 token", "en": "whole word: 1 token"},
+    "word_marks": {"vi": "từ và dấu câu: {n} token", "en": "word and marks: {n} tokens"},
+    "spelled": {"vi": "đánh vần từng ký tự: {n} token", "en": "spelled out as characters: {n} tokens"},
+    "tokenized_whole": {
+        "vi": "Prompt thành {n} token cho {words} từ; mọi từ đều có sẵn nguyên vẹn trong bộ từ vựng của lab.",
+        "en": "The prompt became {n} tokens for {words} words; every word is a whole token of the lab vocabulary.",
+    },
+    "tokenized_spelled": {
+        "vi": (
+            "Prompt thành {n} token cho {words} từ; các từ không có trong bộ từ vựng của lab nên bị đánh vần "
+            "từng ký tự (mỗi ký tự một token): {spelled}."
+        ),
+        "en": (
+            "The prompt became {n} tokens for {words} words; spelled out as characters (one token each, not in "
+            "the lab vocabulary): {spelled}."
+        ),
+    },
     "changed_most": {
         "vi": "Token được Engram thay đổi nhiều nhất (‖g·value‖)",
         "en": "Tokens the memory changed most (‖g·value‖)",

@@ -66,6 +66,9 @@ TEXT = {
     },
     "dim": {"vi": "chiều", "en": "dim"},
     "engram": {"vi": "Cổng Engram của từng làn — lớp {layer}", "en": "Engram gate per lane — layer {layer}"},
+    "part_encoder": {"vi": "encoder (mã hóa)", "en": "encoder"},
+    "part_decoder": {"vi": "decoder (giải mã)", "en": "decoder"},
+    "part_draft": {"vi": "bộ vẽ nháp (draft)", "en": "draft"},
     "roles": {
         "vi": "Vai trò các lớp (E = Engram · T = lớp đích DSpark · ★ = nguồn ứng viên)",
         "en": "Layer roles (E = Engram · T = DSpark tap · ★ = candidate source)",
@@ -348,7 +351,7 @@ def layer_roles_chart(cfg: ModelConfig | None = None, lang: str = "en") -> go.Fi
                 for r in sel
             ]
             hover = [
-                f"{UI('layer', lang)} {r.layer} · {r.part} · {UI('ratio', lang)} {r.ratio}<br>"
+                f"{UI('layer', lang)} {r.layer} · {TEXT('part_' + r.part, lang)} · {UI('ratio', lang)} {r.ratio}<br>"
                 f"{UI('reads_kv_of', lang)}: {r.reads_kv_of} · {UI('reads_topk_of', lang)}: {r.reads_topk_of}"
                 f"<br>RoPE {r.rope}"
                 for r in sel
@@ -357,7 +360,7 @@ def layer_roles_chart(cfg: ModelConfig | None = None, lang: str = "en") -> go.Fi
             fig.add_trace(
                 go.Scatter(
                     x=[r.layer for r in sel],
-                    y=[r.part for r in sel],
+                    y=[TEXT(f"part_{r.part}", lang) for r in sel],
                     mode="markers+text",
                     marker={
                         "symbol": "square",
@@ -381,7 +384,11 @@ def layer_roles_chart(cfg: ModelConfig | None = None, lang: str = "en") -> go.Fi
         fig.add_vline(x=c.n_encoder_layers - 0.5, line={"dash": "dot", "color": "#666"}, row=row, col=1)
         fig.update_xaxes(title_text=UI("layer", lang), dtick=1 if row == 1 else 2, row=row, col=1)
         fig.update_yaxes(
-            categoryorder="array", categoryarray=["draft", "decoder", "encoder"], range=[-0.6, 2.8], row=row, col=1
+            categoryorder="array",
+            categoryarray=[TEXT(f"part_{part}", lang) for part in ("draft", "decoder", "encoder")],
+            range=[-0.6, 2.8],
+            row=row,
+            col=1,
         )
     return finish(fig, TEXT("roles", lang), 520, legend={"orientation": "h", "y": -0.18})
 

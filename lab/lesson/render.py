@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -19,7 +20,7 @@ from ..text import UI, Texts, verify_label
 from .notes import NOTES, equation
 from .steps import get_column
 from .summary import fmt_params
-from .view import StepView, ViewTable
+from .view import StepView, ViewTable, tokenization_note
 
 # strings of the generate and profile screens, both languages (step views use notes.NOTES)
 TEXT = {
@@ -68,6 +69,18 @@ TEXT = {
     "mode": {"vi": "chế độ", "en": "mode"},
     "extra": {"vi": "thêm", "en": "extra"},
     "exact": {"vi": "chính xác", "en": "exact"},
+    "next": {
+        "vi": (
+            "tiếp theo: dspark-lab walk --lang vi --step 6B (một bước) · dspark-lab generate (giải mã thường và "
+            "giải mã dự đoán) · make notebooks (JupyterLab) · dspark-lab present (trình chiếu cho lớp) · "
+            "dspark-lab --help"
+        ),
+        "en": (
+            "next: dspark-lab walk --step 6B (one step) · dspark-lab generate (plain vs speculative decoding) · "
+            "make notebooks (JupyterLab) · dspark-lab present (the deck for a class) · dspark-lab --help · "
+            "in Vietnamese: make lab LAB_LANG=vi"
+        ),
+    },
     "fixed_policy": {"vi": "chính sách cố định, --verify-len", "en": "a fixed policy, --verify-len"},
 }
 TEXT = Texts(TEXT, "screen")
@@ -125,8 +138,19 @@ def render_walk(console: Console, walk, lang: str) -> None:
         style="bold",
     )
     console.print(head)
+    real_widths_note(console, walk.cfg, walk.tokenizer, lang)
     for view in walk.views.values():
         console.print(render_view(view))
+    console.print(Text(TEXT("next", lang), style="bold"))  # the end of `make lab`: where to go from here
+
+
+def real_widths_note(console: Console, cfg, tokenizer, lang: str) -> None:
+    """One line when the text runs through the lab's ids inside a larger vocabulary (an untrained real-width run)."""
+    from dspark_mini.tokenizer import WiderVocabTokenizer  # torch: only when a command renders
+
+    if isinstance(tokenizer, WiderVocabTokenizer):
+        fmt = {"name": cfg.name, "vocab": cfg.vocab_size, "dim": cfg.dim, "layers": cfg.n_layers}
+        console.print(Text(UI("note_real_widths", lang, lab=tokenizer.lab.vocab_size, **fmt), style="yellow"))
 
 
 def render_inspect(console: Console, report: dict[str, Any], lang: str) -> None:
@@ -177,8 +201,8 @@ def strip_token(text: str) -> str:
 
 
 def strip_text(report, lang: str) -> Text:
-    """One strip for sequence 0: "▸first │ ✓tok ✗tok ·tok ↻tok ○tok ○tok │ …", each token marked by what verify
-    did (colour on top of the marker, never instead of it). Every drafted token is shown: the ℓ sent to verify,
+    """One strip for sequence 0: "▸first │ ✓tok ✗tok ·tok ↻tok ○tok ○tok │ … │ ✓tok +tok", each token marked by what
+    verify did (colour on top of the marker, never instead of it). Every drafted token is shown: the ℓ sent to verify,
     the target's own token, then those past ℓ marked ○ (not sent to verify)."""
     tok = report.texts
 
@@ -197,7 +221,7 @@ def strip_text(report, lang: str) -> Text:
         add(r.next_token, r.next_kind)  # the target's own token: the committed text reads left to right
         for t, st in drafts[r.verify_len :]:  # drafted, never sent to verify
             add(t, st)
-    strip.append("│", style="dim")
+    strip.rstrip()  # no closing │: wrapped alone onto the last line, it read as one more, empty round
     return strip
 
 
@@ -223,9 +247,11 @@ def render_generate(console: Console, report, lang: str) -> None:
             style="bold",
         )
     )
-    console.print(
-        Panel(Group(strip_text(report, lang), strip_legend(lang)), title=TEXT("strip_title", lang), title_align="left")
-    )
+    console.print(Text(tokenization_note(report.words, lang)))
+    strip = Group(strip_text(report, lang), strip_legend(lang))
+    # rules above and below, no side borders: a panel's │ beside the strip's own round boundary │ at a line's end
+    # or start would read as one more, empty round
+    console.print(Panel(strip, title=TEXT("strip_title", lang), title_align="left", box=box.HORIZONTALS))
     rows = [
         [
             TEXT(key, lang),
@@ -247,6 +273,7 @@ def render_generate(console: Console, report, lang: str) -> None:
     )
     if report.weights == "untrained":
         console.print(Text(UI("warning_untrained", lang), style="yellow"))
+    real_widths_note(console, report.cfg, report.tokenizer, lang)
 
 
 def render_profile(console: Console, report: dict[str, Any], lang: str) -> None:

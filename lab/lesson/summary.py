@@ -15,13 +15,14 @@ from dspark_mini.schedule import layer_roles
 
 def inspect_model(preset: str = "lab", seed: int = 0) -> dict[str, Any]:
     """Config tables, parameter counts and KV budgets, from the config alone: nothing is built (the real-size
-    `flash` model would be built on the meta device; `device` names the device each would be built on)."""
+    `flash` and `flash-cpu` models would be built on the meta device; `device` names the device each would be built
+    on)."""
     cfg = get_config(preset)
     params = param_counts(cfg)
     kb = kv_bytes(cfg)
     return {
         "preset": preset,
-        "device": "meta" if preset == "flash" else "cpu",
+        "device": "cpu" if preset == "lab" else "meta",
         "params": params,
         "kv_bytes_per_token": {
             "compressed_kv": kb["compressed_kv_per_token"],

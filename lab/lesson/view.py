@@ -5,6 +5,7 @@ number formatters every view uses. Rendering lives elsewhere (render.py, plots.p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from dspark_mini.model import Transformer
 from dspark_mini.speculative import Round
 from dspark_mini.tokenizer import LabTokenizer
 
+from .notes import NOTES
 from .steps import Step
 
 
@@ -85,6 +87,48 @@ class Walk:
     weights: str = "untrained"  # "trained" (lab/weights) or "untrained" (the seeded init)
     hooked_taps: dict[int, torch.Tensor] | None = None  # tap inputs caught by hooks in the parity forward
     lesson: Round | None = None  # the lesson's setting on this prompt: untrained, block 3, greedy (see 6B)
+
+
+# ---- how a prompt was tokenized ----------------------------------------------------------------------
+@dataclass
+class WordPieces:
+    """One word of the prompt (with the whitespace before it) and the tokens it became."""
+
+    text: str
+    ids: list[int]
+    pieces: list[str]  # each token's display text ("▁" marks a leading space)
+
+    @property
+    def spelled(self) -> bool:
+        """Whether a letter or digit of the word is its own token: the word is not in the lab vocabulary whole."""
+        return any(len(p.lstrip("▁")) == 1 and p.lstrip("▁").isalnum() for p in self.pieces)
+
+
+def prompt_words(tokenizer: LabTokenizer, text: str) -> list[WordPieces]:
+    """`text` cut at whitespace, each word with the whitespace before it (trailing whitespace is a piece of its
+    own), each piece encoded alone. The tokenizer's chunks never reach from a space back into the word before
+    it, so the pieces' ids joined are the ids of the whole text (tests/test_prompt.py checks it)."""
+    words = []
+    for m in re.finditer(r"\s*\S+|\s+", text):
+        ids = tokenizer.encode(m.group())
+        words.append(WordPieces(m.group(), ids, [tokenizer.token_text(i) for i in ids]))
+    return words
+
+
+def shown(text: str) -> str:
+    """A word as a table shows it: without the whitespace before it ("␣" / "↵" when it is only whitespace)."""
+    word = text.strip()
+    return word if word else text.replace(" ", "␣").replace("\n", "↵")
+
+
+def tokenization_note(words: list[WordPieces], lang: str) -> str:
+    """One line (walk 1A, generate): how many tokens for how many words, which words were spelled out."""
+    n_words = sum(1 for word in words if word.text.strip())
+    n_tokens = sum(len(word.ids) for word in words)
+    spelled = [word.text.strip() for word in words if word.spelled]
+    if not spelled:
+        return NOTES("tokenized_whole", lang, n=n_tokens, words=n_words)
+    return NOTES("tokenized_spelled", lang, n=n_tokens, words=n_words, spelled=", ".join(spelled))
 
 
 # ---- small helpers ---------------------------------------------------------------------------------

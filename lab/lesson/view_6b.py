@@ -19,7 +19,7 @@ from dspark_mini.scheduler import Scheduler, StepRate, survival
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, Round, speculative_round
 from dspark_mini.validate import check_int, check_temperature
 
-from ..evaluation.profiling import hooked_forward, main_x_error
+from ..evaluation.profiling import hooked_forward, main_x_error, main_x_threshold
 from ..text import UI, verify_label
 from ..weights import lab_model, report
 from .notes import LESSON, NOTES, ece_text
@@ -80,11 +80,9 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     rows = [[l, r(t.norm()), r(t.mean()), r(t.std())] for l, t in zip(cfg.dspark_target_layer_ids, taps, strict=True)]
     v.tables.append(ViewTable(NOTES("taps", lang), [UI("layer", lang), "‖h‖", UI("mean", lang), UI("std", lang)], rows))
     hooked = w.hooked_taps if w.hooked_taps is not None else hooked_forward(w.model, w.tokens)[1]
-    v.checks.append(
-        Check(
-            NOTES("check_taps", lang, mix=mix_formula(cfg)), main_x_error(w.model, tr.get("6B", "main_x"), hooked), 1e-9
-        )
-    )
+    main_x = tr.get("6B", "main_x")
+    error, threshold = main_x_error(w.model, main_x, hooked), main_x_threshold(w.model, main_x)
+    v.checks.append(Check(NOTES("check_taps", lang, mix=mix_formula(cfg)), error, threshold))
     v.facts += [(NOTES("uniform", lang), r(1.0 / cfg.vocab_size, 5)), (NOTES("max_p", lang), r(probs.max(), 5))]
     v.tables.append(lesson_table(w, lang))
     v.tables.append(draft_table(w, lang))

@@ -17,7 +17,19 @@ from dspark_mini.schedule import LayerRole, layer_roles
 
 from ..text import UI
 from .notes import NOTES, layer_label
-from .view import Check, StepView, ViewTable, Walk, r, rel_err, shape, tok_text
+from .view import (
+    Check,
+    StepView,
+    ViewTable,
+    Walk,
+    prompt_words,
+    r,
+    rel_err,
+    shape,
+    shown,
+    tok_text,
+    tokenization_note,
+)
 
 
 # ---- the ten views -----------------------------------------------------------------------------------
@@ -39,6 +51,8 @@ def view_1a(w: Walk, v: StepView) -> StepView:
             rows,
         )
     )
+    v.tables.append(tokenization_table(w, lang))
+    v.notes.append(tokenization_note(prompt_words(w.tokenizer, w.prompt), lang))
     spread = float((streams - streams[:, :, :1]).abs().max())
     v.checks.append(Check(NOTES("copies_equal", lang), spread, 0.0))
     v.facts += [
@@ -46,6 +60,18 @@ def view_1a(w: Walk, v: StepView) -> StepView:
         (NOTES("emb_norm", lang), r(emb[0].norm(dim=-1).mean())),
     ]
     return v
+
+
+def tokenization_table(w: Walk, lang: str) -> ViewTable:
+    """Word by word, what the prompt became: its tokens (ids) and whether the word was one token or spelled out."""
+    rows = []
+    for word in prompt_words(w.tokenizer, w.prompt):
+        n = len(word.ids)
+        how = "spelled" if word.spelled else ("whole_word" if n == 1 else "word_marks")
+        pieces = " · ".join(repr(p)[1:-1] for p in word.pieces)
+        rows.append([shown(word.text), pieces, " · ".join(map(str, word.ids)), NOTES(how, lang, n=n)])
+    columns = [NOTES("word", lang), NOTES("pieces", lang), UI("token_id", lang), NOTES("how_split", lang)]
+    return ViewTable(NOTES("tokenized_title", lang), columns, rows)
 
 
 def view_1b(w: Walk, v: StepView) -> StepView:

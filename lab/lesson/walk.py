@@ -14,22 +14,21 @@ import dataclasses
 
 import torch
 
-from dspark_mini import Trace, get_config, get_tokenizer
+from dspark_mini import Trace, get_config
 from dspark_mini.config import ModelConfig
+from dspark_mini.presets import text_tokenizer
 from dspark_mini.sampling import next_token
 from dspark_mini.speculative import check_verify_len as speculative_check_verify_len
 from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
-from ..realscale.run import run_model
-from ..text import DEFAULT_PROMPT, check_lang
+from ..realscale.run import preset_weights, run_model
+from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk
 from .view_6b import view_6b
 from .views import view_1a, view_1b, view_2a, view_3a, view_3b, view_3c, view_4a, view_5a, view_6a
-
-WALK_PRESETS = ("lab",)
 
 
 def run_walk(
@@ -40,34 +39,27 @@ def run_walk(
     steps: tuple[str, ...] | None = None,
     verify_len: int | None = None,
     temperature: float = 0.0,
-    weights: str = "trained",
+    weights: str | None = None,
     checkpoint: str | None = None,
+    prompt_option: str = "--prompt",
 ) -> Walk:
     """Tokenize, run one traced forward (and a second for the parity check), one DSpark round, the views.
 
     weights="trained" loads the shipped lab weights (target + DSpark draft); "untrained" builds the seeded
-    random init. The seed also drives the sampling of the round."""
+    random init; None: "trained" for `lab`, "untrained" for another preset (`flash-cpu`: the real widths, its seeded
+    init drawn on the device; the lab tokenizer's ids, all < 512, are valid ids of its 129,280). The seed also
+    drives the sampling of the round. The prompt goes through lab.text.check_prompt (NFC, not empty, at most
+    prompt_limit tokens); a refusal names `prompt_option` in `lang`."""
     seed = check_seed(seed)
     lang = check_lang(lang)
-    if preset not in WALK_PRESETS:
-        raise ValueError(
-            f"walk preset {preset!r} is not runnable on a CPU: allowed {WALK_PRESETS} "
-            "(use `dspark-lab inspect --preset flash` for the real-size model)"
-        )
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt is empty: give some text to run through the model")
+    weights = preset_weights(preset, weights, checkpoint)
     wanted = tuple(get_step(s).id for s in steps) if steps else STEP_IDS
     cfg = get_config(preset)
-    tok = get_tokenizer(cfg)
-    ids = tok.encode(prompt)
-    if len(ids) + cfg.dspark_block_size + 1 > cfg.max_seq_len:
-        raise ValueError(
-            f"prompt has {len(ids)} tokens: allowed 1..{cfg.max_seq_len - cfg.dspark_block_size - 1} "
-            f"(max_seq_len {cfg.max_seq_len} minus one draft round)"
-        )
+    tok = text_tokenizer(cfg)
+    prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)
     verify_len = check_verify_len(cfg, verify_len)
     temperature = check_temperature(temperature)
-    model = run_model(weights, seed, checkpoint=checkpoint)
+    model = run_model(weights, seed, checkpoint=checkpoint, preset=preset)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
     with torch.no_grad():

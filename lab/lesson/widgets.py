@@ -20,9 +20,11 @@ from typing import Any
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
+from dspark_mini import get_config, get_tokenizer
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..text import DEFAULT_PROMPT, UI, Texts, check_lang
+from ..text import check_prompt as prompt_check
 from ..weights import check_weights
 from .figures import step_figures
 from .notes import equation
@@ -31,6 +33,8 @@ from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in
 from .view import StepView, Walk
 from .views import view_2a, view_4a, view_5a
 from .walk import build_views, check_verify_len, redraft, run_walk
+
+PROMPT_FIELD = "prompt"  # the field's name in a refusal: LabState.update(prompt=…) and the app's control take it
 
 FIELDS: tuple[str, ...] = ("prompt", "seed", "verify_len", "temperature", "lang", "weights", "step", "layer")
 
@@ -118,12 +122,13 @@ class LabState:
     ) -> None:
         lang = check_lang(lang)
         walk = run_walk(
-            check_prompt(prompt),
+            check_prompt(prompt, lang),
             seed=check_seed(seed),
             lang=lang,
             verify_len=verify_len,
             temperature=check_temperature(temperature),
             weights=check_weights(weights),
+            prompt_option=PROMPT_FIELD,
         )
         self._init(walk, lang, weights, step, layer, runs={"forward": 1, "draft": 1, "views": 1})
 
@@ -164,7 +169,7 @@ class LabState:
         """`value` validated (and normalized) for field `name`; a bad one raises ValueError (or TypeError, for a
         value of the wrong kind) naming it. Seeds and temperatures go through dspark_mini.validate, as in the CLI."""
         if name == "prompt":
-            return check_prompt(value)
+            return check_prompt(value, self.lang)
         if name == "seed":
             return check_seed(value)
         if name == "verify_len":
@@ -198,6 +203,7 @@ class LabState:
                 verify_len=values["verify_len"],
                 temperature=values["temperature"],
                 weights=values["weights"],
+                prompt_option=PROMPT_FIELD,
             )
             recomputed = {"forward", "draft", "views"}
         else:
@@ -232,10 +238,10 @@ class LabState:
         )
 
 
-def check_prompt(prompt: Any) -> str:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt is empty: give some text to run through the model")
-    return prompt
+def check_prompt(prompt: Any, lang: str = "en") -> str:
+    """The prompt field, NFC: lab.text.check_prompt against the lab model, its refusals naming the field."""
+    cfg = get_config("lab")
+    return prompt_check(prompt, get_tokenizer(cfg).encode, cfg, PROMPT_FIELD, lang)[0]
 
 
 def describe_update(recomputed: set[str], lang: str) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lesson.steps import STEP_IDS
-from ..text import LANGS, UI, check_lang, say_symlink
+from ..text import LANGS, UI, Texts, check_lang, say_symlink
 from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, render
 
 DEFAULT_HOST = "127.0.0.1"
@@ -187,12 +187,11 @@ def build_data(
     from dspark_mini.tokenizer import default_tokenizer
 
     from ..lesson.widgets import LabState
-    from ..text import DEFAULT_PROMPT
     from . import deck
     from .rounds import scheduled_rounds
 
     lang = check_lang(lang)
-    prompt = DEFAULT_PROMPT if prompt is None else prompt
+    prompt, ids = prompt_tokens(prompt, rounds, lang)
     torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
     state = LabState(prompt=prompt, seed=seed, lang=LANGS[0])
     decks = {}
@@ -205,7 +204,7 @@ def build_data(
     if len({tuple(v) for v in shape.values()}) != 1:
         raise ValueError(f"the languages' decks differ in their slides: {shape}")
     tok = default_tokenizer()
-    debug = scheduled_rounds(state.walk.model, tok.encode(prompt), rounds, requests, temperature, seed)
+    debug = scheduled_rounds(state.walk.model, ids, rounds, requests, temperature, seed)
     return {
         "lang": lang,
         "steps": list(STEP_IDS),
@@ -217,6 +216,41 @@ def build_data(
         "markers": MARKERS,
         "ui": strings(),
     }
+
+
+ROUNDS_FIT = Texts(
+    {
+        "rounds_fit": {
+            "vi": (
+                "--prompt có {n} token và --rounds = {rounds} cần thêm {need} vị trí ({verify} mỗi vòng): vượt "
+                "max_seq_len {seq}; hãy rút ngắn prompt còn tối đa {room} token hoặc giảm --rounds"
+            ),
+            "en": (
+                "--prompt has {n} tokens and --rounds = {rounds} needs {need} more positions ({verify} a round): over "
+                "max_seq_len {seq}; shorten the prompt to at most {room} tokens or lower --rounds"
+            ),
+        }
+    },
+    "presenter error",
+)
+
+
+def prompt_tokens(prompt: str | None, rounds: int, lang: str) -> tuple[str, list[int]]:
+    """The deck's prompt (default: the walk's) through lab.text.check_prompt, NFC → (text, ids); then the rounds
+    the 6B page decodes after it must fit in max_seq_len too (the anchor of the next round included)."""
+    from dspark_mini import get_config, get_tokenizer  # torch: only when the deck is built, not for --help
+
+    from ..text import DEFAULT_PROMPT, check_prompt
+
+    cfg = get_config("lab")
+    prompt = DEFAULT_PROMPT if prompt is None else prompt
+    text, ids = check_prompt(prompt, get_tokenizer(cfg).encode, cfg, "--prompt", lang)
+    verify = cfg.dspark_block_size + 1
+    if len(ids) + rounds * verify + 1 > cfg.max_seq_len:
+        need = rounds * verify + 1
+        fmt = {"n": len(ids), "rounds": rounds, "need": need, "verify": verify, "seq": cfg.max_seq_len}
+        raise ValueError(ROUNDS_FIT("rounds_fit", lang, room=cfg.max_seq_len - need, **fmt))
+    return text, ids
 
 
 def render_page(data: dict[str, Any]) -> str:
@@ -422,8 +456,7 @@ def check_present_args(args: argparse.Namespace) -> None:
     check_int(args.rounds, "--rounds", 1, MAX_ROUNDS)
     check_int(args.port, "--port", 0, 65535)
     check_host(args.host, args.public)
-    if args.prompt is not None and not args.prompt.strip():
-        raise ValueError("--prompt is empty: give some text to run through the model")
+    prompt_tokens(args.prompt, args.rounds, args.lang)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out = {str(args.out)!r} is a file: allowed a folder (present writes index.html into it)")
     if args.out is not None:

@@ -31,6 +31,7 @@ from torch.overrides import TorchFunctionMode
 from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict, write_tensors
 from dspark_mini.config import ModelConfig, shown
 from dspark_mini.files import folder_swap
+from dspark_mini.hf_tokenizer import TOKENIZER_FILE, HFTokenizer
 from dspark_mini.jsonlimits import read_json
 from dspark_mini.model import Transformer
 from dspark_mini.packed import (
@@ -408,6 +409,9 @@ def load_checkpoint(
     est = estimate_rank(cfg, SINGLE, packed=packed, dtype=dtype, style=reader.style)  # from config.json alone
     check_fits(est, dev, free)
     model = build_model(compute_config(cfg, dtype))
+    tok = folder_tokenizer(reader.folder, cfg)
+    if tok is not None:  # Engram reads the compressed ids of the checkpoint's own vocabulary
+        model.compress_map.copy_(torch.tensor(tok.compress_map))  # [V]
     state = model.state_dict()
     for lab in labs:
         fmt = reader.by_lab[lab][0].fmt
@@ -425,3 +429,25 @@ def load_checkpoint(
         model.mtp.set_confidence_temperatures(temps)
     reader.close()
     return model.to(dev)
+
+
+def folder_tokenizer(folder: str | os.PathLike, cfg: ModelConfig) -> HFTokenizer | None:
+    """The checkpoint's own tokenizer when its folder holds a `tokenizer.json` (read with `tokenizers`:
+    `dspark_mini.hf_tokenizer`), else None. Its vocabulary must be the config's, and the Engram compressed
+    vocabulary derived from it must have the config's size (every Engram hash multiplier depends on that number)."""
+    path = Path(folder) / TOKENIZER_FILE
+    if not path.is_file():
+        return None
+    tok = HFTokenizer.from_folder(folder)
+    if tok.vocab_size != cfg.vocab_size:
+        raise RealScaleError(
+            f"{path}: {tok.vocab_size:,} token ids, but config.json says vocab_size = {cfg.vocab_size:,}: allowed "
+            "the tokenizer of the checkpoint's own vocabulary"
+        )
+    if tok.compressed_vocab_size != cfg.engram_compressed_vocab_size:
+        raise RealScaleError(
+            f"{path}: its Engram compressed vocabulary has {tok.compressed_vocab_size:,} ids, but config.json says "
+            f"engram_compressed_vocab_size = {cfg.engram_compressed_vocab_size:,}: allowed the tokenizer the "
+            "checkpoint was built with"
+        )
+    return tok

@@ -5,6 +5,7 @@ any weight is allocated.
   read_stored(folder)                                checkpoint name → (dtype, shape), from the shard headers only
   estimate_rank(cfg, par, stored, packed, dtype)     RankEstimate: the bytes rank `par.rank` reads and holds
   estimate_ranks(cfg, pars, …)                       the same for several ranks (the layout computed once)
+  prepared_bytes(cfg, dtype)                         the kernel layouts the first forward builds, from a `meta` build
   free_bytes(device)                                 cuda: torch.cuda.mem_get_info; cpu: MemAvailable (/proc/meminfo)
   check_fits(estimate, device, free=None)            PlacementError (a ValueError) when it does not fit: the
                                                      estimate, what is free, and what to change
@@ -16,8 +17,12 @@ columns, its vocab and Engram rows; everything else in full). Each checkpoint te
   held     what the lab model holds after loading: packed formats as stored when `packed` (the codes and scales are
            kept), dequantized to the compute dtype otherwise; every other tensor in the dtype the model keeps it
            (the compute dtype, or fp32 for the `hp_dtype` tensors — the head stored as BF16 is held in fp32).
-needed = held + margin, the margin being MARGIN_FRACTION of held plus MARGIN_FLOOR bytes: the KV cache and the
-activations of a short run, one dequantized weight at a time (packed), the allocator's and CUDA context's slack.
+prepared  (one process, unpacked, when asked: `prepared=True`) the forms the first inference forward builds and keeps
+           beside the weights (`quant.Prepared`: the routed experts stacked and MXFP4-QDQ'd, the attention's stacked
+           and transposed projections, the FP8-QDQ'd Engram table…) — at real widths about as much again as the
+           weights, so a run that counts only the weights would be refused too late.
+needed = held + prepared + margin, the margin being MARGIN_FRACTION of held plus MARGIN_FLOOR bytes: the KV cache
+and the activations of a short run, one dequantized weight at a time (packed), the allocator's and CUDA context's slack.
 It is an estimate for refusing early, not a promise: a long context needs its KV cache on top (notebook 03).
 """
 
@@ -59,6 +64,7 @@ class RankEstimate:
     dtype: str  # compute dtype
     stored: dict[str, int] = field(default_factory=dict)  # group → bytes of this rank's share, as stored
     held: dict[str, int] = field(default_factory=dict)  # group → bytes the model holds
+    prepared: int = 0  # bytes of the prepared forms the first forward builds (0: not counted)
 
     @property
     def stored_bytes(self) -> int:
@@ -74,13 +80,15 @@ class RankEstimate:
 
     @property
     def needed_bytes(self) -> int:
-        return self.held_bytes + self.margin_bytes
+        return self.held_bytes + self.prepared + self.margin_bytes
 
     def describe(self) -> str:
         how = "packed as stored" if self.packed else f"unpacked to {self.dtype}"
         return (
             f"rank {self.rank} of {self.ranks} (tp {self.tp}) holds {size(self.held_bytes)} of weights "
-            f"({how}; {size(self.stored_bytes)} read from the checkpoint) + a margin of "
+            f"({how}; {size(self.stored_bytes)} read from the checkpoint)"
+            + (f" + {size(self.prepared)} of prepared kernel layouts" if self.prepared else "")
+            + " + a margin of "
             f"{size(self.margin_bytes)} (KV cache, activations: {MARGIN_FRACTION:.0%} + "
             f"{size(MARGIN_FLOOR)}) = {size(self.needed_bytes)}"
         )
@@ -94,6 +102,7 @@ class RankEstimate:
             "dtype": self.dtype,
             "stored_bytes": self.stored_bytes,
             "held_bytes": self.held_bytes,
+            "prepared_bytes": self.prepared,
             "margin_bytes": self.margin_bytes,
             "needed_bytes": self.needed_bytes,
             "stored_by_group": dict(self.stored),
@@ -125,13 +134,54 @@ def estimate_rank(
     packed: bool = True,
     dtype: str | None = None,
     style: str = "official",
+    prepared: bool = False,
 ) -> RankEstimate:
     """The bytes rank `par` (a distributed.Parallel) reads and holds of a checkpoint of `cfg` in `style`.
 
     stored: the checkpoint's tensors from its headers (`read_stored`); None: the layout of `cfg` in `style` (what
     `export_checkpoint` writes; a loader checks every tensor it reads against its header). dtype: the compute dtype
-    (default the config's). Nothing is allocated."""
-    return estimate_ranks(cfg, [par], stored, packed, dtype, style)[0]
+    (default the config's). prepared: count the prepared forms too (one whole unpacked model: `prepared_bytes`).
+    Nothing is allocated."""
+    est = estimate_ranks(cfg, [par], stored, packed, dtype, style)[0]
+    if prepared:
+        if packed or par.size != 1:
+            raise ValueError("prepared=True counts one whole unpacked model: allowed with packed=False on one rank")
+        est.prepared = prepared_bytes(cfg, dtype)
+    return est
+
+
+def prepared_bytes(cfg: ModelConfig, dtype: str | None = None) -> int:
+    """Bytes of every prepared form (`quant.Prepared`) a model of `cfg` in compute dtype `dtype` builds at its first
+    inference forward: each one built on a `meta` model (shapes and dtypes only, nothing allocated), counting every
+    tensor it makes and none it only refers to (a parameter itself, or a view of one)."""
+    from dspark_mini import build_model
+    from dspark_mini.quant import Prepared
+
+    model = build_model(compute_config(cfg, dtype), device="meta")
+    params = {id(p) for p in model.parameters()}
+    total = 0
+    with torch.no_grad():
+        for m in model.modules():
+            for v in vars(m).values():
+                if isinstance(v, Prepared):
+                    total += sum(t.numel() * t.element_size() for t in tensors_of(v.build()) if own(t, params))
+    return total
+
+
+def tensors_of(value) -> list[torch.Tensor]:
+    """The tensors in a prepared value (a tensor, or tuples / lists / dicts of them and of other things)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in tensors_of(v)]
+    return []
+
+
+def own(t: torch.Tensor, params: set[int]) -> bool:
+    """Whether `t` is storage of its own (not a parameter, not a view of one)."""
+    return id(t) not in params and (t._base is None or id(t._base) not in params)
 
 
 def estimate_ranks(

@@ -1,10 +1,12 @@
 """The model a command runs on, wherever it runs: one process or a rank of torchrun, the lab's own set or a
 checkpoint folder in the official layout.
 
-  run_model(weights, seed, checkpoint, device, dtype, shard=True, free=None)
+  run_model(weights, seed, checkpoint, device, dtype, shard=True, free=None, preset="lab")
       checkpoint given → the model read back from it (under torchrun: only this rank's tensors are read);
       otherwise      → `lab.weights.lab_model` (the shipped set or the seeded init), its memory estimate checked
-                       against what the device has free first, sharded under torchrun with several ranks.
+                       against what the device has free first, sharded under torchrun with several ranks;
+      another preset → its seeded init, built and drawn on the device itself (`flash-cpu`: the real widths; no
+                       trained set exists for them), after the same memory check (`flash` is refused there).
 `shard=False` keeps the whole model on every rank. In one process every step is a no-op but the checks, so a plain
 CPU run pays nothing for the real-scale path; `lab_model` itself never imports this package.
 """
@@ -13,25 +15,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dspark_mini import get_config
-from dspark_mini.device import check_device, check_dtype
+from dspark_mini import build_model, get_config
+from dspark_mini.device import check_device, check_dtype, compute_config
 from dspark_mini.model import Transformer
 
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load
 from .export import load_checkpoint
-from .placement import check_fits, estimate_rank
+from .placement import MARGIN_FLOOR, check_fits, estimate_rank, prepared_bytes
 from .ranks import SINGLE
 
 
 def run_model(
-    weights: str = "trained",
+    weights: str | None = "trained",
     seed: int = 0,
     checkpoint: str | Path | None = None,
     device: str | None = None,
     dtype: str | None = None,
     shard: bool = True,
     free: int | None = None,
+    preset: str = "lab",
 ) -> Transformer:
     """See the module docstring. free: injected free bytes (tests); default measured on the device."""
     dev = check_device(device, "device")
@@ -40,6 +43,27 @@ def run_model(
         if shard:
             return maybe_distributed_load(checkpoint, device=str(dev), dtype=dtype)
         return load_checkpoint(checkpoint, device=dev, dtype=dtype, free=free)
-    check_fits(estimate_rank(get_config("lab"), SINGLE, packed=False, dtype=dtype, style="lab"), dev, free)
+    cfg = get_config(preset)
+    weights = preset_weights(preset, weights)
+    est = check_fits(estimate_rank(cfg, SINGLE, packed=False, dtype=dtype, style="lab"), dev, free)  # weights alone
+    if est.held_bytes > MARGIN_FLOOR:  # a smaller model's prepared layouts are of its size: the margin's floor
+        est.prepared = prepared_bytes(cfg, dtype)  # what the first forward builds beside the weights
+        check_fits(est, dev, free)
+    if preset != "lab":
+        model = build_model(compute_config(cfg, dtype), seed, device=dev, on_device=True)
+        return maybe_distributed(model, device=str(dev)) if shard else model
     model = lab_model(weights, seed, device="cpu", dtype=dtype)
     return maybe_distributed(model, device=str(dev)) if shard else model.to(dev)
+
+
+def preset_weights(preset: str, weights: str | None, checkpoint: str | Path | None = None) -> str:
+    """--weights for `preset`: None → "trained" for `lab` (or with a checkpoint), "untrained" for the other presets,
+    whose only weights are the seeded init; an explicit "trained" for another preset is refused."""
+    if weights is None:
+        return "trained" if preset == "lab" or checkpoint is not None else "untrained"
+    if preset != "lab" and weights != "untrained":
+        raise ValueError(
+            f"--weights {weights}: preset {preset!r} has no trained weights (the shipped set is the `lab` model's): "
+            "allowed --weights untrained (the seeded init, the default for that preset)"
+        )
+    return weights

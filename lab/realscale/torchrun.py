@@ -30,6 +30,7 @@ import torch.distributed as dist
 from dspark_mini.device import check_device, check_dtype
 
 from ..options import add_verify_len
+from ..text import DEFAULT_PROMPT, check_prompt
 from .distributed import (
     DEFAULT_TIMEOUT_S,
     agree,
@@ -160,15 +161,7 @@ def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
         raise ValueError(
             f"the checkpoint's vocabulary ({cfg.vocab_size} ids) is not the lab tokenizer's: no --prompt text"
         )
-    if args.prompt is None:
-        from lab.text import DEFAULT_PROMPT
-
-        text = DEFAULT_PROMPT
-    else:
-        text = args.prompt
-    if not text.strip():
-        raise ValueError("--prompt is empty: give some text to continue")
-    return tok.encode(text)
+    return check_prompt(DEFAULT_PROMPT if args.prompt is None else args.prompt, tok.encode, cfg, "--prompt")[1]
 
 
 def decode(model, ids: list[int], args: argparse.Namespace) -> dict[str, Any]:

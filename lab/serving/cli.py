@@ -144,6 +144,11 @@ def add_parsers(sub: Any) -> None:
         help="the threshold policy's survival cut-off, in [0, 1] (default 0.1)",
     )
     add_seed(v, "seed of the sampling")
+    v.add_argument(
+        "--preset",
+        default="lab",
+        help="lab (default: the trained CPU model) or flash-cpu (DeepSeek-V4.1-Flash's widths, its seeded init)",
+    )
     add_checkpoint(v)
     add_placement(v)
     add_lang(v)

@@ -29,6 +29,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from ..text import check_prompt
+
 DEFAULT_PROMPTS_PER_DOMAIN = 4  # held-out corpus prompts when no --prompts-file is given (12 in all)
 PROMPT_TOKENS = 10  # tokens per held-out prompt
 MAX_PROMPTS = 100_000  # prompts in a --prompts-file: ≈ 3–4 h of serving on a 2-core CPU at the defaults
@@ -62,6 +64,8 @@ class PromptsFile:
 
     path: Path
     encode: Callable[[str], list[int]]
+    cfg: Any  # the model's config: a prompt's limit (lab.text.prompt_limit)
+    lang: str = "en"  # the language of a refusal
     count: int = 0
     shortest: int = 0  # tokens
     longest: int = 0
@@ -87,10 +91,8 @@ class PromptsFile:
             raise ValueError(f"--prompts-file = {name!r} is not UTF-8 text: allowed one prompt per line") from e
 
     def tokens(self, number: int, text: str) -> list[int]:
-        try:
-            return self.encode(text)
-        except ValueError as e:
-            raise ValueError(f"--prompts-file line {number}: {e}") from e
+        """Line `number`'s ids: lab.text.check_prompt (NFC, the one limit), a refusal naming the file's line."""
+        return check_prompt(text, self.encode, self.cfg, f"--prompts-file line {number}", self.lang)[1]
 
     def scan(self) -> PromptsFile:
         """Count and check every prompt (at most MAX_PROMPTS; an empty file is an error naming the option)."""
@@ -126,18 +128,20 @@ def held_out_prompts() -> list[list[int]]:
 def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
     """Serve, printing every request as it finishes (a line, or a JSON line with --json) → the summary."""
     from dspark_mini import get_tokenizer
+    from dspark_mini.presets import text_tokenizer
 
     from ..evaluation.conditions import run_conditions
-    from ..realscale.run import run_model
+    from ..realscale.run import preset_weights, run_model
     from ..style import print_json
     from .schedule import read_table
     from .serve import ServeStats, check_serve_sizes, estimate_serve, probe_round, serve_stream
     from .work import Bar, say_estimate, side_console
 
-    model = run_model("trained", args.seed, args.checkpoint, args.device, args.dtype).eval()
-    tok = get_tokenizer(model.cfg)
+    weights = preset_weights(args.preset, None, args.checkpoint)  # the seeded init for a preset other than `lab`
+    model = run_model(weights, args.seed, args.checkpoint, args.device, args.dtype, preset=args.preset).eval()
+    tok = get_tokenizer(model.cfg) if args.checkpoint is not None else text_tokenizer(model.cfg)
     if args.prompts_file is not None:
-        source = PromptsFile(Path(args.prompts_file), tok.encode).scan()
+        source = PromptsFile(Path(args.prompts_file), tok.encode, model.cfg, lang).scan()
         n, shortest, longest, first = source.count, source.shortest, source.longest, next(iter(source))
     else:
         source = held_out_prompts()
