@@ -14,7 +14,7 @@ TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-parity lab notebooks test bench lint sync weights pictures fonts present clean-venv
+.PHONY: install install-parity lab notebooks test bench lint sync weights paper pictures fonts present clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -69,6 +69,11 @@ present: install
 
 weights: install
 	$(PY) -m lab train all --out lab/weights --force
+
+# the DSpark paper in miniature from the set in lab/weights: runs/paper/*.json and PNGs, docs/paper.md and
+# docs/paper.vi.md (≤ 60 min on 2 cores; `dspark-lab paper --quick` runs every figure's code path in a minute)
+paper: install
+	$(PY) -m lab paper
 
 lint: install
 	$(PY) -m ruff check dspark_mini lab tests bench
