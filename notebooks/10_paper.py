@@ -51,7 +51,7 @@ assert all(1 <= tau[n][d]["t1"] <= 6 for n in tau for d in ("math", "code", "cha
 figure(items["table1"], LANG)
 
 # %% [markdown]
-# ## 2 · Figure 2: acceptance by position / Hình 2: tỉ lệ chấp nhận theo vị trí
+# ## 2 · Figure 2: acceptance by position / Hình 2: tỉ lệ được giữ theo vị trí
 # **EN** — In the paper DFlash starts high and decays, Eagle3 starts low and rises, DSpark stays high and flat.
 #
 # **VI** — Trong bài báo, DFlash bắt đầu cao rồi giảm, Eagle3 bắt đầu thấp rồi tăng, DSpark giữ cao và phẳng.
@@ -96,10 +96,10 @@ figure(items["fig6"], LANG)
 # %% [markdown]
 # ## 5 · Figures 7 and 8: under load / Hình 7 và 8: khi có tải
 # **EN** — Each point is one number of requests in flight R. Further right: more tokens for the whole server;
-# higher: faster for each user. The paper reports +60 % to +85 % per user at the same aggregate throughput.
+# higher: faster for each user. The paper's per-user gain at the same aggregate throughput is printed beside the lab's.
 #
 # **VI** — Mỗi điểm ứng với một số yêu cầu đang chạy R. Càng sang phải: càng nhiều token cho cả máy chủ; càng lên cao:
-# càng nhanh cho từng người dùng. Bài báo báo cáo +60 % đến +85 % mỗi người dùng ở cùng thông lượng tổng.
+# càng nhanh cho từng người dùng. Mức tăng mỗi người dùng của bài báo ở cùng thông lượng tổng được in cạnh số của lab.
 
 # %%
 print("\n".join(docs.page_fig7(items["fig7"], LANG)))

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..corpus import DOMAINS
 from ..text import Texts
-from .figures import DRAFTER_LABEL, PAPER_LABEL, png_name
+from .figures import CURVES, DRAFTER_LABEL, PAPER_LABEL, png_name
+from .texts import T
 
 ITEMS = ("table1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "fig8", "appendix_a")
 PAGES = {"en": "paper.md", "vi": "paper.vi.md"}
@@ -64,7 +65,7 @@ P = Texts(
         "paper": {"en": "paper", "vi": "bài báo"},
         "h_fig2": {
             "en": "## Figure 2 · conditional acceptance by draft position",
-            "vi": "## Hình 2 · tỉ lệ chấp nhận có điều kiện theo vị trí nháp",
+            "vi": "## Hình 2 · tỉ lệ được giữ có điều kiện theo vị trí nháp",
         },
         "fig2_note": {
             "en": "P(draft i kept | drafts 1..i−1 kept) at T = 1; the paper's block has 7 drafts, the lab's {k}; "
@@ -107,7 +108,8 @@ P = Texts(
             "en": "The shipped DSpark drafter at T = 1: a threshold t verifies drafts up to the first confidence "
             "below t. Verified tokens per step include the bonus slot; verify rate = τ ÷ verified.",
             "vi": "Bộ vẽ nháp DSpark đi kèm ở T = 1: ngưỡng t verify các token nháp cho tới giá trị tin cậy đầu "
-            "tiên nhỏ hơn t. Số token được verify mỗi bước gồm cả chỗ bonus; tỉ lệ verify = τ ÷ số được verify.",
+            "tiên nhỏ hơn t. Số token được verify mỗi bước gồm cả chỗ của token thưởng; tỉ lệ verify = τ ÷ số "
+            "được verify.",
         },
         "threshold": {"en": "threshold", "vi": "ngưỡng"},
         "verified": {"en": "verified / step", "vi": "verify / bước"},
@@ -176,7 +178,7 @@ P = Texts(
             "{sampled} qua {n} mẫu bằng `verify_block`; bài báo: **{paper}**.",
         },
         "early": {"en": "Algorithm 1 (early stop)", "vi": "Algorithm 1 (dừng sớm)"},
-        "retro": {"en": "retrospective global search", "vi": "tìm toàn cục hồi cứu"},
+        "retro": {"en": "Retrospective global search", "vi": "Tìm toàn cục hồi cứu"},
     },
     "paper docs",
 )
@@ -206,8 +208,15 @@ def image(item: str, lang: str, pictures: Path | None, docs: Path) -> list[str]:
     return [f"![{item}]({rel})", ""]
 
 
+SECTION_WORDS = {"vi": (("Table", "Bảng"), ("Figure", "Hình"), ("Appendix", "Phụ lục"))}
+
+
 def section(item: dict[str, Any], lang: str) -> str:
-    return P("paper_section", lang, section=item["section"])
+    """ "Paper: §4.2, Table 1." (the section as paper_values.json names it; its words in the page's language)."""
+    name = item["section"]
+    for en, word in SECTION_WORDS.get(lang, ()):
+        name = name.replace(en, word)
+    return P("paper_section", lang, section=name)
 
 
 def page_table1(it: dict[str, Any], lang: str) -> list[str]:
@@ -404,7 +413,7 @@ def page_fig7(it: dict[str, Any], lang: str) -> list[str]:
     ]
     plo, phi = paper["per_user_gain_at_matched_throughput_percent"]
     for policy in ("dspark", "dspark-async"):
-        name = P("early", lang) if policy == "dspark" else "dspark-async"
+        name = curve_label(f"dspark/{policy}", lang)
         rng = lab["gain_range_percent"][policy]
         out.append(
             P("no_overlap", lang, name=name)
@@ -436,7 +445,12 @@ def page_fig8(it: dict[str, Any], lang: str) -> list[str]:
     names = list(budget)
     rs = [p["requests"] for p in budget[names[0]]]
     rows = [[r, *(fmt(budget[n][i]["verify_budget"]) for n in names)] for i, r in enumerate(rs)]
-    return out + table(["R", *names], rows)
+    return out + table(["R", *(curve_label(n, lang) for n in names)], rows)
+
+
+def curve_label(name: str, lang: str) -> str:
+    """A load curve's name as the figures label it (DSpark + Algorithm 1, …, MTP-1)."""
+    return T(dict(CURVES)[name], lang)
 
 
 def page_appendix(it: dict[str, Any], lang: str) -> list[str]:

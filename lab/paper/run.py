@@ -175,7 +175,11 @@ def measure_all(b: Budget, weights_dir: str | None, jobs: int, bar: Any) -> dict
         work(Jobs(None, LocalQueue(), bar))
     else:
         with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            work(Jobs(pool, manager.Queue(), bar))
+            try:
+                work(Jobs(pool, manager.Queue(), bar))
+            except BaseException:  # a failed job or Ctrl-C: drop the queued jobs instead of waiting for them
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
     return results
 
 

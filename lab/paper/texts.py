@@ -12,7 +12,7 @@ T = Texts(
         "t1_title": {"en": "Table 1 · τ per domain at T = 1 (lab)", "vi": "Bảng 1 · τ theo miền ở T = 1 (lab)"},
         "fig2_title": {
             "en": "Fig. 2 · conditional acceptance by draft position, T = 1 — {domain}",
-            "vi": "Hình 2 · tỉ lệ chấp nhận có điều kiện theo vị trí nháp, T = 1 — {domain}",
+            "vi": "Hình 2 · tỉ lệ được giữ có điều kiện theo vị trí nháp, T = 1 — {domain}",
         },
         "fig3_title": {
             "en": "Fig. 3 · DSpark with 1–3 draft layers vs DFlash ({depth} layers), block {block}, T = 1",
@@ -39,12 +39,15 @@ T = Texts(
             "vi": "Hình 8 · ngân sách verify trung bình mỗi yêu cầu theo số yêu cầu đang chạy",
         },
         "position": {"en": "draft position", "vi": "vị trí nháp"},
-        "cond_accept": {"en": "conditional acceptance", "vi": "tỉ lệ chấp nhận có điều kiện"},
+        "cond_accept": {"en": "conditional acceptance", "vi": "tỉ lệ được giữ có điều kiện"},
         "tau": {"en": "accepted length τ", "vi": "độ dài chấp nhận τ"},
         "domain": {"en": "domain", "vi": "miền"},
         "block": {"en": "block k (drafts per round)", "vi": "khối k (số token nháp mỗi vòng)"},
         "threshold": {"en": "confidence threshold", "vi": "ngưỡng tin cậy"},
-        "verified": {"en": "verified tokens per step (incl. bonus)", "vi": "token được verify mỗi bước (gồm bonus)"},
+        "verified": {
+            "en": "verified tokens per step (incl. bonus)",
+            "vi": "token được verify mỗi bước (gồm token thưởng)",
+        },
         "verify_rate": {"en": "verify rate", "vi": "tỉ lệ verify"},
         "predicted": {"en": "predicted survival", "vi": "xác suất sống sót dự đoán"},
         "observed": {"en": "observed survival", "vi": "tỉ lệ sống sót quan sát"},
