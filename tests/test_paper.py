@@ -167,6 +167,15 @@ def test_pages_are_generated_from_the_json(quick) -> None:
     assert "![" not in en  # no picture, no link
 
 
+def test_every_figure_is_drawn_in_both_languages(quick) -> None:
+    from lab.paper.figures import BUILDERS, figure
+
+    for name in BUILDERS:
+        en, vi = figure(item(quick, name), "en"), figure(item(quick, name), "vi")
+        assert len(en.data) == len(vi.data) > 0, name
+        assert en.layout.title.text != vi.layout.title.text, name  # the labels follow --lang
+
+
 def test_committed_pages_are_what_the_generator_writes() -> None:
     """docs/paper.md and paper.vi.md against the generator run on the committed runs/paper (rerun
     `dspark-lab paper --docs-only` after a run)."""
