@@ -18,7 +18,7 @@ LAB_LANG ?= en
 # JupyterLab refuses to start as root unless told: `make notebooks` tells it only when make runs as root (uid 0)
 JUPYTER_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: install install-parity lab notebooks test bench lint sync weights pictures fonts present clean-venv
+.PHONY: install install-parity lab notebooks test bench lint sync weights paper pictures fonts present clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -77,6 +77,11 @@ present: install
 
 weights: install
 	$(PY) -m lab train all --out lab/weights --force
+
+# the DSpark paper in miniature from the set in lab/weights: runs/paper/*.json and PNGs, docs/paper.md and
+# docs/paper.vi.md (≤ 60 min on 2 cores; `dspark-lab paper --quick` runs every figure's code path in a minute)
+paper: install
+	$(PY) -m lab paper
 
 lint: install
 	$(PY) -m ruff check dspark_mini lab tests bench

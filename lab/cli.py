@@ -13,14 +13,15 @@ dspark-lab data                      the toy corpus: math, code and chat lines, 
 dspark-lab train target|draft|all    train the tiny target, one drafter against it, or the whole shipped set
 dspark-lab eval                      τ, acceptance per position and tokens/s of the trained drafters
 dspark-lab checkpoint export|headers the official checkpoint layout
+dspark-lab paper                     the DSpark paper in miniature: Table 1, Figures 2–8, Appendix A (runs/paper)
 
 Each group of commands owns its parser, its option checks and its handler (lesson/cli.py, serving/cli.py,
-training/cli.py, evaluation/cli.py, realscale/cli.py, present/presenter.py); this module puts them together, runs
-the checks every command shares, and is the one error boundary: every error is one line that names the option and
-what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read or written) · 130 interrupted
-(Ctrl-C: one line, no traceback) · 141 the reader closed the pipe (`dspark-lab walk --json | head`): a quiet stop,
-128 + SIGPIPE, what `cat` or `seq` report there. --json output is strict JSON: a NaN or ±inf becomes null and is
-listed under "non_finite".
+training/cli.py, evaluation/cli.py, realscale/cli.py, paper/cli.py, present/presenter.py); this module puts them
+together, runs the checks every command shares, and is the one error boundary: every error is one line that names
+the option and what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read or written) ·
+130 interrupted (Ctrl-C: one line, no traceback) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
+a quiet stop, 128 + SIGPIPE, what `cat` or `seq` report there. --json output is strict JSON: a NaN or ±inf becomes
+null and is listed under "non_finite".
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ from .evaluation import cli as evaluation_cli
 from .lesson import cli as lesson_cli
 from .lesson.cli import CheckpointProblems
 from .options import TOP_EXAMPLES, formatter, wrap
+from .paper import cli as paper_cli
 from .present import presenter
 from .realscale import cli as realscale_cli
 from .serving import cli as serving_cli
 from .training import cli as training_cli
 
 # the groups, in the order `--help` lists their commands
-GROUPS = (lesson_cli, serving_cli, training_cli, evaluation_cli, realscale_cli)
+GROUPS = (lesson_cli, serving_cli, training_cli, evaluation_cli, realscale_cli, paper_cli)
 COMMANDS = (
     "walk",
     "inspect",
@@ -54,6 +56,7 @@ COMMANDS = (
     "train",
     "eval",
     "checkpoint",
+    "paper",
 )
 
 
@@ -73,6 +76,7 @@ def parser() -> argparse.ArgumentParser:
     training_cli.add_parsers(sub)
     evaluation_cli.add_parsers(sub)
     realscale_cli.add_parsers(sub)
+    paper_cli.add_parsers(sub)
     return p
 
 

@@ -48,6 +48,7 @@ ANSWERS = {
     "07_train_and_compare": "2.7",
     "08_scheduler": "[2, 1]",
     "09_real_scale": "1968",
+    "10_paper": "1.134",
 }
 
 

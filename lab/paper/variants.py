@@ -1,0 +1,168 @@
+"""The extra drafters Figures 3 and 4 need: DSpark and DFlash with another number of draft layers or another
+block, each trained against the shipped target with the lab's own `train_draft`, seeded, on the same data.
+
+Every variant of one block size k trains on the same windows: corpus windows and the target's own continuations
+of the same seeded prompts (`self_distill`: the target cache of DeepSpec in miniature), the same steps, batch,
+anchors and learning rate. DSpark and DFlash differ only in what `train_draft(kind=…)` makes of them (the Markov
+and confidence heads and their losses), so a gap between them is the design's, not the data's.
+A variant's model is the shipped target part (copied tensor by tensor) under a config with the variant's
+`n_mtp_layers` / `dspark_block_size`, and a fresh draft seeded from the run's seed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from dspark_mini import build_model
+from dspark_mini.checkpoint import load_model, part_tensors
+from dspark_mini.drafters import DSparkDrafter
+
+from ..corpus import DOMAINS, build_corpus, mix, split, token_stream
+from ..evaluation.quality import quality
+from ..training.train import distill_prompts, self_distill, train_draft
+from ..weights import verified, weight_file
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One drafter to train: kind (dspark or dflash), draft layers, block k."""
+
+    kind: str
+    layers: int
+    block: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-L{self.layers}-k{self.block}"
+
+
+@dataclass(frozen=True)
+class DraftBudget:
+    """How every variant trains and is measured (one budget for all, stored in the figure's JSON)."""
+
+    steps: int
+    batch: int
+    context: int
+    anchors: int
+    lr: float
+    lines: int  # corpus lines per domain
+    distill_prompts: int  # sequences the target writes (one set per block size, shared by every kind)
+    distill_rows: int  # of each step's batch windows, drawn from them
+    prompts: int  # held-out prompts per domain for τ
+    max_new_tokens: int
+    seed: int
+
+
+def variants_for(cfg: Any) -> tuple[list[Variant], list[int], list[int]]:
+    """The variants Figures 3 and 4 need for the target's config: DSpark with 1, 2 and 3 draft layers and DFlash
+    at the lab's depth (block = the lab's), and DSpark and DFlash at blocks 3, the lab's and the longest the
+    window allows (lab depth). → (variants without repeats, depths, blocks)"""
+    depth, block = cfg.n_mtp_layers, cfg.dspark_block_size
+    depths = sorted({1, 2, 3, depth})
+    blocks = sorted({3, block, cfg.window_size})
+    out = [Variant("dspark", d, block) for d in depths] + [Variant("dflash", depth, block)]
+    out += [Variant(kind, depth, k) for k in blocks if k != block for kind in ("dspark", "dflash")]
+    return out, depths, blocks
+
+
+def variant_model(target_path: str, v: Variant, seed: int):
+    """The shipped target part under the variant's config, with a fresh draft of `seed`."""
+    base = load_model(target_path)
+    cfg = base.cfg
+    n = cfg.n_layers
+    vcfg = cfg.replace(
+        n_mtp_layers=v.layers,
+        compress_ratios=tuple(cfg.compress_ratios[:n]) + (0,) * v.layers,  # draft layers read the window only
+        dspark_block_size=v.block,
+        dspark_markov_kind="vanilla",
+    )
+    model = build_model(vcfg, seed=seed)
+    own, src = part_tensors(model, "target"), part_tensors(base, "target")
+    if set(own) != set(src):
+        raise ValueError(f"the target part of {v.name} does not match the shipped target's tensors")
+    with torch.no_grad():
+        for name, t in own.items():
+            t.copy_(src[name])
+    return model
+
+
+def train_stream(b: DraftBudget) -> torch.Tensor:
+    """The training token stream `train all` uses (the seeded corpus, mixed, 90 % split). → [N]"""
+    corpus = build_corpus(b.seed, b.lines)
+    train_lines, _ = split(mix(corpus, b.seed), 0.1, b.seed)
+    return token_stream(train_lines)
+
+
+def target_cache(target_path: str, block: int, budget: dict[str, Any]) -> torch.Tensor:
+    """The target's own continuations for blocks of k = `block`: `distill_prompts` seeded prompts (half free-form,
+    half training-line prefixes), a quarter continued at temperature 1, the rest greedy, each one training window
+    long (context + k + 1 ids).  → [distill_prompts, context + block + 1]"""
+    torch.set_num_threads(1)
+    b = DraftBudget(**budget)
+    train_ids = train_stream(b)
+    model = load_model(target_path)
+    length = b.context + block + 1
+    prompts = distill_prompts(train_ids, b.distill_prompts, b.seed, model.cfg.vocab_size, 0.5, min(16, length // 2))
+    n_sampled = round(b.distill_prompts / 4)
+    greedy = self_distill(model, prompts[n_sampled:], length, 0.0, b.seed)
+    return torch.cat([greedy, self_distill(model, prompts[:n_sampled], length, 1.0, b.seed)])
+
+
+def data_hash(t: torch.Tensor) -> str:
+    """A short sha256 of a tensor of token ids (the same windows give the same hash in every variant's record)."""
+    import hashlib
+
+    return hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()[:16]
+
+
+def train_variant(
+    v: Variant, weights_dir: str | None, budget: dict[str, Any], cache: torch.Tensor, queue=None
+) -> dict[str, Any]:
+    """Train one variant and measure its τ per domain (T = 1 and greedy, fixed block). Runs in a worker process
+    (one thread) or in the caller's; `queue` hears (name, step) for a progress bar. → a JSON-able record."""
+    torch.set_num_threads(1)
+    b = DraftBudget(**budget)
+    target = weight_file("target", weights_dir)
+    verified(target)
+    train_ids = train_stream(b)
+    model = variant_model(str(target), v, b.seed)
+
+    def tick(step: int, loss: float) -> None:
+        if queue is not None:
+            queue.put((v.name, step))
+
+    rows = min(b.distill_rows, b.batch)
+    log = train_draft(
+        model,
+        train_ids,
+        b.steps,
+        b.batch,
+        b.context,
+        b.lr,
+        b.seed,
+        kind=v.kind,
+        anchors=b.anchors,
+        on_step=tick,
+        distilled=cache,
+        distilled_rows=rows,
+    )
+    t0 = time.perf_counter()
+    q = quality(model, DSparkDrafter(v.kind), DOMAINS, b.prompts, b.max_new_tokens, b.seed)
+    params = sum(p.numel() for n, p in model.named_parameters() if n.startswith("mtp."))
+    return {
+        **asdict(v),
+        "name": v.name,
+        "draft_parameters": int(params),
+        "target_cache_hash": data_hash(cache),
+        "steps": b.steps,
+        "tokens_seen": b.steps * b.batch * (b.context + v.block + 1),
+        "train_seconds": round(log.seconds, 1),
+        "eval_seconds": round(time.perf_counter() - t0, 1),
+        "final_loss": log.train_loss[-1],
+        "tau": {d: {"t1": q[d]["t1"]["tau"], "greedy": q[d]["greedy"]["tau"]} for d in DOMAINS},
+        "cond_accept_t1": {d: q[d]["t1"]["cond_accept"] for d in DOMAINS},
+    }
