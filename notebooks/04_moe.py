@@ -19,6 +19,7 @@ import torch
 from rich import print as show
 
 from dspark_mini.quant import fp4_qdq
+from lab.present.fonts import notebook_font
 from lab.lesson import plots
 from lab.lesson.exercises import check
 from lab.lesson.render import render_view
@@ -26,6 +27,7 @@ from lab.lesson.walk import run_walk
 from lab.text import in_lang
 
 tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
+notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)
 cfg = walk.cfg

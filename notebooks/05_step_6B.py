@@ -24,6 +24,7 @@ import torch
 from rich import print as show
 
 from dspark_mini.speculative import acceptance_stats, generate_speculative
+from lab.present.fonts import notebook_font
 from lab.lesson import plots, widgets
 from lab.lesson import inspector, plots_6b
 from lab.evaluation.quality import eval_prompts
@@ -34,6 +35,7 @@ from lab.lesson.walk import redraft, run_walk
 from lab.text import in_lang, verify_label
 
 tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
+notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 torch.set_num_threads(1)
 walk = run_walk(PROMPT, seed=SEED, lang=LANG)  # the shipped trained weights (lab/weights)
 cfg = walk.cfg
@@ -57,7 +59,7 @@ plots_6b.logits_bar(walk, 10, lang=LANG)
 # own tap code) to catch their input streams h₃, h₄ (mean over the 4 lanes), rebuild main_norm(0.5·h₃ + 0.5·h₄) by
 # hand and compare it with the `main_x` the draft actually received. Wrong layers or a wrong mix give a gap ≫ 0.
 #
-# **VI** — Một phép kiểm có thể sai: chạy lời nhắc thêm một lượt, gắn hook vào lớp 3 và 4 (không dùng mã lấy lớp đích
+# **VI** — Một phép kiểm có thể sai: chạy prompt thêm một lượt, gắn hook vào lớp 3 và 4 (không dùng mã lấy lớp đích
 # của mô hình) để bắt luồng đầu vào h₃, h₄ (trung bình 4 làn), tự tính lại main_norm(0.5·h₃ + 0.5·h₄) rồi so với
 # `main_x` mà bộ vẽ nháp thật sự nhận. Lấy sai lớp hay trộn sai thì độ lệch sẽ ≫ 0.
 

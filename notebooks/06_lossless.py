@@ -21,11 +21,13 @@ import torch
 
 from dspark_mini import build_model, get_config
 from dspark_mini.speculative import generate_plain, generate_speculative, speculative_round, token_distribution
+from lab.present.fonts import notebook_font
 from lab.lesson.exercises import check
 from lab.evaluation.profiling import chi_square_test
 from lab.text import in_lang
 
 tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
+notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 torch.set_num_threads(1)
 cfg = get_config("lab", dspark_block_size=5)  # a draft block of up to 5, like the real model
 model = build_model(cfg, seed=SEED)

@@ -26,6 +26,7 @@ SEED = 0
 import torch
 
 from dspark_mini import get_config
+from lab.present.fonts import notebook_font
 from lab.lesson import plots
 from lab.lesson import plots_training
 from lab.evaluation.calibration import DEFAULT_GRID
@@ -37,6 +38,7 @@ from lab.weights import DRAFTERS, load_drafter, report
 # ruff: noqa: E402 (imports below the language switch)
 
 tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
+notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 torch.set_num_threads(1)
 rep = report()  # lab/weights/report.json, written by `dspark-lab train all` together with the weights
 q = {name: v["quality"] for name, v in rep["drafters"].items()}  # drafter → domain → t1 / greedy / sweep / speed

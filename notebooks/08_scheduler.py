@@ -34,6 +34,7 @@ from dspark_mini.scheduler import (
     survival,
 )
 from dspark_mini.speculative import verify_block
+from lab.present.fonts import notebook_font
 from lab.lesson.exercises import check
 from lab.evaluation.profiling import chi_square_test
 from lab.serving import plots
@@ -43,6 +44,7 @@ from lab.serving.sps import SPSTable, smooth_table
 from lab.text import in_lang
 
 tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
+notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 torch.set_num_threads(1)
 streams = read_streams(None)  # lab/serving/data/streams_dspark.json: real rounds of the trained drafter, T = 1
 measured = read_table(None)  # lab/serving/data/sps_lab_cpu.json: `dspark-lab profile --sps` on the lab machine

@@ -31,6 +31,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from dspark_mini import build_model, count_params, get_config
+from lab.present.fonts import notebook_font
 from lab.lesson.exercises import check
 from lab.realscale import inspect_checkpoint, write_header_only
 from lab.realscale.ranks import Parallel, ShardingError, check_shardable, engram_rows, rank_selector
@@ -39,6 +40,7 @@ from lab.serving.sps import staircase_table
 from lab.text import in_lang
 
 tr = in_lang(LANG)  # this notebook's own lines in LANG / các dòng in của notebook theo LANG
+notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 GIB = 2**30
 cfg = get_config("flash")
 print(tr(f"flash: {cfg.n_layers} layers + {cfg.n_mtp_layers} DSpark layers, dim {cfg.dim}, "

@@ -26,10 +26,12 @@ SEED = 0
 
 from pathlib import Path
 
+from lab.present.fonts import notebook_font
 from lab.lesson.exercises import check
 from lab.paper import docs
 from lab.paper.figures import figure
 from lab.paper.run import ITEMS
+notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 
 RUNS = Path("..") / "runs" / "paper"  # the notebook runs in notebooks/
 items = docs.read_items(RUNS)

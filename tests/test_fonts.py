@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,22 @@ def test_a_changed_face_is_refused(monkeypatch):
     monkeypatch.setattr(fonts, "manifest", lambda: faces)
     with pytest.raises(ValueError, match=r"faces\.json.*--write"):
         fonts.font_face_css()
+
+
+def test_every_notebook_puts_the_embedded_face_first(monkeypatch):
+    """The notebooks' code cells and outputs use DSpark Mono: each notebook calls notebook_font(), whose one HTML
+    output holds every face's @font-face and sets JupyterLab's code-font variable to the stack that starts with it."""
+    import IPython.display as ipd
+
+    from lab.present import fonts
+
+    shown = []
+    monkeypatch.setattr(ipd, "display", shown.append)
+    fonts.notebook_font()
+    (html,) = shown
+    style = html.data
+    assert style.count("@font-face") == sum(len(f["weight"].split()) for f in fonts.manifest())
+    assert f"--jp-code-font-family: {fonts.MONO_STACK};" in style and fonts.MONO_STACK.startswith('"DSpark Mono"')
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    missing = [p.name for p in sorted(root.glob("*.py")) if "\nnotebook_font()" not in p.read_text(encoding="utf-8")]
+    assert missing == []

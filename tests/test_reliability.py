@@ -1085,7 +1085,7 @@ def test_serve_prints_its_estimate_first_and_its_progress_on_stderr(served_model
     assert f"{n * 8}/{n * 8}" in err  # the bar counted every new token
     code, out, err = run_lab(*argv, "--lang", "vi")
     assert code == 0, err
-    assert out.splitlines()[0].startswith(f"ước tính: {n} lời nhắc × 8 token mới")
+    assert out.splitlines()[0].startswith(f"ước tính: {n} prompt × 8 token mới")
     assert out.splitlines()[1] == "serve · chính sách dspark · R = 3"
     assert sum(line.startswith("#") for line in out.splitlines()) == n  # a line per request as it finished
 

@@ -73,7 +73,7 @@ TEXT: dict[str, dict[str, str]] = {
     "title": {"vi": "DSpark Explorer · bước 6B trong trình duyệt", "en": "DSpark Explorer · step 6B in your browser"},
     "intro": {
         "vi": (
-            "Phân phối của forward thật và của bộ vẽ DSpark (mô hình lab đã huấn luyện) cho vài lời nhắc được tính "
+            "Phân phối của forward thật và của bộ vẽ DSpark (mô hình lab đã huấn luyện) cho vài prompt được tính "
             "sẵn; việc vẽ token nháp, chọn độ dài verify và verify (lấy mẫu loại bỏ) chạy ngay trong trang này bằng "
             "JavaScript, với nhiệt độ, chính sách độ dài verify (k cố định, ngưỡng tin cậy, hoặc bộ lập lịch dspark "
             "với R yêu cầu đang chạy) và seed bạn chọn. Không cần cài đặt, không cần mạng."
@@ -348,7 +348,7 @@ TEXT: dict[str, dict[str, str]] = {
         "vi": "Trang này do `{cmd}` tạo từ mô hình lab đã huấn luyện; chạy offline, không cần cài đặt.",
         "en": "Made by `{cmd}` from the trained lab model; it runs offline, nothing to install.",
     },
-    "walk_prompt": {"vi": "lời nhắc mặc định của dspark-lab walk", "en": "dspark-lab walk's default prompt"},
+    "walk_prompt": {"vi": "prompt mặc định của dspark-lab walk", "en": "dspark-lab walk's default prompt"},
 }
 
 

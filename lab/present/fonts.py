@@ -122,6 +122,16 @@ def font_face_css(family: str = FAMILY) -> str:
 
 
 # ---- making the subsets (fontTools, at build time only) ---------------------------------------------------------
+def notebook_font() -> None:
+    """DSpark Mono first in a JupyterLab notebook's code cells and outputs (one `<style>` output: the faces inlined,
+    JupyterLab's code-font variable set), so "về", "tiếng", "đẹp" render whole on a machine whose monospace font lacks
+    them (Debian's DejaVu Sans Mono has no "ề"/"ế")."""
+    from IPython.display import HTML, display  # a notebook's dependency, not the pages'
+
+    css = f":root {{ --jp-code-font-family: {MONO_STACK}; }} .jp-OutputArea-output pre {{ font-family: {MONO_STACK}; }}"
+    display(HTML(f"<style>{font_face_css()}{css}</style>"))
+
+
 WRITE_COMMAND = "python -m lab.present.fonts --write"
 
 

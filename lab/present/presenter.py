@@ -117,7 +117,7 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "rounds_intro": {
         "vi": (
-            "Mô hình lab đã huấn luyện giải mã lời nhắc dưới đây. Mỗi vòng: bộ vẽ nháp đủ khối, bộ lập lịch `dspark` "
+            "Mô hình lab đã huấn luyện giải mã prompt dưới đây. Mỗi vòng: bộ vẽ nháp đủ khối, bộ lập lịch `dspark` "
             "(Thuật toán 1) chọn ℓ như khi có R = {r} yêu cầu đang chạy, forward thật verify [anchor, x_1..x_ℓ], "
             "rồi chỉ phần được giữ được ghi vào mọi cache."
         ),

@@ -31,7 +31,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "estimate: {prompts:,} prompts × {new_tokens} new tokens, R = {slots} in flight → ≤ {prefills:,} prefill "
         "forwards, ≈ {drafts:,} draft passes and ≈ {verifies:,} verify forwards (at τ ≈ {tau} tokens a round); "
         "about {time} on this machine at the measured rate",
-        "vi": "ước tính: {prompts:,} lời nhắc × {new_tokens} token mới, R = {slots} đồng thời → ≤ {prefills:,} "
+        "vi": "ước tính: {prompts:,} prompt × {new_tokens} token mới, R = {slots} đồng thời → ≤ {prefills:,} "
         "forward prefill, ≈ {drafts:,} lượt nháp và ≈ {verifies:,} forward verify (với τ ≈ {tau} token mỗi vòng); "
         "khoảng {time} trên máy này theo tốc độ đo được",
     },
