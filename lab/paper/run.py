@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from dspark_mini import get_config
 from dspark_mini.files import write_atomic
 
 from ..evaluation.conditions import cpu_model
@@ -65,8 +66,10 @@ def paper_values() -> dict[str, Any]:
 
 def run_conditions(b: Budget, weights_dir: str | None, jobs: int) -> dict[str, Any]:
     files = read_manifest(weight_file("target", weights_dir).parent) or {}
+    cfg = get_config("lab")
     return {
         "budget": dataclasses.asdict(b),
+        "model": {"vocab_size": cfg.vocab_size, "draft_layers": cfg.n_mtp_layers, "block": cfg.dspark_block_size},
         "seed": b.draft.seed,
         "jobs": jobs,
         "threads_per_job": 1,
