@@ -47,7 +47,7 @@ def run_walk(
 
     weights="trained" loads the shipped lab weights (target + DSpark draft); "untrained" builds the seeded
     random init; None: "trained" for `lab`, "untrained" for another preset (`flash-cpu`: the real widths, its seeded
-    init drawn on the device; the lab tokenizer's ids, all < 512, are valid ids of its 129,280). The seed also
+    init drawn on the device; every lab tokenizer id is a valid id of its 129,280). The seed also
     drives the sampling of the round. The prompt goes through lab.text.check_prompt (NFC, not empty, at most
     prompt_limit tokens); a refusal names `prompt_option` in `lang`."""
     seed = check_seed(seed)
