@@ -531,7 +531,7 @@ def default_tokenizer() -> LabTokenizer:
 
 class WiderVocabTokenizer:
     """The lab tokenizer's ids read inside a larger id space: an untrained real-width model (`flash-cpu`, 129,280
-    ids) has no tokenizer of its own here, and every lab id (fewer than a thousand) is a valid id there. encode is the lab's;
+    ids) has no tokenizer of its own here, and every lab id is a valid id there. encode is the lab's;
     an id past the lab vocabulary shows as "⟨id⟩" (a seeded-init model predicts any of the model's ids)."""
 
     def __init__(self, lab: LabTokenizer, vocab_size: int):
