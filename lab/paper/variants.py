@@ -2,7 +2,7 @@
 block, each trained against the shipped target with the lab's own `train_draft`, seeded, on the same data.
 
 Every variant of one block size k trains on the same windows: corpus windows and the target's own continuations
-of the same seeded prompts (`self_distill`: the target cache of DeepSpec in miniature), the same steps, batch,
+of the same seeded prompts (`lab.training.target_cache`: DeepSpec's target cache in miniature), the same steps, batch,
 anchors and learning rate. DSpark and DFlash differ only in what `train_draft(kind=…)` makes of them (the Markov
 and confidence heads and their losses), so a gap between them is the design's, not the data's.
 A variant's model is the shipped target part (copied tensor by tensor) under a config with the variant's
@@ -23,7 +23,8 @@ from dspark_mini.drafters import DSparkDrafter
 
 from ..corpus import DOMAINS, build_corpus, mix, split, token_stream
 from ..evaluation.quality import quality
-from ..training.train import distill_prompts, self_distill, train_draft
+from ..training.target_cache import CacheSpec, build_cache
+from ..training.train import train_draft
 from ..weights import verified, weight_file
 
 
@@ -97,19 +98,27 @@ def train_stream(b: DraftBudget) -> torch.Tensor:
     return token_stream(train_lines)
 
 
+def cache_spec(b: DraftBudget, block: int) -> CacheSpec:
+    """The target cache of one block size, as `train all` builds it (lab.training.target_cache): half the prompts
+    free-form, a quarter continued at T = 1, windows of context + k + 1 ids, `steps` × `batch` of them."""
+    return CacheSpec(
+        prompts=b.distill_prompts,
+        free=0.5,
+        sampled=0.25,
+        length=b.context + block + 1,
+        steps=b.steps,
+        batch=b.batch,
+        rows=min(b.distill_rows, b.batch),
+        seed=b.seed,
+    )
+
+
 def target_cache(target_path: str, block: int, budget: dict[str, Any]) -> torch.Tensor:
-    """The target's own continuations for blocks of k = `block`: `distill_prompts` seeded prompts (half free-form,
-    half training-line prefixes), a quarter continued at temperature 1, the rest greedy, each one training window
-    long (context + k + 1 ids).  → [distill_prompts, context + block + 1]"""
+    """The windows every variant of block k = `block` trains on: the target cache's schedule, built once from the
+    shipped target (every kind reads the same windows in the same order).  → [steps, batch, context + block + 1]"""
     torch.set_num_threads(1)
     b = DraftBudget(**budget)
-    train_ids = train_stream(b)
-    model = load_model(target_path)
-    length = b.context + block + 1
-    prompts = distill_prompts(train_ids, b.distill_prompts, b.seed, model.cfg.vocab_size, 0.5, min(16, length // 2))
-    n_sampled = round(b.distill_prompts / 4)
-    greedy = self_distill(model, prompts[n_sampled:], length, 0.0, b.seed)
-    return torch.cat([greedy, self_distill(model, prompts[:n_sampled], length, 1.0, b.seed)])
+    return build_cache(load_model(target_path), train_stream(b), cache_spec(b, block)).windows
 
 
 def data_hash(t: torch.Tensor) -> str:
@@ -135,7 +144,6 @@ def train_variant(
         if queue is not None:
             queue.put((v.name, step))
 
-    rows = min(b.distill_rows, b.batch)
     log = train_draft(
         model,
         train_ids,
@@ -147,8 +155,7 @@ def train_variant(
         kind=v.kind,
         anchors=b.anchors,
         on_step=tick,
-        distilled=cache,
-        distilled_rows=rows,
+        schedule=cache,
     )
     t0 = time.perf_counter()
     q = quality(model, DSparkDrafter(v.kind), DOMAINS, b.prompts, b.max_new_tokens, b.seed)
