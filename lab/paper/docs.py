@@ -44,6 +44,14 @@ P = Texts(
             "{seconds} s trên {cpu} (torch {torch}); trọng số đi kèm {weights}.",
         },
         "paper_section": {"en": "Paper: {section}.", "vi": "Bài báo: {section}."},
+        "small_budget": {
+            "en": "**This page comes from the `{budget}` budget**, not the full run: the extra drafters of Figures 3 "
+            "and 4 trained for {steps} steps and τ measured on {prompts} prompt(s) a domain, so its numbers show every "
+            "item's shape of computation, not the comparison. `make paper` (the full run) writes the page to compare.",
+            "vi": "**Trang này sinh từ ngân sách `{budget}`**, không phải lần chạy đầy đủ: các bộ vẽ thêm của Hình 3 "
+            "và 4 chỉ huấn luyện {steps} bước và τ đo trên {prompts} prompt mỗi miền, nên các con số chỉ cho thấy "
+            "cách mỗi mục được tính, không phải phép so sánh. `make paper` (lần chạy đầy đủ) sinh trang để so sánh.",
+        },
         "h_table1": {
             "en": "## Table 1 · accepted length τ per domain",
             "vi": "## Bảng 1 · độ dài chấp nhận τ theo miền",
@@ -546,6 +554,20 @@ def render(items: dict[str, dict[str, Any]], lang: str, pictures: Path | None, d
             cpu=c["cpu"],
             torch=c["torch"],
             weights=weights,
+        ),
+        *(
+            [
+                "",
+                P(
+                    "small_budget",
+                    lang,
+                    budget=c["budget"]["name"],
+                    steps=c["budget"]["draft"]["steps"],
+                    prompts=c["budget"]["prompts"],
+                ),
+            ]
+            if c["budget"]["name"] != "full"
+            else []
         ),
         "",
     ]
