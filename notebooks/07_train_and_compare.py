@@ -532,7 +532,7 @@ assert rnn_gain["t1"] > max(rnn16 / markov16 for _, markov16, rnn16 in PAPER_FIG
 
 # %% [markdown]
 # **EN — where it does not**
-# - DSpark's τ lead over DFlash matches the paper's only at T = 1, where it is far larger (+<!--n:gain.dspark/dflash.t1-->40<!--/n--> %, against the
+# - DSpark's τ lead over DFlash reaches the paper's only at T = 1, where it goes far beyond it (+<!--n:gain.dspark/dflash.t1-->40<!--/n--> %, against the
 #   paper's mean printed below, on blocks of 7): the toy's DFlash loses much more along the block than the paper's
 #   does. Greedy, on equal data, the lead is +<!--n:gain.dspark/dflash.greedy-->7<!--/n--> %, below the paper's on every target; and on a CPU it does not
 #   become more tokens/s: DSpark's larger draft costs more per round than that lead gives back (§6).
@@ -552,7 +552,7 @@ assert rnn_gain["t1"] > max(rnn16 / markov16 for _, markov16, rnn16 in PAPER_FIG
 #   so its speed-up stays below 2; it is the smallest here, though one of its rounds costs well under two plain steps.
 #
 # **VI — chỗ không khớp**
-# - Mức DSpark hơn DFlash về τ chỉ đạt mức của bài báo ở T = 1, và ở đó còn lớn hơn nhiều (+<!--n:gain.dspark/dflash.t1-->40<!--/n--> %, so với trung
+# - Mức DSpark hơn DFlash về τ chỉ đạt mức của bài báo ở T = 1, và ở đó còn vượt xa mức ấy (+<!--n:gain.dspark/dflash.t1-->40<!--/n--> %, so với trung
 #   bình của bài báo in ở dưới, với khối 7): DFlash của mô hình đồ chơi giảm dọc theo khối nhiều hơn hẳn DFlash của bài
 #   báo. Khi greedy, với cùng dữ liệu, mức hơn chỉ là +<!--n:gain.dspark/dflash.greedy-->7<!--/n--> %, thấp hơn của bài báo với mọi mô hình mục tiêu; và trên
 #   CPU nó không thành nhiều token/s hơn: bản nháp lớn hơn của DSpark tốn thêm mỗi vòng nhiều hơn phần mức hơn đó bù lại
