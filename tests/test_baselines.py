@@ -31,6 +31,8 @@ from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.corpus import build_corpus, mix, token_stream
 from lab.training.baselines import eagle3_losses, mtp1_losses, train_eagle3, train_mtp1
 
+LAB_V = get_config("lab").vocab_size
+
 torch.set_num_threads(1)
 
 KINDS = {"mtp1": (MTP1Draft, MTP1Drafter), "eagle3": (Eagle3Draft, Eagle3Drafter)}
@@ -174,8 +176,9 @@ def test_temperature_one_rounds_are_valid(lab_model, lab_cfg, trained, kind):
         assert len({len(r.committed) for r in rs}) == 1  # a batch commits the same number of rows
         for r in rs:
             assert all(0 < p <= 1 for p in r.draft_probs) and all(c != c for c in r.confidence)  # NaN confidence
-    for b in range(2):
-        assert [spec.tokens[b][0]] + [t for r in spec.rows(b) for t in r.committed] == spec.tokens[b]
+    for b in range(2):  # the rows' commits spell the tokens; the last round may commit past 20 (the output is cut)
+        committed = [spec.tokens[b][0]] + [t for r in spec.rows(b) for t in r.committed]
+        assert committed[:20] == spec.tokens[b] and len(committed) - 20 < k + 1
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -382,7 +385,7 @@ def test_bad_files_raise_checkpoint_error(tmp_path, lab_model, lab_cfg, untraine
         ({"lr": float("nan")}, "lr = nan is invalid"),
         ({"train_ids": torch.zeros(2, 50, dtype=torch.long)}, "train_ids must be a 1-D int64"),
         ({"train_ids": torch.zeros(10, dtype=torch.long)}, "train_ids has 10 ids: allowed ≥"),
-        ({"train_ids": torch.full((100,), 10_000)}, "train_ids holds an id out of range: allowed 0..509"),
+        ({"train_ids": torch.full((100,), 10_000)}, f"train_ids holds an id out of range: allowed 0..{LAB_V - 1}"),
         ({"module": "x"}, "module must be a"),
     ],
 )

@@ -414,4 +414,4 @@ def test_model_runs_with_expert_act_quant():
     tokens = torch.randint(0, cfg_on.vocab_size, (1, 12), generator=torch.Generator().manual_seed(21))
     with torch.no_grad():
         lo, lf = on(tokens).logits, off(tokens).logits
-    assert torch.isfinite(lo).all() and 0 < float((lo - lf).abs().max()) < 0.5 * float(lf.abs().max())
+    assert torch.isfinite(lo).all() and 0 < float((lo - lf).norm()) < 0.5 * float(lf.norm())  # a little: < half

@@ -39,6 +39,8 @@ from dspark_mini.speculative import (
 )
 from tests.helpers import assert_same_snapshot
 
+LAB_V = get_config("lab").vocab_size  # the lab vocabulary (words, characters, 256 bytes)
+
 F64 = torch.float64
 Z_999 = 3.090232306167813  # Φ⁻¹(0.999)
 
@@ -431,7 +433,7 @@ def rollback_model():
 
 @st.composite
 def rollback_case(draw):
-    V = 510
+    V = get_config("lab").vocab_size
     prompt = draw(st.lists(st.integers(0, V - 1), min_size=1, max_size=20))
     rounds = []
     for _ in range(draw(st.integers(1, 4))):
@@ -446,7 +448,7 @@ def rollback_case(draw):
 @given(case=rollback_case())
 def test_partial_commit_equals_plain_decoding(rollback_model, case):
     m = rollback_model
-    assert m.cfg.vocab_size == 510
+    assert m.cfg.vocab_size == get_config("lab").vocab_size
     prompt, rounds = case
     with torch.no_grad():
         spec = m.new_cache(1)
@@ -562,7 +564,7 @@ def test_bad_temperature(lab_model, good_prompt, gen):
     "prompt, match",
     [
         (torch.zeros(1, 0, dtype=torch.long), "prompt is empty"),
-        (torch.tensor([[5, 510]]), r"token id 510 is out of range: allowed 0\.\.509"),
+        (torch.tensor([[5, LAB_V]]), rf"token id {LAB_V} is out of range: allowed 0\.\.{LAB_V - 1}"),
         (torch.tensor([[5, -1]]), r"token id -1 is out of range"),
         (torch.tensor([[5, 6]], dtype=torch.int32), "prompt must be int64"),
         (torch.tensor([5, 6]), r"shape \[B, S\]"),
