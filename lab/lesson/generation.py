@@ -140,6 +140,19 @@ def compare(
     device, dtype = str(model.device), model.cfg.dtype
     words = prompt_words(tok, prompt)
     return Comparison(
-        prompt, ids, ell, temperature, seed, plain, spec, texts, tok.decode, weights, device, dtype, model.cfg, tok,
+        prompt,
+        ids,
+        ell,
+        temperature,
+        seed,
+        plain,
+        spec,
+        texts,
+        tok.decode,
+        weights,
+        device,
+        dtype,
+        model.cfg,
+        tok,
         words,
     )
