@@ -19,7 +19,7 @@ MAX_JOBS = 64  # worker processes (one thread each); more than the machine's cor
 EXAMPLES = """\
 examples:
   dspark-lab paper                         the full run (≤ 60 min on 2 cores): runs/paper/*.json, PNGs, docs/paper.md
-  dspark-lab paper --quick --out /tmp/p --docs /tmp/p   every figure's code path in about a minute
+  dspark-lab paper --quick --out runs/quick --docs runs/quick   every figure's code path in about a minute
   dspark-lab paper --docs-only             rewrite docs/paper.md and docs/paper.vi.md from runs/paper/*.json
   make paper                               the same full run"""
 

@@ -1,7 +1,8 @@
 """The target cache: the one set of training windows every drafter learns from (DeepSpec's data stage, in miniature).
 
 DeepSpec has the target regenerate the answers to its training prompts once and stores them; DSpark, DFlash and
-Eagle3 then all train on that one cache (research notes §3.5). Here, from a trained target and seeded prompts:
+Eagle3 then all train on that one cache (docs/sources.md: where this is described). From a trained target and
+seeded prompts:
 
   1. prompts (`train.distill_prompts`): a `free` share free-form (1–6 random ids, or 1–3 random lower-case
      words: text outside every corpus template), the rest the first 1–16 ids of a training line;
