@@ -21,8 +21,9 @@ from dspark_mini import build_model
 from dspark_mini.checkpoint import load_model, part_tensors
 from dspark_mini.drafters import DSparkDrafter
 
-from ..corpus import DOMAINS, build_corpus, mix, split, token_stream
+from ..corpus import DOMAINS
 from ..evaluation.quality import quality
+from ..training.rebuild import Recipe, corpus_streams
 from ..training.target_cache import CacheSpec, build_cache
 from ..training.train import train_draft
 from ..weights import verified, weight_file
@@ -92,10 +93,8 @@ def variant_model(target_path: str, v: Variant, seed: int):
 
 
 def train_stream(b: DraftBudget) -> torch.Tensor:
-    """The training token stream `train all` uses (the seeded corpus, mixed, 90 % split). → [N]"""
-    corpus = build_corpus(b.seed, b.lines)
-    train_lines, _ = split(mix(corpus, b.seed), 0.1, b.seed)
-    return token_stream(train_lines)
+    """The training token stream `train all` uses (its own corpus_streams: seeded corpus, mixed, 90 % split). → [N]"""
+    return corpus_streams(Recipe(seed=b.seed, lines=b.lines))[0]
 
 
 def cache_spec(b: DraftBudget, block: int) -> CacheSpec:
