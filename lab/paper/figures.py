@@ -107,30 +107,10 @@ def fig_fig5(item: dict[str, Any], lang: str) -> go.Figure:
     fig = make_subplots(1, len(DOMAINS), subplot_titles=list(DOMAINS), specs=[[{"secondary_y": True}] * 3])
     for i, d in enumerate(DOMAINS, 1):
         th = [r["threshold"] for r in sweep[d]]
-        fig.add_trace(
-            go.Bar(
-                x=th,
-                y=[r["verified_per_round"] for r in sweep[d]],
-                name=T("verified", lang),
-                legendgroup="v",
-                showlegend=i == 1,
-                marker_color="#9ecae1",
-            ),
-            1,
-            i,
-        )
-        fig.add_trace(
-            go.Bar(
-                x=th,
-                y=[r["tau"] for r in sweep[d]],
-                name=T("tau", lang),
-                legendgroup="t",
-                showlegend=i == 1,
-                marker_color="#3182bd",
-            ),
-            1,
-            i,
-        )
+        for key, group, colour in (("verified_per_round", "v", "#9ecae1"), ("tau", "t", "#3182bd")):
+            name = T("verified" if key == "verified_per_round" else key, lang)
+            bar = go.Bar(x=th, y=[r[key] for r in sweep[d]], name=name, legendgroup=group, showlegend=i == 1)
+            fig.add_trace(bar.update(marker_color=colour), 1, i)
         fig.add_trace(
             go.Scatter(
                 x=th,
