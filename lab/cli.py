@@ -40,6 +40,7 @@ from .paper import cli as paper_cli
 from .present import presenter
 from .realscale import cli as realscale_cli
 from .serving import cli as serving_cli
+from .text import in_lang
 from .training import cli as training_cli
 
 # the groups, in the order `--help` lists their commands
@@ -91,9 +92,18 @@ def check_args(args: argparse.Namespace) -> None:
     """The checks every command shares (seed, temperature, ℓ, device and dtype, --checkpoint), then its group's,
     before anything is built, run or written. The ranges that depend on the model come from its config."""
     from dspark_mini import get_config  # torch: only once a command runs, not for --help
+    from dspark_mini.presets import PRESETS
     from dspark_mini.validate import check_int, check_seed, check_temperature
 
-    cfg = get_config(getattr(args, "preset", "lab"))  # the config every later check reads (an unknown preset: refused)
+    preset = getattr(args, "preset", "lab")
+    if preset not in PRESETS:  # named as the option the user typed, not as a config field
+        tr = in_lang(args.lang)
+        raise ValueError(
+            tr("--preset = {p!r} is invalid: allowed {a}", "--preset = {p!r} không hợp lệ: chỉ nhận {a}").format(
+                p=preset, a=", ".join(PRESETS)
+            )
+        )
+    cfg = get_config(preset)  # the config every later check reads
     check_seed(args.seed, "--seed")
     if getattr(args, "temperature", None) is not None:
         check_temperature(args.temperature, "--temperature")

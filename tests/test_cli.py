@@ -119,7 +119,7 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
         (["walk", "--prompt", "   "], "prompt is empty"),
         (["walk", "--prompt", "a" * 600], "allowed 1..250"),
         (["walk", "--preset", "flash"], "does not fit"),  # refused by its memory estimate, before anything is built
-        (["inspect", "--preset", "tiny"], "'preset' = 'tiny'"),
+        (["inspect", "--preset", "tiny"], "--preset = 'tiny' is invalid: allowed lab, flash, flash-cpu"),
         (["walk", "--verify-len", "0"], "--verify-len = 0 is invalid: allowed an integer in 1..5"),
         (["walk", "--temperature", "-1"], "--temperature = -1.0 is invalid"),
         (["generate", "--verify-len", "6"], "--verify-len = 6 is invalid: allowed an integer in 1..5"),
