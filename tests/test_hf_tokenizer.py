@@ -226,6 +226,19 @@ def test_generate_checkpoint_reads_its_tokenizer_json(tok, folder, tmp_path, cap
     assert g["plain"]["text"] == tok.decode(g["plain"]["tokens"]) == g["speculative"]["text"]
 
 
+def test_a_rank_shard_reads_the_tokenizer_map_too(tok, folder, tmp_path):
+    """load_sharded (one torchrun rank's tensors) derives Engram's compressed ids from the folder's tokenizer.json
+    as load_checkpoint does; without the file both fall back to id mod size."""
+    from lab.realscale.distributed import load_sharded
+    from lab.realscale.ranks import SINGLE
+
+    path = checkpoint_with_tokenizer(tok, folder, tmp_path / "ckpt")
+    assert load_sharded(path, SINGLE).compress_map.tolist() == list(tok.compress_map)
+    (path / "tokenizer.json").unlink()
+    size = tok.compressed_vocab_size
+    assert load_sharded(path, SINGLE).compress_map.tolist() == [i % size for i in range(tok.vocab_size)]
+
+
 def test_a_checkpoint_tokenizer_of_another_vocabulary_is_refused(tok, folder, tmp_path):
     from lab.realscale import load_checkpoint
 

@@ -79,7 +79,7 @@ from dspark_mini.packed import PackedLinear, PackedWeight, drop_weight_caches, r
 from dspark_mini.quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 
 from . import placement
-from .export import CheckpointReader, build_on_meta, load_checkpoint, read_config
+from .export import CheckpointReader, build_on_meta, folder_tokenizer, load_checkpoint, read_config
 from .layout import lab_tensors
 from .ranks import SINGLE, Parallel, ShardingError, check_shardable, engram_rows, rank_slice, sliced_shape
 
@@ -658,6 +658,9 @@ def _load_shard(folder, par: Parallel, device, packed: bool, dtype: str | None, 
     est = placement.estimate_rank(cfg, par, packed=packed, dtype=dtype, style=reader.style)
     placement.check_fits(est, dev, free)  # before any weight is allocated
     model = build_on_meta(compute_config(cfg, dtype))
+    tok = folder_tokenizer(reader.folder, cfg)
+    if tok is not None:  # Engram reads the compressed ids of the checkpoint's own vocabulary (as load_checkpoint)
+        model.compress_map.copy_(torch.tensor(tok.compress_map))  # [V] every rank holds all of it
     shard_model(model, par)
     full = lab_tensors(cfg)
     for name, t in list(model.state_dict(keep_vars=True).items()):
