@@ -1,6 +1,6 @@
 """The lab's one benchmark entry (`make bench`): speed measured side by side in one run — a benchmark, not a test.
 
-  python bench/bench.py [--json] [--out run.json] [--quick] [--sections decode,verify,speculative,cli,widgets]
+  python bench/bench.py [--json] [--out run.json] [--quick] [--sections decode,verify,speculative,generate,cli,widgets]
                         [--threads 1]
 
 Sections (each a function in SECTIONS returning a dict, printed by its pair):
@@ -15,6 +15,14 @@ Sections (each a function in SECTIONS returning a dict, printed by its pair):
                corpus prompts and on short free-form prompts ("hello", "the cat", …); τ = tokens per round and the
                bound τ / (verify(k) + draft) in decode steps, both costs measured in this run. Each rep runs plain
                and k = 1..5 back to back per prompt; greedy output must equal plain (the run stops otherwise).
+  generate     the command a user runs, `python -m lab generate --json` (greedy, its default ℓ = the draft block),
+               timed by itself in a fresh subprocess per prompt, beside this file's own loop over the same two
+               functions (generate_plain, generate_speculative) on the same prompts — also a fresh process a prompt
+               (`--loop-once`), warm as the other sections' loop, so neither side keeps one process's luck for the
+               whole run — interleaved prompt by prompt, the order alternating rep by rep:
+               speculative ÷ plain of each (Σ over prompts of each prompt's fastest plain run ÷ the same of its
+               speculative runs; all reps pooled beside it) and the gap between them [target within 5 %]; the
+               command's tokens must equal the loop's.
   cli          `python -m lab walk` and `python -m lab inspect --preset flash` wall times (and inspect's peak RSS)
                next to `python -c "import torch"`, interleaved, each a fresh subprocess with bytecode caching as a
                normal install has it (written once to a temporary pycache folder, not into the tree). The CLI ends
@@ -100,7 +108,7 @@ class OpCounter(TorchDispatchMode):
         f, where = sys._getframe(1), "other"
         while f is not None:
             p = Path(f.f_code.co_filename)
-            if p.parent == PKG:
+            if p.parent.name == PKG.name:  # by the folder's name: bytecode compiled elsewhere keeps that path
                 where = p.name
                 break
             f = f.f_back
@@ -212,6 +220,22 @@ def prompt_sets(n_held: int) -> dict[str, list[torch.Tensor]]:
     return {"held_out": held, "free_form": free}
 
 
+def prompt_texts(n_held: int) -> dict[str, list[str]]:
+    """The same prompt sets as text (what `generate --prompt` takes); a held-out prompt decodes and encodes back to
+    the very ids the loop uses (checked: the run stops otherwise)."""
+    from dspark_mini.tokenizer import default_tokenizer
+
+    tok = default_tokenizer()
+    out = {}
+    for name, prompts in prompt_sets(n_held).items():
+        texts = [tok.decode(p[0].tolist()) for p in prompts]
+        for t, p in zip(texts, prompts, strict=True):
+            if tok.encode(t) != p[0].tolist():
+                raise SystemExit(f"prompt {t!r} does not encode back to its ids: the command would see another prompt")
+        out[name] = texts
+    return out
+
+
 def step_costs(model, prefix: torch.Tensor, reps: int) -> dict:
     """draft ÷ step (the DSpark pass drafts its whole block whatever k verify sends) and verify(k) ÷ step,
     after `prefix`: p50 wall times, each from copies of one cache."""
@@ -298,6 +322,102 @@ def print_speculative(r: dict) -> None:
             rt = row["ratio"]
             share = rt["p50"] / row["bound"]
             print(f"  {k:>2s} {rt['p50']:8.2f}× {rt['p95']:5.2f}× {row['tau']:6.2f} {row['bound']:5.2f}× {share:8.0%}")
+
+
+# ---- generate: the command beside the loop ---------------------------------------------------------------------
+PARTS = ("plain", "speculative")
+
+
+def generate_command(text: str, new: int, env: dict) -> dict:
+    """`python -m lab generate --json` on one prompt, in a fresh subprocess: its own timings and tokens."""
+    cmd = [sys.executable, "-m", "lab", "generate", "--prompt", text, "--max-new-tokens", str(new)]
+    cmd += ["--temperature", "0", "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=ROOT).stdout
+    return json.loads(out)
+
+
+def loop_once(text: str, new: int) -> dict:
+    """This file's loop on one prompt in its own fresh process (`bench.py --loop-once TEXT --new N`): the shipped
+    model loaded as every section loads it, one untimed plain + speculative pass (the loop of the other sections runs
+    warm), then generate_plain and generate_speculative timed."""
+    from dspark_mini.speculative import generate_plain, generate_speculative
+    from lab.weights import lab_model
+
+    model = lab_model("trained").eval().prepare()
+    x = torch.tensor([model_tokens(text)])  # [1, n]
+    generate_plain(model, x, new)
+    generate_speculative(model, x, new)
+    plain, spec = generate_plain(model, x, new), generate_speculative(model, x, new)
+    if spec.tokens != plain.tokens:
+        raise SystemExit(f"speculative output differs from plain decoding on {text!r}")
+    return {"plain": {"seconds": plain.seconds, "tokens": plain.tokens[0]}, "speculative": {"seconds": spec.seconds}}
+
+
+def generate_section(args, model) -> dict:
+    reps, new = (2, 24) if args.quick else (4, 64)  # 64: as a user's `generate --max-new-tokens 64`
+    env = os.environ | {"OMP_NUM_THREADS": str(torch.get_num_threads())}  # the command runs with the bench's threads
+    loop_cmd = [sys.executable, str(Path(__file__).resolve()), "--threads", str(torch.get_num_threads())]
+    out: dict = {"reps": reps, "new_tokens": new, "verify_len": model.cfg.dspark_block_size, "prompt_sets": {}}
+    for name, texts in prompt_texts(1 if args.quick else 2).items():  # the speculative section's prompts
+        # seconds[who][prompt] = [(plain s, speculative s) per rep]; who = this file's loop or the command
+        seconds: dict[str, list[list[tuple[float, float]]]] = {who: [[] for _ in texts] for who in ("loop", "command")}
+        for rep in range(reps):
+            for i, text in enumerate(texts):  # interleaved prompt by prompt (the order alternating): the same load
+                runs = {}
+                for who in ("loop", "command") if rep % 2 == 0 else ("command", "loop"):
+                    if who == "loop":
+                        cmd = [*loop_cmd, "--loop-once", text, "--new", str(new)]
+                        done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=ROOT)
+                        runs[who] = json.loads(done.stdout)
+                    else:
+                        runs[who] = generate_command(text, new, env)
+                loop, got = runs["loop"], runs["command"]
+                if not (loop["plain"]["tokens"] == got["speculative"]["tokens"] == got["plain"]["tokens"]):
+                    raise SystemExit(f"generate --prompt {text!r}: the command's tokens differ from the loop's")
+                for who, r in runs.items():
+                    seconds[who][i].append((r["plain"]["seconds"], r["speculative"]["seconds"]))
+        # each prompt's fastest rep of each run (the minimum: what the machine's noise only ever adds to), summed
+        ratio = {
+            who: round(
+                sum(min(t[0] for t in ts) for ts in per_prompt) / sum(min(t[1] for t in ts) for ts in per_prompt), 3
+            )
+            for who, per_prompt in seconds.items()
+        }
+        pooled = {
+            who: round(sum(t[0] for ts in pp for t in ts) / sum(t[1] for ts in pp for t in ts), 3)
+            for who, pp in seconds.items()
+        }
+        out["prompt_sets"][name] = {
+            "prompts": len(texts),
+            "seconds": {  # Σ over prompts of each prompt's fastest rep
+                who: {part: round(sum(min(t[j] for t in ts) for ts in pp), 4) for j, part in enumerate(PARTS)}
+                for who, pp in seconds.items()
+            },
+            "ratio": ratio,
+            "ratio_pooled": pooled,
+            "gap": round(ratio["command"] / ratio["loop"] - 1, 4),
+        }
+    return out
+
+
+def model_tokens(text: str) -> list[int]:
+    from dspark_mini.tokenizer import default_tokenizer
+
+    return default_tokenizer().encode(text)
+
+
+def print_generate(r: dict) -> None:
+    print(
+        f"== generate (the command, a fresh process per prompt) beside the loop: speculative ÷ plain, greedy, "
+        f"ℓ {r['verify_len']}, {r['new_tokens']} new tokens, {r['reps']} reps (tokens checked equal) =="
+    )
+    for name, s in r["prompt_sets"].items():
+        rt = s["ratio"]
+        print(
+            f"{name:10s} ({s['prompts']} prompts)  command {rt['command']:.2f}×  loop {rt['loop']:.2f}×  "
+            f"gap {s['gap']:+.1%}   [target within ±5 %]   (all reps pooled: command "
+            f"{s['ratio_pooled']['command']:.2f}×, loop {s['ratio_pooled']['loop']:.2f}×)"
+        )
 
 
 # ---- cli: walk and inspect next to import torch ----------------------------------------------------------------
@@ -410,6 +530,7 @@ SECTIONS = {
     "decode": (decode_section, print_decode),
     "verify": (verify_section, print_verify),
     "speculative": (speculative_section, print_speculative),
+    "generate": (generate_section, print_generate),
     "cli": (cli_section, print_cli),
     "widgets": (widgets_section, print_widgets),
 }
@@ -422,7 +543,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer reps and prompts (a smoke run, not for quoting)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     ap.add_argument("--out", help="also write the JSON to this file")
+    ap.add_argument("--loop-once", metavar="TEXT", help=argparse.SUPPRESS)  # the generate section's loop, one prompt
+    ap.add_argument("--new", type=int, default=64, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.loop_once is not None:
+        torch.set_num_threads(a.threads)
+        print(json.dumps(loop_once(a.loop_once, a.new)))
+        return
     if a.threads < 1:
         raise SystemExit(f"--threads = {a.threads} is invalid: allowed an integer ≥ 1")
     names = a.sections.split(",")
@@ -431,7 +558,7 @@ def main() -> None:
             raise SystemExit(f"unknown section {n!r}: allowed {', '.join(SECTIONS)}")
     torch.set_num_threads(a.threads)
     model = None
-    if {"decode", "verify", "speculative"} & set(names):
+    if {"decode", "verify", "speculative", "generate"} & set(names):
         from lab.weights import lab_model
 
         model = lab_model("trained").eval().prepare()
