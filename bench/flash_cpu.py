@@ -1,12 +1,23 @@
-"""The real widths on this CPU: `flash-cpu` (every width of DeepSeek-V4.1-Flash, 4 + 1 layers, 3 experts) decoded
-plainly and speculatively, greedy, through the same `compare` that `dspark-lab generate` runs.
+"""The real widths on this CPU: `flash-cpu` (every width of DeepSeek-V4.1-Flash, 4 + 1 layers, 3 experts), the two
+commands a user runs, each timed in its own fresh process:
 
-Prints one JSON object: tokens/s plain and speculative, whether the greedy tokens agree, the placement estimate
-(weights + prepared kernel layouts + margin) beside the peak resident set of this process (ru_maxrss, which the
-estimate must match within 15 %), the wall time of each phase, and the run conditions (CPU, threads, load).
-The model is the seeded init drawn on the CPU: nothing is downloaded, and its tokens are noise (untrained).
+  dspark-lab generate --preset flash-cpu --max-new-tokens 8 --temperature 0 --json
+  dspark-lab walk --preset flash-cpu --step 6B                                        (with --walk)
+  dspark-lab profile --preset flash-cpu --reps 1 --json                               (with --profile)
 
-    python bench/flash_cpu.py [--max-new-tokens 8] [--prompt TEXT] [--out runs/flash_cpu.json]
+Prints one JSON object: generate's tokens/s plain and speculative, whether the greedy tokens agree, its rounds and
+mean accepted length; for each command its wall and CPU seconds, its exit code and its own peak resident set
+(ru_maxrss of that child, from os.wait4) beside the placement estimate (weights + prepared kernel layouts + margin),
+which must match it within 15 %; walk's logits shape and the checks its 6B panel printed (✓ / ✗); the run conditions
+(CPU, cores, threads, load before and after). The model is the seeded init drawn on the CPU: nothing is downloaded,
+and its tokens are noise (untrained).
+
+    python bench/flash_cpu.py [--max-new-tokens 8] [--prompt TEXT] [--walk] [--profile] [--out runs/flash_cpu.json]
+
+The numbers the README and docs/real-scale.md quote come from one such run, committed as docs/flash_cpu.json; to
+measure them again (on a quiet machine: the times are wall times) and refill the prose:
+
+    python bench/flash_cpu.py --walk --profile --out docs/flash_cpu.json && python -m lab.lesson.prose --write
 """
 
 from __future__ import annotations
@@ -14,8 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +37,7 @@ import torch  # noqa: E402
 
 from dspark_mini import get_config  # noqa: E402
 from dspark_mini.files import write_atomic  # noqa: E402
-from lab.lesson.generation import compare  # noqa: E402
+from lab.evaluation.conditions import cpu_model  # noqa: E402
 from lab.realscale.placement import estimate_rank  # noqa: E402
 from lab.realscale.ranks import SINGLE  # noqa: E402
 
@@ -35,19 +45,39 @@ PRESET = "flash-cpu"
 RSS_TOLERANCE = 0.15  # the estimate and the measured peak agree within this fraction of the peak
 
 
-def peak_rss() -> int:
-    """Peak resident set of this process in bytes (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def conditions() -> dict:
-    """What the numbers depend on: the machine, the threads torch uses, the load while it ran."""
+    """What the numbers depend on: the machine, the threads the commands use, the load while it ran."""
     return {
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": 1,  # the CLI sets one torch thread (lab/cli.py `run`)
         "torch": torch.__version__,
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def timed(args: list[str]) -> dict:
+    """`python -m lab ARGS` in a fresh process: its stdout, exit code, wall and CPU seconds, its own peak RSS."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "lab", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()  # the whole output, then the child's own resource use
+    _, status, use = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "command": "dspark-lab " + " ".join(args),
+        "exit_code": proc.returncode,
+        "wall_s": round(time.perf_counter() - t, 1),
+        "cpu_s": round(use.ru_utime + use.ru_stime, 1),
+        "peak_rss_bytes": use.ru_maxrss * 1024,  # Linux reports KiB
+        "stdout": out,
+    }
+
+
+def with_estimate(run: dict, needed: int) -> dict:
+    peak = run["peak_rss_bytes"]
+    return run | {
+        "estimate_over_peak": needed / peak,
+        "estimate_within_15_percent": abs(needed - peak) <= RSS_TOLERANCE * peak,
     }
 
 
@@ -55,16 +85,20 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--max-new-tokens", type=int, default=8)
     p.add_argument("--prompt", default=None)
+    p.add_argument("--walk", action="store_true", help="also time `dspark-lab walk --preset flash-cpu --step 6B`")
+    p.add_argument("--profile", action="store_true", help="also time `dspark-lab profile --preset flash-cpu --reps 1`")
     p.add_argument("--out", default=None, help="also write the JSON there")
     args = p.parse_args(argv)
-    start = time.perf_counter()
     est = estimate_rank(get_config(PRESET), SINGLE, packed=False, style="lab", prepared=True)
-    before = conditions()
-    report = compare(args.prompt, PRESET, args.max_new_tokens, temperature=0.0, seed=0)
-    j = report.to_json()
-    peak = peak_rss()
-    out = {
-        "preset": PRESET,
+    out: dict = {"preset": PRESET, "estimate_needed_bytes": est.needed_bytes, "estimate": est.to_json()}
+    out["conditions_before"] = conditions()
+    gen_args = ["generate", "--preset", PRESET, "--max-new-tokens", str(args.max_new_tokens)]
+    gen_args += ["--temperature", "0", "--json"] + ([] if args.prompt is None else ["--prompt", args.prompt])
+    gen = timed(gen_args)
+    if gen["exit_code"] != 0:
+        raise SystemExit(f"{gen['command']} ended with exit code {gen['exit_code']}")
+    j = json.loads(gen.pop("stdout"))
+    out["generate"] = with_estimate(gen, est.needed_bytes) | {
         "max_new_tokens": args.max_new_tokens,
         "greedy_identical": j["identical_tokens"],
         "plain_tokens_per_s": j["plain"]["tokens_per_s"],
@@ -72,15 +106,29 @@ def main(argv: list[str] | None = None) -> dict:
         "speedup": j["speedup"],
         "rounds": j["speculative"]["rounds"],
         "mean_accepted_length": j["speculative"]["mean_accepted_length"],
-        "estimate_needed_bytes": est.needed_bytes,
-        "estimate": est.to_json(),
-        "peak_rss_bytes": peak,
-        "estimate_over_peak": est.needed_bytes / peak,
-        "estimate_within_15_percent": abs(est.needed_bytes - peak) <= RSS_TOLERANCE * peak,
-        "wall_s": round(time.perf_counter() - start, 1),
-        "conditions_before": before,
-        "conditions_after": conditions(),
     }
+    if args.walk:
+        walk = timed(["walk", "--preset", PRESET, "--step", "6B"])
+        lines = walk.pop("stdout").splitlines()
+        out["walk"] = with_estimate(walk, est.needed_bytes) | {
+            "logits_shape_shown": any("129280]" in line for line in lines),  # logits [1, S, 129280]
+            # the checks of the step's panel, one a line: "│ ✓ …" passed, "│ ✗ …" failed
+            "checks_passed": sum(line.startswith("│ ✓ ") for line in lines),
+            "checks_failed": sum(line.startswith("│ ✗ ") for line in lines),
+        }
+    if args.profile:
+        prof = timed(["profile", "--preset", PRESET, "--reps", "1", "--json"])
+        j = json.loads(prof.pop("stdout")) if prof["exit_code"] == 0 else {}
+        out["profile"] = with_estimate(prof, est.needed_bytes) | {
+            k: j[k] for k in ("parity", "tap_mix", "acceptance") if k in j
+        }
+    out["conditions_after"] = conditions()
+    bad = [name for name in ("generate", "walk", "profile") if name in out and out[name]["exit_code"] != 0]
+    bad += ["greedy speculative ≠ plain"] * (not out["generate"]["greedy_identical"])
+    bad += ["walk printed a failed check"] * bool(out.get("walk", {}).get("checks_failed"))
+    if bad:  # a failed measurement never becomes the docs' numbers
+        print(json.dumps(out, indent=2))
+        raise SystemExit(f"flash-cpu run failed: {', '.join(bad)} (nothing written)")
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:

@@ -17,6 +17,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dspark_mini.files import write_atomic  # noqa: E402
+
 JSON_PATH = ROOT / "docs" / "peer_parity.json"
 PAGE_PATH = ROOT / "docs" / "peer_parity.md"
 
@@ -78,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         same = args.out.exists() and args.out.read_text(encoding="utf-8") == page
         print(f"{args.out}: {'up to date' if same else 'differs from the rendering of ' + str(args.json)}")
         return 0 if same else 1
-    args.out.write_text(page, encoding="utf-8")
+    write_atomic(args.out, page)  # the old page survives a full disk
     print(f"wrote {args.out}")
     return 0
 

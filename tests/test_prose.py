@@ -137,6 +137,17 @@ def test_formats_follow_the_prose() -> None:
     assert [prose.FORMATS["prob"](p) for p in (0.8399, 0.99456, 0.999969, 1.0)] == ["0.84", "0.99", "0.99997", "1.00"]
 
 
+def test_measured_values_take_their_format_from_the_key() -> None:
+    """`flash_cpu.<path>:<format>`: a wall time as a person says it, bytes in GiB, a ratio as % above."""
+    m = prose.MEASURED
+    assert [m["min"](s) for s in (48.4, 59.6, 68.2, 125)] == ["48 s", "1 min 0 s", "1 min 8 s", "2 min 5 s"]
+    assert m["gib"](11.24 * 2**30) == "11.24" and m["over"](1.055) == "5.5" and m["over"](0.9) == "−10.0"
+    row, groups = prose.find_key("flash_cpu.walk.peak_rss_bytes:gib")
+    assert row.source == "flash_cpu" and groups == {"path": "walk.peak_rss_bytes", "f": "gib"}
+    with pytest.raises(prose.ProseError, match="unknown marker key"):
+        prose.find_key("flash_cpu.walk.wall_s:hours")
+
+
 # ---- the 6B note's STS sentence: from the per-position data, both languages -----------------------------------------
 WORDS = {  # how ece_text names each direction, per language
     "en": {"level": "level", "lower": "lower", "higher": "higher"},

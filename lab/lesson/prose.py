@@ -46,6 +46,8 @@ SOURCES = {
     "streams": "lab/serving/data/streams_dspark.json",
     "parity": "docs/peer_parity.json",
     "designs": "lab/training/data/designs.json",
+    "flash_cpu": "docs/flash_cpu.json",  # bench/flash_cpu.py --walk: the real widths' commands, timed on this CPU
+    "bench": "docs/bench.json",  # bench/bench.py: `make bench`'s run that docs/speed.md quotes
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -80,6 +82,23 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "prob": lambda v: _num(f".{_decimals(v)}f")(v),  # 0.84, 0.99997: as many decimals as keep it below 1
     "auto": lambda v: _num(",d")(v) if isinstance(v, int) else _num(".2f")(v),  # runs/paper: 1,135 or 3.25
     "text": str,
+}
+
+
+def _minutes(seconds: float) -> str:
+    """A wall time as a person says it: 48 s, 1 min 8 s."""
+    s = round(seconds)
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s"
+
+
+# the formats a measured value may ask for after its path (`flash_cpu.walk.wall_s:min`)
+MEASURED: dict[str, Callable[[Any], str]] = {
+    "min": _minutes,
+    "gib": lambda v: _num(".2f")(v / 2**30),  # bytes → GiB
+    "over": lambda v: _num(".1f")(100 * (v - 1)),  # a ratio a ÷ b → how much a is above b, in %
+    "pct": lambda v: _num(".1f")(100 * v),  # a fraction → %, one decimal
+    "x": lambda v: _num(".2f")(v) + "×",
+    **{f: FORMATS[f] for f in ("f1", "f2", "f3", "int", "g", "text")},
 }
 
 
@@ -334,6 +353,16 @@ KEYS: tuple[Key, ...] = (
         lambda s, table, a, b, r: s[table][a][r]["throughput"] / s[table][b][r]["throughput"],
         "f1",
         "simulated throughput of policy a ÷ policy b",
+    ),
+    *(
+        Key(
+            rf"{src}\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+            src,
+            lambda d, path, f: MEASURED[f](_path(d, path)),
+            "text",
+            f"a value of {SOURCES[src]} (dotted path, then :format)",
+        )
+        for src in ("flash_cpu", "bench")
     ),
     Key(
         r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",
