@@ -66,7 +66,7 @@ bench: install
 bench-docs: install
 	$(PY) bench/bench.py --out docs/bench.json
 	$(PY) bench/speed_table.py
-	$(PY) bench/flash_cpu.py --walk --profile --out docs/flash_cpu.json
+	$(PY) bench/flash_cpu.py --walk --profile --serve --out docs/flash_cpu.json
 	$(PY) -m lab.lesson.prose --write
 
 # the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)

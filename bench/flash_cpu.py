@@ -4,6 +4,9 @@ commands a user runs, each timed in its own fresh process:
   dspark-lab generate --preset flash-cpu --max-new-tokens 8 --temperature 0 --json
   dspark-lab walk --preset flash-cpu --step 6B                                        (with --walk)
   dspark-lab profile --preset flash-cpu --reps 1 --json                               (with --profile)
+  dspark-lab serve --preset flash-cpu --requests 1 --max-new-tokens 8 --json          (with --serve: generate's prompt
+                                                                                       from a prompts file; its tokens
+                                                                                       must equal generate's plain ones)
 
 Prints one JSON object: generate's tokens/s plain and speculative, whether the greedy tokens agree, its rounds and
 mean accepted length; for each command its wall and CPU seconds, its exit code and its own peak resident set
@@ -17,7 +20,7 @@ and its tokens are noise (untrained).
 The numbers the README and docs/real-scale.md quote come from one such run, committed as docs/flash_cpu.json; to
 measure them again (on a quiet machine: the times are wall times) and refill the prose:
 
-    python bench/flash_cpu.py --walk --profile --out docs/flash_cpu.json && python -m lab.lesson.prose --write
+    python bench/flash_cpu.py --walk --profile --serve --out docs/flash_cpu.json && python -m lab.lesson.prose --write
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -87,6 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--prompt", default=None)
     p.add_argument("--walk", action="store_true", help="also time `dspark-lab walk --preset flash-cpu --step 6B`")
     p.add_argument("--profile", action="store_true", help="also time `dspark-lab profile --preset flash-cpu --reps 1`")
+    p.add_argument("--serve", action="store_true", help="also time `dspark-lab serve --preset flash-cpu` on the prompt")
     p.add_argument("--out", default=None, help="also write the JSON there")
     args = p.parse_args(argv)
     est = estimate_rank(get_config(PRESET), SINGLE, packed=False, style="lab", prepared=True)
@@ -97,15 +102,15 @@ def main(argv: list[str] | None = None) -> dict:
     gen = timed(gen_args)
     if gen["exit_code"] != 0:
         raise SystemExit(f"{gen['command']} ended with exit code {gen['exit_code']}")
-    j = json.loads(gen.pop("stdout"))
+    g = json.loads(gen.pop("stdout"))
     out["generate"] = with_estimate(gen, est.needed_bytes) | {
         "max_new_tokens": args.max_new_tokens,
-        "greedy_identical": j["identical_tokens"],
-        "plain_tokens_per_s": j["plain"]["tokens_per_s"],
-        "speculative_tokens_per_s": j["speculative"]["tokens_per_s"],
-        "speedup": j["speedup"],
-        "rounds": j["speculative"]["rounds"],
-        "mean_accepted_length": j["speculative"]["mean_accepted_length"],
+        "greedy_identical": g["identical_tokens"],
+        "plain_tokens_per_s": g["plain"]["tokens_per_s"],
+        "speculative_tokens_per_s": g["speculative"]["tokens_per_s"],
+        "speedup": g["speedup"],
+        "rounds": g["speculative"]["rounds"],
+        "mean_accepted_length": g["speculative"]["mean_accepted_length"],
     }
     if args.walk:
         walk = timed(["walk", "--preset", PRESET, "--step", "6B"])
@@ -118,12 +123,48 @@ def main(argv: list[str] | None = None) -> dict:
         }
     if args.profile:
         prof = timed(["profile", "--preset", PRESET, "--reps", "1", "--json"])
-        j = json.loads(prof.pop("stdout")) if prof["exit_code"] == 0 else {}
+        pj = json.loads(prof.pop("stdout")) if prof["exit_code"] == 0 else {}
         out["profile"] = with_estimate(prof, est.needed_bytes) | {
-            k: j[k] for k in ("parity", "tap_mix", "acceptance") if k in j
+            k: pj[k] for k in ("parity", "tap_mix", "acceptance") if k in pj
+        }
+    if args.serve:
+        from lab.text import DEFAULT_PROMPT
+
+        with tempfile.TemporaryDirectory() as tmp:
+            prompts = Path(tmp) / "prompts.txt"
+            prompts.write_text((args.prompt or DEFAULT_PROMPT) + "\n", encoding="utf-8")
+            srv = timed(
+                [
+                    "serve",
+                    "--preset",
+                    PRESET,
+                    "--requests",
+                    "1",
+                    "--max-new-tokens",
+                    str(args.max_new_tokens),
+                    "--prompts-file",
+                    str(prompts),
+                    "--json",
+                ]
+            )
+        lines = (
+            [json.loads(line) for line in srv.pop("stdout").splitlines() if line.strip()]
+            if srv["exit_code"] == 0
+            else []
+        )
+        request = next((x for x in lines if x.get("kind") == "request"), {})
+        summary = next((x for x in lines if x.get("kind") == "summary"), {})
+        out["serve"] = with_estimate(srv, est.needed_bytes) | {
+            "tokens_equal_generate_plain": request.get("tokens") == g["plain"]["tokens"],
+            "tokens_per_s": summary.get("tokens_per_s"),
+            "rounds": summary.get("rounds"),
+            "mean_verify_len": summary.get("mean_verify_len"),
         }
     out["conditions_after"] = conditions()
-    bad = [name for name in ("generate", "walk", "profile") if name in out and out[name]["exit_code"] != 0]
+    bad = [name for name in ("generate", "walk", "profile", "serve") if name in out and out[name]["exit_code"] != 0]
+    bad += ["serve's tokens ≠ generate's plain tokens"] * (
+        not out.get("serve", {}).get("tokens_equal_generate_plain", True)
+    )
     bad += ["greedy speculative ≠ plain"] * (not out["generate"]["greedy_identical"])
     bad += ["walk printed a failed check"] * bool(out.get("walk", {}).get("checks_failed"))
     if bad:  # a failed measurement never becomes the docs' numbers

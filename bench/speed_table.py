@@ -11,15 +11,13 @@ committed JSON.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from dspark_mini.files import write_atomic  # noqa: E402
+from rendered_page import page_main  # noqa: E402
 
 JSON_PATH = ROOT / "docs" / "bench.json"
 PAGE_PATH = ROOT / "docs" / "speed.md"
@@ -218,19 +216,7 @@ def render(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", type=Path, default=JSON_PATH, help="the run bench/bench.py wrote")
-    ap.add_argument("--out", type=Path, default=PAGE_PATH, help="the page to write")
-    ap.add_argument("--check", action="store_true", help="only check that --out is the rendering of --json")
-    args = ap.parse_args(argv)
-    page = render(json.loads(args.json.read_text(encoding="utf-8")))
-    if args.check:
-        same = args.out.exists() and args.out.read_text(encoding="utf-8") == page
-        print(f"{args.out}: {'up to date' if same else 'differs from the rendering of ' + str(args.json)}")
-        return 0 if same else 1
-    write_atomic(args.out, page)
-    print(f"wrote {args.out}")
-    return 0
+    return page_main(__doc__, render, JSON_PATH, PAGE_PATH, argv)
 
 
 if __name__ == "__main__":

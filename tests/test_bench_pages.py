@@ -1,10 +1,11 @@
 """The pages that quote measured runs say what their committed runs measured, on the weights that ship.
 
 docs/speed.md is rendered by bench/speed_table.py from docs/bench.json (one `make bench` run); the README and
-docs/real-scale.md quote docs/flash_cpu.json (one `bench/flash_cpu.py --walk --profile` run) through prose markers
-(tests/test_prose.py checks those). A run is never repeated here — these are measurements, not tests of speed: the
-tests check that the page is the rendering of the data, that a verdict follows its number, and that the bench run
-was made on the weights the repository ships (a retrain leaves no stale page: this fails until it is measured again).
+docs/real-scale.md quote docs/flash_cpu.json (one `bench/flash_cpu.py --walk --profile --serve` run) through
+prose markers (tests/test_prose.py checks those). A run is never repeated here — these are measurements, not tests of
+speed: the tests check that the page is the rendering of the data, that a verdict follows its number, and that the
+bench run was made on the weights the repository ships (a retrain leaves no stale page: this fails until it is
+measured again).
 """
 
 from __future__ import annotations
@@ -85,10 +86,11 @@ def test_flash_cpu_run_is_whole_and_checked():
     """The run the README quotes: both commands ended well, greedy speculative = plain, the walk's checks passed,
     each peak within 15 % of the placement estimate (bench/flash_cpu.py refuses to write a run that fails these)."""
     r = json.loads(FLASH_JSON.read_text(encoding="utf-8"))
-    for name in ("generate", "walk", "profile"):
+    for name in ("generate", "walk", "profile", "serve"):
         assert r[name]["exit_code"] == 0, name
         assert abs(r["estimate_needed_bytes"] - r[name]["peak_rss_bytes"]) <= 0.15 * r[name]["peak_rss_bytes"], name
         assert r[name]["estimate_over_peak"] == pytest.approx(r["estimate_needed_bytes"] / r[name]["peak_rss_bytes"])
     assert r["generate"]["greedy_identical"] and r["generate"]["max_new_tokens"] == 8
+    assert r["serve"]["tokens_equal_generate_plain"], "serve committed what plain decoding produces"
     assert r["walk"]["logits_shape_shown"] and r["walk"]["checks_passed"] >= 4 and r["walk"]["checks_failed"] == 0
     assert r["walk"]["wall_s"] <= 120, "the 6B step at the real widths was asked to take ≤ 2 minutes on 2 cores"
