@@ -154,7 +154,10 @@ def main(argv: list[str] | None = None) -> dict:
         )
         request = next((x for x in lines if x.get("kind") == "request"), {})
         summary = next((x for x in lines if x.get("kind") == "summary"), {})
+        # the prompts file was the bench's temporary one: the record names it by what it held, not by its path
+        srv["command"] = srv["command"].replace(str(prompts), "PROMPT.txt")
         out["serve"] = with_estimate(srv, est.needed_bytes) | {
+            "prompts_file": "PROMPT.txt: generate's prompt, one line",
             "tokens_equal_generate_plain": request.get("tokens") == g["plain"]["tokens"],
             "tokens_per_s": summary.get("tokens_per_s"),
             "rounds": summary.get("rounds"),
