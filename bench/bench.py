@@ -546,6 +546,8 @@ def main() -> None:
     ap.add_argument("--loop-once", metavar="TEXT", help=argparse.SUPPRESS)  # the generate section's loop, one prompt
     ap.add_argument("--new", type=int, default=64, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.new < 1:
+        raise SystemExit(f"--new = {a.new} is invalid: allowed an integer ≥ 1")
     if a.loop_once is not None:
         torch.set_num_threads(a.threads)
         print(json.dumps(loop_once(a.loop_once, a.new)))

@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--serve", action="store_true", help="also time `dspark-lab serve --preset flash-cpu` on the prompt")
     p.add_argument("--out", default=None, help="also write the JSON there")
     args = p.parse_args(argv)
+    if not 1 <= args.max_new_tokens <= 64:  # before anything is built: each token costs seconds at these widths
+        raise SystemExit(f"--max-new-tokens = {args.max_new_tokens} is invalid: allowed an integer in 1..64")
     est = estimate_rank(get_config(PRESET), SINGLE, packed=False, style="lab", prepared=True)
     out: dict = {"preset": PRESET, "estimate_needed_bytes": est.needed_bytes, "estimate": est.to_json()}
     out["conditions_before"] = conditions()

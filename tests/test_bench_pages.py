@@ -94,3 +94,22 @@ def test_flash_cpu_run_is_whole_and_checked():
     assert r["serve"]["tokens_equal_generate_plain"], "serve committed what plain decoding produces"
     assert r["walk"]["logits_shape_shown"] and r["walk"]["checks_passed"] >= 4 and r["walk"]["checks_failed"] == 0
     assert r["walk"]["wall_s"] <= 120, "the 6B step at the real widths was asked to take ≤ 2 minutes on 2 cores"
+
+
+def test_bad_paths_are_one_line_naming_the_option(table, tmp_path, capsys):
+    """A folder for the page, a missing run, a file that is not a run: exit 2, one line naming --out / --json, and
+    nothing written (the folder stays as it was)."""
+    page = tmp_path / "page"
+    page.mkdir()
+    (page / "keep.md").write_text("mine", encoding="utf-8")
+    cases = [
+        (["--out", str(page)], f"--out = {str(page)!r}"),
+        (["--json", str(tmp_path / "missing.json"), "--out", str(tmp_path / "p.md")], "--json = "),
+        (["--json", str(ROOT / "README.md"), "--out", str(tmp_path / "p.md")], "is not a run this page renders"),
+    ]
+    for argv, want in cases:
+        assert table.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and want in err and "\n" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["keep.md", "page"]
+    assert (page / "keep.md").read_text(encoding="utf-8") == "mine"
