@@ -47,7 +47,6 @@ SOURCES = {
     "parity": "docs/peer_parity.json",
     "designs": "lab/training/data/designs.json",
     "flash_cpu": "docs/flash_cpu.json",  # bench/flash_cpu.py --walk: the real widths' commands, timed on this CPU
-    "bench": "docs/bench.json",  # bench/bench.py: `make bench`'s run that docs/speed.md quotes
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -96,8 +95,6 @@ MEASURED: dict[str, Callable[[Any], str]] = {
     "min": _minutes,
     "gib": lambda v: _num(".2f")(v / 2**30),  # bytes → GiB
     "over": lambda v: _num(".1f")(100 * (v - 1)),  # a ratio a ÷ b → how much a is above b, in %
-    "pct": lambda v: _num(".1f")(100 * v),  # a fraction → %, one decimal
-    "x": lambda v: _num(".2f")(v) + "×",
     **{f: FORMATS[f] for f in ("f1", "f2", "f3", "int", "g", "text")},
 }
 
@@ -354,15 +351,12 @@ KEYS: tuple[Key, ...] = (
         "f1",
         "simulated throughput of policy a ÷ policy b",
     ),
-    *(
-        Key(
-            rf"{src}\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
-            src,
-            lambda d, path, f: MEASURED[f](_path(d, path)),
-            "text",
-            f"a value of {SOURCES[src]} (dotted path, then :format)",
-        )
-        for src in ("flash_cpu", "bench")
+    Key(
+        rf"flash_cpu\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+        "flash_cpu",
+        lambda d, path, f: MEASURED[f](_path(d, path)),
+        "text",
+        "a value of docs/flash_cpu.json (dotted path, then :format)",
     ),
     Key(
         r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",
