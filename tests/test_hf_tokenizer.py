@@ -239,6 +239,23 @@ def test_a_rank_shard_reads_the_tokenizer_map_too(tok, folder, tmp_path):
     assert load_sharded(path, SINGLE).compress_map.tolist() == [i % size for i in range(tok.vocab_size)]
 
 
+def test_torchrun_encodes_the_prompt_with_the_checkpoint_tokenizer(tok, folder, tmp_path):
+    """The several-rank `generate` encodes --prompt with the folder's tokenizer.json, as one rank does; without the
+    file and with a vocabulary not the lab's, it refuses naming what is missing."""
+    from argparse import Namespace
+
+    from lab.realscale.export import read_config
+    from lab.realscale.torchrun import prompt_ids
+
+    path = checkpoint_with_tokenizer(tok, folder, tmp_path / "ckpt")
+    cfg = read_config(path)[0]
+    prompt = "Xin chào các bạn"
+    assert prompt_ids(Namespace(checkpoint=str(path), prompt=prompt), cfg) == tok.encode(prompt)
+    (path / "tokenizer.json").unlink()
+    with pytest.raises(ValueError, match="is not the lab tokenizer's and its folder has no tokenizer.json"):
+        prompt_ids(Namespace(checkpoint=str(path), prompt=prompt), cfg)
+
+
 def test_a_checkpoint_tokenizer_of_another_vocabulary_is_refused(tok, folder, tmp_path):
     from lab.realscale import load_checkpoint
 

@@ -73,7 +73,9 @@ def parser() -> argparse.ArgumentParser:
             help="tensor-parallel size for attention and the vocab: a divisor "
             "of the ranks (default: all ranks, as DeepSeek's reference; the lab model needs ≤ 2)",
         )
-        q.add_argument("--prompt", default=None, help="text to continue (lab tokenizer)")
+        q.add_argument(
+            "--prompt", default=None, help="text to continue (the checkpoint's tokenizer.json, else the lab's)"
+        )
         q.add_argument("--max-new-tokens", type=int, default=16, help="tokens to generate (default 16)")
         add_verify_len(q, "The speculative rounds draft the whole trained block and verify its first ℓ")
         q.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (nccl, one GPU per rank: LOCAL_RANK)")
@@ -154,12 +156,18 @@ def checkpoint_bytes(args: argparse.Namespace) -> int | None:
 
 
 def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
+    """The prompt's ids: through --checkpoint's own tokenizer.json when the folder has one (as `generate
+    --checkpoint` on one rank), else the lab tokenizer."""
     from dspark_mini import get_tokenizer
 
-    tok = get_tokenizer(cfg)
+    from .export import folder_tokenizer
+
+    tok = folder_tokenizer(args.checkpoint, cfg) if args.checkpoint is not None else None
+    tok = get_tokenizer(cfg) if tok is None else tok
     if tok is None:
         raise ValueError(
-            f"the checkpoint's vocabulary ({cfg.vocab_size} ids) is not the lab tokenizer's: no --prompt text"
+            f"the checkpoint's vocabulary ({cfg.vocab_size} ids) is not the lab tokenizer's and its folder has no "
+            "tokenizer.json: no --prompt text"
         )
     return check_prompt(DEFAULT_PROMPT if args.prompt is None else args.prompt, tok.encode, cfg, "--prompt")[1]
 
