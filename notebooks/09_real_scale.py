@@ -54,12 +54,12 @@ print(tr(f"flash: {cfg.n_layers} layers + {cfg.n_mtp_layers} DSpark layers, dim 
 # ## 1 · The real model on `meta` / Mô hình thật trên `meta`
 # **EN**
 # - `build_model(cfg, device="meta")` builds every module of the real model with shapes but no storage: the same
-#   code the lab runs, at 762 B parameters, in a few seconds and no memory.
+#   code the lab runs, at 762.7 B parameters, in a few seconds and no memory.
 # - The counts match the dossier's derivation from the config: 551.88 B for the backbone, 14.23 B for the draft.
 #
 # **VI**
 # - `build_model(cfg, device="meta")` dựng mọi module của mô hình thật với hình dạng nhưng không có bộ nhớ: cùng
-#   mã mà lab vẫn chạy, ở 762 tỉ tham số, trong vài giây và không tốn bộ nhớ.
+#   mã mà lab vẫn chạy, ở 762.7 tỉ tham số, trong vài giây và không tốn bộ nhớ.
 # - Các con số khớp với phép suy ra từ config trong hồ sơ nghiên cứu: 551.88 tỉ cho backbone, 14.23 tỉ cho bản nháp.
 
 # %%
@@ -272,8 +272,8 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 # ## 6 · The hand-off: the lab looks inside, the engines serve / Bàn giao: lab nhìn vào bên trong, engine phục vụ
 # **EN** — The lab's command spreads one model over 8 GPUs to *look* at step 6B (traces, logits, one DSpark round).
 # Each rank builds on `meta`, reads only its slices (row ranges of the vocab and Engram tables, its experts) and keeps
-# them packed; tested on the lab model over 2 and 4 CPU ranks, never yet on the real weights or on GPUs — and
-# `generate` there needs the real tokenizer, which the lab does not have (README, "Several ranks"). To *serve*
+# them packed; tested on the lab model over 2 and 4 CPU ranks, never yet on the real weights or on GPUs (its
+# `--prompt` goes through the checkpoint's own `tokenizer.json`, read with `tokenizers`). To *serve*
 # DeepSeek-V4.1-Flash, use an engine. What the lab's sources record about the engines
 # (`docs/sources.md`: the V4.1 inference code and model card, the engines' DSpark changes, the vLLM blog post):
 #
@@ -299,19 +299,19 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 # **VI** — Lệnh của lab trải một mô hình trên 8 GPU để *nhìn* vào bước 6B (vết, logits, một vòng DSpark). Mỗi rank
 # dựng trên `meta`, chỉ đọc các lát của mình (các khoảng hàng của bảng từ vựng và bảng Engram, expert của nó) và giữ
 # chúng ở dạng đóng gói; đã kiểm thử trên mô hình của lab với 2 và 4 rank CPU, chưa từng chạy trên trọng số thật hay
-# GPU — và `generate` ở đó cần tokenizer thật mà lab không có (README, "Several ranks"). Để *phục vụ*
+# GPU (`--prompt` của nó đi qua `tokenizer.json` của chính checkpoint, đọc bằng `tokenizers`). Để *phục vụ*
 # DeepSeek-V4.1-Flash, hãy dùng
 # một engine: bảng trên ghi những gì các nguồn của lab ghi nhận (`docs/sources.md`). Các nguồn ấy không ghi đầy đủ dòng lệnh của các engine (cách vLLM và SGLang viết cấu hình
 # speculative, TP và EP trên dòng lệnh): hãy lấy từ công thức DeepSeek-V4.1 của engine, với các thiết lập ở trên.
 # Lab để nhìn vào bên trong, engine để phục vụ.
 #
 # ## Summary / Tóm tắt
-# - **EN** — The real model is 762 B parameters on `meta`; its checkpoint is 474.34 GiB packed (text only). On 8
-#   ranks (48 experts each, tp = 8, ⌈R/8⌉ Engram rows) one rank holds 61.5 GiB packed — it fits an H200 — but
-#   181.7 GiB in bf16, which does not.
-# - **VI** — Mô hình thật có 762 tỉ tham số trên `meta`; checkpoint của nó là 474.34 GiB đóng gói (chỉ phần văn bản).
-#   Trên 8 rank (mỗi rank 48 expert, tp = 8, ⌈R/8⌉ hàng Engram), một rank giữ 61.5 GiB đóng gói — vừa một H200 —
-#   nhưng 181.7 GiB ở bf16 thì không vừa.
+# - **EN** — The real model is 762.7 B parameters on `meta`; its checkpoint is 474.34 GiB packed (text only). On 8
+#   ranks (48 experts each, tp = 8, ⌈R/8⌉ Engram rows) one rank reads 61.51 GiB packed — it fits an H200 — but
+#   needs 181.9 GiB in bf16, which does not.
+# - **VI** — Mô hình thật có 762.7 tỉ tham số trên `meta`; checkpoint của nó là 474.34 GiB đóng gói (chỉ phần văn bản).
+#   Trên 8 rank (mỗi rank 48 expert, tp = 8, ⌈R/8⌉ hàng Engram), một rank đọc 61.51 GiB đóng gói — vừa một H200 —
+#   nhưng cần 181.9 GiB ở bf16 thì không vừa.
 #
 # ## Exercise / Bài tập
 # **EN** — On 8 ranks, how many routed experts does rank 3 hold in all, over the 40 backbone layers and the 3 DSpark

@@ -110,6 +110,30 @@ def test_real_checkpoint_on_8_ranks_is_the_dossiers_61_51_gib(flash_headers) -> 
 
 
 # ---- refusing before allocating --------------------------------------------------------------------------------
+def test_notebook_09_quotes_what_the_estimate_computes(flash_headers) -> None:
+    """Notebook 09's prose (both languages) quotes the per-rank bytes and the parameter count: every such number
+    in it is the one computed here (a changed estimate must not leave a stale sentence)."""
+    import re
+    from pathlib import Path
+
+    from dspark_mini import build_model, count_params
+
+    cfg = get_config("flash")
+    ranks = [Parallel(rank=r, size=8, tp_rank=r, tp=8) for r in range(8)]
+    read = estimate_ranks(cfg, ranks, flash_headers, packed=True)[0].stored_bytes / GIB
+    bf16 = estimate_rank(cfg, ranks[0], flash_headers, packed=False, dtype="bfloat16").held_bytes / GIB
+    counts = count_params(build_model(cfg, device="meta"))
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "09_real_scale.py").read_text(encoding="utf-8")
+    prose = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert set(re.findall(r"(?:reads|đọc) (\d+\.\d+) GiB", prose)) == {f"{read:.2f}"}  # per rank, packed
+    assert set(re.findall(r"(\d+\.\d) GiB (?:in|ở) bf16", prose)) == {f"{bf16:.1f}"}
+    assert set(re.findall(r"cần (\d+\.\d) GiB", prose)) | set(re.findall(r"needs (\d+\.\d) GiB", prose)) == {
+        f"{bf16:.1f}"
+    }
+    quoted = set(re.findall(r"(\d+\.\d) (?:B parameters|tỉ tham số)", prose))
+    assert quoted == {f"{counts['total'] / 1e9:.1f}", f"{counts['engram'] / 1e9:.1f}"}  # the model, its Engram tables
+
+
 def test_refusal_names_the_estimate_the_free_bytes_and_what_to_change(trained) -> None:
     est = estimate_rank(trained.cfg, SINGLE, packed=False, style="lab")
     assert check_fits(est, "cpu", free=est.needed_bytes) is est  # exactly enough: fits
