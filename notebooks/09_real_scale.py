@@ -234,6 +234,39 @@ fig
 # Giải nén sang bf16, cùng rank đó cần 181.9 GiB: không vừa, và bộ nạp báo điều đó trước khi cấp phát. Vì vậy các
 # engine giữ trọng số ở dạng đóng gói và giải lượng tử khi dùng.
 #
+# ### 4b · The real widths, computed on this CPU / Kích thước thật, tính trên CPU này
+# **EN** — `--preset flash-cpu` keeps every width of `flash` (the cell below compares them) and cuts only the counts —
+# layers, experts, Engram rows — so that step 6B runs at the real sizes within 16 GB: `dspark-lab walk --preset
+# flash-cpu --step 6B` on a terminal (not here: it draws 3 B values and holds about 11 GiB). Measured on this project's
+# machine (<!--n:flash_cpu.conditions_before.cpu:text-->AMD EPYC<!--/n-->, <!--n:flash_cpu.conditions_before.cores:int-->2<!--/n--> cores, one torch thread, load average <!--n:flash_cpu.conditions_before.load_average_1_5_15.0:f2-->1.04<!--/n-->; `bench/flash_cpu.py`): the walk took
+# <!--n:flash_cpu.walk.wall_s:min-->1 min 23 s<!--/n--> of wall time for <!--n:flash_cpu.walk.cpu_s:int-->83<!--/n--> s of CPU time, peak RSS <!--n:flash_cpu.walk.peak_rss_bytes:gib-->11.23<!--/n--> GiB. On a busy laptop the CPU time
+# stays and the wall time grows: at a quarter of a core, about four times as long.
+#
+# **VI** — `--preset flash-cpu` giữ mọi kích thước của `flash` (ô dưới so sánh chúng) và chỉ giảm các số đếm — số
+# lớp, số expert, số hàng Engram — để bước 6B chạy ở kích thước thật trong 16 GB: `dspark-lab walk --preset flash-cpu
+# --step 6B` trong terminal (không chạy ở đây: nó sinh 3 tỉ giá trị và giữ khoảng 11 GiB). Đo trên máy của dự án
+# (<!--n:flash_cpu.conditions_before.cpu:text-->AMD EPYC<!--/n-->, <!--n:flash_cpu.conditions_before.cores:int-->2<!--/n--> lõi, một luồng torch, tải trung bình <!--n:flash_cpu.conditions_before.load_average_1_5_15.0:f2-->1.04<!--/n-->; `bench/flash_cpu.py`): lệnh walk mất
+# <!--n:flash_cpu.walk.wall_s:min-->1 min 23 s<!--/n--> thời gian thực cho <!--n:flash_cpu.walk.cpu_s:int-->83<!--/n--> s thời gian CPU, RSS đỉnh <!--n:flash_cpu.walk.peak_rss_bytes:gib-->11.23<!--/n--> GiB. Trên một laptop đang bận, thời gian
+# CPU giữ nguyên còn thời gian thực tăng lên: với một phần tư lõi, lâu khoảng bốn lần.
+
+# %%
+from lab.realscale.placement import estimate_rank
+from lab.realscale.ranks import SINGLE
+
+small = get_config("flash-cpu")
+widths = ("dim", "n_heads", "head_dim", "rope_head_dim", "vocab_size", "moe_inter_dim", "o_groups", "dspark_block_size")
+counts = ("n_layers", "n_mtp_layers", "n_routed_experts")
+print(tr("same width in both:", "cùng kích thước ở cả hai:"), all(getattr(small, f) == getattr(cfg, f) for f in widths))
+for f in widths + counts:
+    print(f"  {f:<18} flash {getattr(cfg, f):>8,}   flash-cpu {getattr(small, f):>8,}")
+est = estimate_rank(small, SINGLE, packed=False, style="lab", prepared=True)  # on meta: nothing allocated
+print(tr(f"flash-cpu estimate: {est.held_bytes / GIB:.2f} GiB weights + {est.prepared / GIB:.2f} prepared + "
+         f"{est.margin_bytes / GIB:.2f} margin = {est.needed_bytes / GIB:.2f} GiB",
+         f"ước tính flash-cpu: {est.held_bytes / GIB:.2f} GiB trọng số + {est.prepared / GIB:.2f} bố cục chuẩn bị + "
+         f"{est.margin_bytes / GIB:.2f} dự phòng = {est.needed_bytes / GIB:.2f} GiB"))
+assert all(getattr(small, f) == getattr(cfg, f) for f in widths) and est.needed_bytes < 16 * 10**9  # probe
+
+# %% [markdown]
 # ## 5 · What changes on a GPU / Những gì thay đổi trên GPU
 # **EN**
 # - **dtype**: the lab computes in float64 on CPU; `flash` computes in bf16 (fp32 for mHC, router and head, as the

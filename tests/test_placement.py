@@ -120,12 +120,14 @@ def test_notebook_09_quotes_what_the_estimate_computes(flash_headers) -> None:
 
     cfg = get_config("flash")
     ranks = [Parallel(rank=r, size=8, tp_rank=r, tp=8) for r in range(8)]
-    read = estimate_ranks(cfg, ranks, flash_headers, packed=True)[0].stored_bytes / GIB
+    packed = estimate_ranks(cfg, ranks, flash_headers, packed=True)[0]
+    read, held = packed.stored_bytes / GIB, packed.held_bytes / GIB
     bf16 = estimate_rank(cfg, ranks[0], flash_headers, packed=False, dtype="bfloat16").held_bytes / GIB
     counts = count_params(build_model(cfg, device="meta"))
     text = (Path(__file__).resolve().parents[1] / "notebooks" / "09_real_scale.py").read_text(encoding="utf-8")
     prose = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     assert set(re.findall(r"(?:reads|đọc) (\d+\.\d+) GiB", prose)) == {f"{read:.2f}"}  # per rank, packed
+    assert set(re.findall(r"(?:holds|giữ) (\d+\.\d) GiB", prose)) == {f"{held:.1f}"}
     assert set(re.findall(r"(\d+\.\d) GiB (?:in|ở) bf16", prose)) == {f"{bf16:.1f}"}
     assert set(re.findall(r"cần (\d+\.\d) GiB", prose)) | set(re.findall(r"needs (\d+\.\d) GiB", prose)) == {
         f"{bf16:.1f}"
