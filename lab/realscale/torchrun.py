@@ -162,7 +162,8 @@ def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
 
     from .export import folder_tokenizer
 
-    tok = folder_tokenizer(args.checkpoint, cfg) if args.checkpoint is not None else None
+    folder = getattr(args, "checkpoint", None)  # None: no --checkpoint (a namespace built without one, too)
+    tok = folder_tokenizer(folder, cfg) if folder is not None else None
     tok = get_tokenizer(cfg) if tok is None else tok
     if tok is None:
         raise ValueError(
