@@ -18,7 +18,7 @@ LAB_LANG ?= en
 # JupyterLab refuses to start as root unless told: `make notebooks` tells it only when make runs as root (uid 0)
 JUPYTER_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: install install-parity lab notebooks test bench bench-docs lint sync weights paper pictures fonts present clean-venv
+.PHONY: install install-parity lab notebooks test bench bench-docs lint sync corpus corpus-check weights paper pictures fonts present clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -82,6 +82,18 @@ fonts: install
 # presenter mode for a projector: serves one page on 127.0.0.1 and prints its URL (`dspark-lab present`)
 present: install
 	$(PY) -m lab.present
+
+# the real-text corpus (lab/realtext/data/) from its sources, byte for byte: two Debian packages (apt-get download), the
+# project's own Python at a pinned commit, generated sums, the lesson sentences; then the tokenizer trained on it.
+# corpus-check rebuilds both into a temporary folder and compares (CORPUS_DEBS=DIR: .deb files already downloaded)
+CORPUS_DEBS ?=
+corpus: install
+	$(PY) -m lab.realtext.build $(if $(CORPUS_DEBS),--debs $(CORPUS_DEBS))
+	$(PY) -m lab.realtext.bpe
+
+corpus-check: install
+	$(PY) -m lab.realtext.build --check $(if $(CORPUS_DEBS),--debs $(CORPUS_DEBS))
+	$(PY) -m lab.realtext.bpe --check
 
 weights: install
 	$(PY) -m lab train all --out lab/weights --force

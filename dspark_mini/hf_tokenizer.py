@@ -16,6 +16,7 @@ vocabulary that gives 99,092 ids (the dossier; every Engram hash multiplier depe
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -29,6 +30,23 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"  # optional: names the bos / eos / pad tokens
 MAX_TOKENIZER_BYTES = MAX_DATA_BYTES  # 64 MiB: DeepSeek's tokenizer.json is about 8 MB
 REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are no whole UTF-8 character
+BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")  # a byte-fallback token's raw string, and how a stray byte is shown
+
+
+def _byte_table() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, inverted: the printable character that stands for each of the 256 bytes."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [b for b in range(256) if b not in keep]
+    return {chr(b): b for b in keep} | {chr(256 + n): b for n, b in enumerate(shifted)}
+
+
+UNICODE_TO_BYTE: dict[str, int] = _byte_table()
+
+
+def show_bytes(data: bytes) -> str:
+    """Bytes as text, each byte that is not part of a whole UTF-8 character written `<0xNN>`."""
+    text = data.decode("utf-8", errors="surrogateescape")  # a stray byte b → the lone surrogate U+DC00 + b
+    return "".join(f"<0x{ord(c) - 0xDC00:02X}>" if "\udc80" <= c <= "\udcff" else c for c in text)
 
 
 class HFTokenizer:
@@ -60,6 +78,10 @@ class HFTokenizer:
             if i is not None:
                 self._check_id(i)
         self.bos, self.eos, self.pad = bos, eos, pad
+        self.specials = frozenset(
+            tokenizer.token_to_id(t.content) for t in tokenizer.get_added_tokens_decoder().values() if t.special
+        )
+        self.byte_level = type(tokenizer.decoder).__name__ == "ByteLevel"
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike) -> HFTokenizer:
@@ -108,6 +130,31 @@ class HFTokenizer:
         i = self._check_id(i)
         t = self.texts[i]
         return self.raw[i] if REPLACEMENT in t else t
+
+    def token_bytes(self, i: int) -> bytes | None:
+        """The bytes token i stands for, or None for a special token (<bos>, <noise>, …). A byte-level token's
+        string maps back through the GPT-2 byte table; a byte-fallback token `<0xNN>` is that byte; any other
+        token is its decoded text in UTF-8."""
+        i = self._check_id(i)
+        raw = self.raw[i]
+        if i in self.specials:
+            return None
+        if BYTE_TOKEN.fullmatch(raw):
+            return bytes([int(raw[3:5], 16)])
+        if self.byte_level and all(c in UNICODE_TO_BYTE for c in raw):
+            return bytes(UNICODE_TO_BYTE[c] for c in raw)
+        return self.texts[i].encode("utf-8")
+
+    def piece(self, i: int) -> str:
+        """What `dspark-lab tokenize` shows for token i: its text, with every byte that is not part of a whole
+        UTF-8 character written `<0xNN>` ("Ġsá»" → " s<0xE1><0xBB>"); a special token by its name."""
+        data = self.token_bytes(i)
+        return self.raw[i] if data is None else show_bytes(data)
+
+    def is_partial(self, i: int) -> bool:
+        """True when token i holds a byte that is not part of a whole UTF-8 character (a piece of one)."""
+        data = self.token_bytes(i)
+        return data is not None and any("\udc80" <= c <= "\udcff" for c in data.decode("utf-8", "surrogateescape"))
 
     @property
     def vocab(self) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """`dspark-lab`: the ten steps of DeepSeek-V4.1-Flash in the terminal, and every command of the lab.
 
+dspark-lab tokenize TEXT             a text through the lab's byte-level BPE: ids and token pieces
 dspark-lab walk                      all steps on the tiny `lab` model (English; --lang vi for Vietnamese)
 dspark-lab walk --step 2A --lang vi  one step, in Vietnamese
 dspark-lab inspect --preset flash    the real-size model from its config: parameters and KV budget
@@ -39,13 +40,15 @@ from .options import TOP_EXAMPLES, formatter, wrap
 from .paper import cli as paper_cli
 from .present import presenter
 from .realscale import cli as realscale_cli
+from .realtext import cli as realtext_cli
 from .serving import cli as serving_cli
 from .text import in_lang
 from .training import cli as training_cli
 
 # the groups, in the order `--help` lists their commands
-GROUPS = (lesson_cli, serving_cli, training_cli, evaluation_cli, realscale_cli, paper_cli)
+GROUPS = (realtext_cli, lesson_cli, serving_cli, training_cli, evaluation_cli, realscale_cli, paper_cli)
 COMMANDS = (
+    "tokenize",
     "walk",
     "inspect",
     "generate",
@@ -71,6 +74,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=formatter,
     )
     sub = p.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
+    realtext_cli.add_parsers(sub)
     lesson_cli.add_parsers(sub)
     serving_cli.add_parsers(sub)
     presenter.add_present_parser(sub)
@@ -104,7 +108,8 @@ def check_args(args: argparse.Namespace) -> None:
             )
         )
     cfg = get_config(preset)  # the config every later check reads
-    check_seed(args.seed, "--seed")
+    if hasattr(args, "seed"):  # every command but tokenize
+        check_seed(args.seed, "--seed")
     if getattr(args, "temperature", None) is not None:
         check_temperature(args.temperature, "--temperature")
     if getattr(args, "verify_len", None) is not None:

@@ -47,6 +47,7 @@ SOURCES = {
     "parity": "docs/peer_parity.json",
     "designs": "lab/training/data/designs.json",
     "flash_cpu": "docs/flash_cpu.json",  # bench/flash_cpu.py --walk: the real widths' commands, timed on this CPU
+    "corpus": "lab/realtext/stats.json",  # `make corpus`: the real-text corpus's sizes and the tokenizer's rates
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -95,6 +96,8 @@ MEASURED: dict[str, Callable[[Any], str]] = {
     "min": _minutes,
     "gib": lambda v: _num(".2f")(v / 2**30),  # bytes → GiB
     "over": lambda v: _num(".1f")(100 * (v - 1)),  # a ratio a ÷ b → how much a is above b, in %
+    "pct": lambda v: _num(".1f")(100 * v),  # a share → percent
+    "mb": lambda v: _num(".2f")(v / 1e6),  # characters or bytes → millions
     **{f: FORMATS[f] for f in ("f1", "f2", "f3", "int", "g", "text")},
 }
 
@@ -357,6 +360,13 @@ KEYS: tuple[Key, ...] = (
         lambda d, path, f: MEASURED[f](_path(d, path)),
         "text",
         "a value of docs/flash_cpu.json (dotted path, then :format)",
+    ),
+    Key(
+        rf"corpus\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+        "corpus",
+        lambda d, path, f: MEASURED[f](_path(d, path)),
+        "text",
+        "a value of lab/realtext/stats.json (dotted path, then :format)",
     ),
     Key(
         r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",
