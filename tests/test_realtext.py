@@ -251,9 +251,10 @@ def test_tokenize_json_lists_ids_pieces_and_the_round_trip(capsys):
     assert report["ids"] == tok.encode("Hôm nay trời đẹp 🐈") and report["count"] == len(report["ids"])
     assert [t["text"] for t in report["tokens"]][-4:] == ["<0xF0>", "<0x9F>", "<0x90>", "<0x88>"]
     assert report["partial_tokens"] == 4 and report["round_trip"] is True
-    assert "".join(bytes.fromhex(t["bytes"]).decode("latin-1") for t in report["tokens"]).encode(
-        "latin-1"
-    ) == "Hôm nay trời đẹp 🐈".encode()
+    assert (
+        "".join(bytes.fromhex(t["bytes"]).decode("latin-1") for t in report["tokens"]).encode("latin-1")
+        == "Hôm nay trời đẹp 🐈".encode()
+    )
 
 
 def test_tokenize_table_in_both_languages(capsys):

@@ -142,8 +142,7 @@ def measure(folder: Path = FOLDER) -> dict:
         sweep[name] = {"vocab_size": v, "char_repeats": repeats} | everyday_rates(HFTokenizer(alt))
     sweep[f"bpe_{VOCAB_SIZE}"] = {"vocab_size": VOCAB_SIZE, "char_repeats": CHAR_REPEATS} | everyday_rates(tok)
     corpus = {
-        s: {sp: {"documents": len(t := texts(s, sp)), "characters": sum(map(len, t))} for sp in SPLITS}
-        for s in SOURCES
+        s: {sp: {"documents": len(t := texts(s, sp)), "characters": sum(map(len, t))} for sp in SPLITS} for s in SOURCES
     }
     for s in SOURCES:
         corpus[s]["all"] = {"documents": len(documents(s)), "characters": sum(len(t) for _, t in documents(s))}
