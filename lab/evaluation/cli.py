@@ -25,7 +25,8 @@ MAX_EVAL_PROMPTS = 1000  # held-out prompts per domain: math has ≈ 1,000 disti
 EVAL_EXAMPLES = """\
 examples:
   dspark-lab eval                                   τ per drafter and domain, T = 1 and greedy
-  dspark-lab eval --drafters dspark,dflash --json   two drafters, as JSON"""
+  dspark-lab eval --drafters dspark,dflash --json   two drafters, as JSON
+  dspark-lab eval --perplexity notes.txt            the target's perplexity on a text file"""
 
 
 def add_parsers(sub: Any) -> None:
@@ -59,9 +60,20 @@ def add_parsers(sub: Any) -> None:
     e.add_argument(
         "--speed-prompts", type=int, default=2, help="prompts per domain timed at batch 1: 1..--prompts (default 2)"
     )
+    e.add_argument(
+        "--perplexity",
+        default=None,
+        metavar="FILE",
+        help="instead: the target's perplexity on a UTF-8 text FILE beside a unigram baseline fitted on the set's "
+        "training split (add-one), and bits per byte",
+    )
     add_seed(e, "seed of the prompts and the sampling")
     add_lang(e)
-    add_json(e, "per drafter and domain: tau, cond_accept, tokens/s ratio")
+    add_json(
+        e,
+        "per drafter and domain: tau, cond_accept, tokens/s ratio (with --perplexity: tokens, model_ppl, "
+        "unigram_ppl, ratio, bits per byte)",
+    )
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:
@@ -76,7 +88,7 @@ def check(args: argparse.Namespace, cfg: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, lang: str) -> None:
-    report = main_eval(args, console, lang)
+    report = main_perplexity(args, console, lang) if args.perplexity is not None else main_eval(args, console, lang)
     if args.json:
         print_json(report)
 
@@ -107,6 +119,21 @@ TEXT = {
     "plain_speed": {"en": "plain tok/s", "vi": "thường token/giây"},
     "spec_speed": {"en": "speculative tok/s", "vi": "suy đoán token/giây"},
     "ratio": {"en": "ratio", "vi": "tỉ số"},
+    "ppl_title": {
+        "en": "perplexity of the target on {file}: {n} tokens scored",
+        "vi": "độ hỗn loạn (perplexity) của mô hình mục tiêu trên {file}: chấm {n} token",
+    },
+    "ppl_model": {"en": "the trained target", "vi": "mô hình mục tiêu đã huấn luyện"},
+    "ppl_unigram": {
+        "en": "unigram (training split, add-one)",
+        "vi": "unigram (phần huấn luyện, làm trơn cộng một)",
+    },
+    "ppl": {"en": "perplexity", "vi": "perplexity"},
+    "bpb": {"en": "bits per byte", "vi": "bit mỗi byte"},
+    "ppl_ratio": {
+        "en": "target ÷ unigram perplexity: {r:.3f} (below 1: the target predicts this text better than word counts)",
+        "vi": "perplexity mục tiêu ÷ unigram: {r:.3f} (dưới 1: mô hình đoán văn bản này tốt hơn việc đếm từ)",
+    },
     "conditions": {
         "en": "conditions: {n} prompts × {new} new tokens per domain, seed {seed}, {threads} thread(s), torch {torch}, "
         "{cpu}; speed: {speed}",
@@ -115,6 +142,35 @@ TEXT = {
     },
 }
 TEXT = Texts(TEXT, "eval")
+
+
+def main_perplexity(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
+    from dspark_mini import get_tokenizer  # torch: only when the command runs
+    from dspark_mini.checkpoint import load_model
+
+    from ..corpus import training_streams
+    from ..weights import report as set_report
+    from ..weights import verified, weight_file
+    from .perplexity import perplexity, read_text_file, unigram_log_probs
+
+    text = read_text_file(args.perplexity)
+    target = weight_file("target", args.weights_dir)
+    verified(target)
+    model = load_model(target)
+    recipe = set_report(args.weights_dir)["recipe"]
+    train_ids, _ = training_streams(recipe["seed"], recipe["lines"])
+    result = perplexity(model, get_tokenizer(model.cfg), text, unigram_log_probs(train_ids, model.cfg.vocab_size))
+    result = {"file": str(args.perplexity)} | result
+    if not args.json:
+        t = Table(title=TEXT("ppl_title", lang, file=args.perplexity, n=result["tokens"]), title_justify="left")
+        t.add_column("")
+        t.add_column(TEXT("ppl", lang), justify="right")
+        t.add_column(TEXT("bpb", lang), justify="right")
+        t.add_row(TEXT("ppl_model", lang), f"{result['model_ppl']:.2f}", f"{result['model_bits_per_byte']:.3f}")
+        t.add_row(TEXT("ppl_unigram", lang), f"{result['unigram_ppl']:.2f}", f"{result['unigram_bits_per_byte']:.3f}")
+        console.print(t)
+        console.print(TEXT("ppl_ratio", lang, r=result["ratio"]))
+    return result
 
 
 def parse_drafters(text: str) -> list[str]:

@@ -33,7 +33,7 @@ from dspark_mini.checkpoint import CheckpointError, load_model, read_header, sav
 from dspark_mini.drafters import DSparkDrafter
 from dspark_mini.files import atomic_path, folder_swap, write_atomic
 
-from ..corpus import build_corpus, mix, split, token_stream
+from ..corpus import training_streams
 from ..evaluation.calibration import calibration_report, fit_sts
 from ..evaluation.quality import (
     calibration_rounds,
@@ -120,9 +120,7 @@ QUICK = Recipe(
 
 
 def corpus_streams(recipe: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
-    corpus = build_corpus(recipe.seed, recipe.lines)
-    train_lines, val_lines = split(mix(corpus, recipe.seed), 0.1, recipe.seed)
-    return token_stream(train_lines), token_stream(val_lines)
+    return training_streams(recipe.seed, recipe.lines)
 
 
 def cache_spec(recipe: Recipe, block_size: int) -> CacheSpec:
