@@ -42,7 +42,9 @@ PARTS = ("all", "target", "draft")
 DRAFT_PREFIX = "mtp."
 SUFFIX = ".safetensors"
 # config fields that shape only the draft: a "target" part loads into a model whatever they say
-DRAFT_ONLY_FIELDS = ("dspark_markov_kind",)
+# fields a draft file may set for itself over its target's: the Markov head's kind and the draft's depth (with the
+# draft layers' tail of compress_ratios; the backbone's entries must agree, `_draft_only_diff`)
+DRAFT_ONLY_FIELDS = ("dspark_markov_kind", "n_mtp_layers", "compress_ratios")
 # fields added to ModelConfig after files were written: a config without one is read with the value that file was
 # computed (and its weights trained) with — the behaviour it had before the field existed
 ADDED_FIELDS: dict[str, Any] = {"expert_act_quant": False}
@@ -418,6 +420,13 @@ def check_size(cfg: ModelConfig, path: str | os.PathLike) -> None:
 
 
 # ---- load -------------------------------------------------------------------------------------------
+def _draft_only_diff(diff: list[str], a: ModelConfig, b: ModelConfig) -> list[str]:
+    """The differences left once the draft's own fields are set aside: a draft's depth and its layers' ratios may
+    differ from the target's, the backbone's compress_ratios (the first n_layers entries) may not."""
+    backbone_differs = a.compress_ratios[: a.n_layers] != b.compress_ratios[: b.n_layers]
+    return [n for n in diff if n not in DRAFT_ONLY_FIELDS or (n == "compress_ratios" and backbone_differs)]
+
+
 def load(model: Transformer, path: str | os.PathLike, strict_config: bool = True) -> dict[str, Any]:
     """Load the part stored in `path` into `model` in place; returns the checkpoint's meta dict.
 
@@ -442,7 +451,7 @@ def _load_open(model: Transformer, p: Path, handle: Any, strict_config: bool) ->
 
     diff = _config_diff(file_cfg, model_cfg)
     if header["part"] == "target":
-        diff = [n for n in diff if n not in DRAFT_ONLY_FIELDS]
+        diff = _draft_only_diff(diff, file_cfg, model_cfg)
     cast = not strict_config and diff == ["dtype"]
     if diff and not cast:
         lines = "; ".join(f"{n}: file {getattr(file_cfg, n)!r}, model {getattr(model_cfg, n)!r}" for n in diff)

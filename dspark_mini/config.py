@@ -229,6 +229,11 @@ class ModelConfig:
         """A copy with some fields changed, validated."""
         return dataclasses.replace(self, **check_field_names(changes)).validate()
 
+    def with_draft_layers(self, n: int) -> ModelConfig:
+        """The same backbone with `n` draft layers (each reads its sliding window only, ratio 0): drafters of
+        different depths share one target (the paper sets a 2-layer DSpark against a 5-layer DFlash)."""
+        return self.replace(n_mtp_layers=n, compress_ratios=self.compress_ratios[: self.n_layers] + (0,) * n)
+
     # ---- validation -----------------------------------------------------------------------------
     def validate(self) -> ModelConfig:  # noqa: C901 - one check per field, flat on purpose
         def is_int(v: Any) -> bool:

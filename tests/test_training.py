@@ -259,3 +259,49 @@ def test_training_blocks_draft_what_inference_drafts() -> None:
             model(x[:, :a], cache=inf_cache)  # the prompt x_0 … x_{a−1}; the anchor x_a comes next
             _, _, base = model.mtp.block_pass(x[:, a], model.embed, model.head, inf_cache, k)  # [1, k, V]
             assert torch.allclose(base[0], train_base[i], rtol=0, atol=1e-9), a
+
+
+@pytest.mark.parametrize("kind, layers", [("dspark", 3), ("dflash", 5), ("dspark", 1)])
+def test_drafters_of_their_own_depth_share_one_target(tmp_path, streams, kind, layers) -> None:
+    """A drafter sets its own depth (the paper: a 2-layer DSpark against a 5-layer DFlash; V4.1: 3): its file records
+    n_mtp_layers and the draft layers' ratios, the target file is the same, and both load back as one model whose
+    greedy speculative output equals plain decoding."""
+    from dspark_mini.checkpoint import save
+    from dspark_mini.drafters import DSparkDrafter
+    from dspark_mini.speculative import generate_plain, generate_speculative
+    from lab.training.train import model_for_draft, train_draft
+
+    target = build_model(get_config("lab"), seed=0)
+    save(target, tmp_path / "target.safetensors", part="target")
+    model = model_for_draft(tmp_path / "target.safetensors", kind, seed=2, layers=layers)
+    assert model.cfg.n_mtp_layers == len(model.mtp.layers) == layers
+    assert model.cfg.compress_ratios == target.cfg.compress_ratios[: target.cfg.n_layers] + (0,) * layers
+    train_draft(model, streams[0], steps=2, batch=2, context=16, kind=kind, anchors=2)
+    save(model, tmp_path / "draft.safetensors", part="draft")
+    header = read_header(tmp_path / "draft.safetensors")
+    assert header["config"]["n_mtp_layers"] == layers
+    back = load_model(tmp_path / "target.safetensors", tmp_path / "draft.safetensors")
+    assert back.cfg == model.cfg
+    for (n, p), (_, q) in zip(back.named_parameters(), model.named_parameters(), strict=True):
+        assert torch.equal(p, q), n
+    prompt = torch.randint(4, back.cfg.vocab_size, (1, 9), generator=torch.Generator().manual_seed(1))
+    drafter = DSparkDrafter(kind)
+    assert generate_speculative(back, prompt, 8, drafter=drafter).tokens == generate_plain(back, prompt, 8).tokens
+
+
+def test_a_draft_of_another_backbone_is_refused(tmp_path) -> None:
+    """Only the draft's own fields may differ from its target's: a backbone layer's compress ratio may not."""
+    from dspark_mini.checkpoint import CheckpointError, save
+
+    cfg = get_config("lab")
+    save(build_model(cfg, seed=0), tmp_path / "target.safetensors", part="target")
+    ratios = list(cfg.compress_ratios)
+    ratios[cfg.n_layers - 1] = 0  # the last backbone layer reads its window only
+    other = build_model(cfg.replace(compress_ratios=tuple(ratios)), seed=0)
+    save(other, tmp_path / "draft.safetensors", part="draft")
+    with pytest.raises(CheckpointError, match="compress_ratios"):
+        load_model(tmp_path / "target.safetensors", tmp_path / "draft.safetensors")
+    from lab.training.train import model_for_draft
+
+    with pytest.raises(ValueError, match="layers = 0 is invalid"):
+        model_for_draft(tmp_path / "target.safetensors", "dspark", layers=0)

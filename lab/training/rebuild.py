@@ -89,6 +89,8 @@ class Recipe:
     draft_context: int = 32  # … of draft_context + k + 1 ids each
     draft_anchors: int = 24  # DSpark / DFlash: blocks cut from each window per step (of the 32 a window has)
     draft_lr: float = 6e-3  # every drafter's peak learning rate
+    dspark_layers: int = 2  # draft layers of DSpark (and DSpark-RNN): V4.1's own drafter has 3
+    dflash_layers: int = 2  # … of DFlash (the paper's Fig. 3 sets a 2-layer DSpark against a 5-layer DFlash)
     cache_prompts: int = 2048  # target cache: sequences the target writes itself (`lab.training.target_cache`)
     cache_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
     cache_sampled: float = 0.25  # … their share continued at temperature 1 (the rest greedy)
@@ -160,7 +162,8 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
         data_sha256=cache.sha256, tokens_seen=cache.tokens_seen, steps=r.draft_steps, batch=r.draft_batch, lr=r.draft_lr
     )
     if kind in MODEL_DRAFTERS:
-        model = model_for_draft(out / "target.safetensors", kind, r.seed)
+        layers = r.dflash_layers if kind == "dflash" else r.dspark_layers
+        model = model_for_draft(out / "target.safetensors", kind, r.seed, layers)
         log = train_draft(
             model,
             train_ids,

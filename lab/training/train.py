@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from dspark_mini import Transformer, build_model
 from dspark_mini.config import ModelConfig
-from dspark_mini.validate import check_float
+from dspark_mini.validate import check_float, check_int
 
 
 @dataclass
@@ -150,11 +150,13 @@ def train_target(
 
 
 DRAFT_KINDS = ("dspark", "dspark-rnn", "dflash")  # drafters that live in the model (`mtp.*`)
+MAX_DRAFT_LAYERS = 16  # draft layers of one drafter: 5× the real model's 3
 
 
-def model_for_draft(target_path, kind: str, seed: int = 0) -> Transformer:
+def model_for_draft(target_path, kind: str, seed: int = 0, layers: int | None = None) -> Transformer:
     """A trained target ready for `train_draft(kind=…)`: its draft built for the kind (the RNN head for
-    "dspark-rnn"), seeded from `seed`, the target part loaded from `target_path`."""
+    "dspark-rnn"), with `layers` draft layers (None: the target config's n_mtp_layers), seeded from `seed`, the
+    target part loaded from `target_path`."""
     from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, load, read_header
 
     if kind not in DRAFT_KINDS:
@@ -163,6 +165,9 @@ def model_for_draft(target_path, kind: str, seed: int = 0) -> Transformer:
     if header["part"] not in ("target", "all"):
         raise CheckpointError(f"{str(target_path)!r} holds part {header['part']!r}: allowed a 'target' or 'all' file")
     cfg = config_from_dict(header["config"])
+    if layers is not None:
+        check_int(layers, "layers", 1, MAX_DRAFT_LAYERS)
+        cfg = cfg.with_draft_layers(layers)
     check_size(cfg, target_path)  # an absurd header is refused before anything is allocated
     model = build_model(cfg.replace(dspark_markov_kind="rnn" if kind == "dspark-rnn" else "vanilla"), seed=seed)
     load(model, target_path)  # a "target" part loads whatever the draft-only fields say
