@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
-from dspark_mini import get_config
+from dspark_mini import build_model, get_config
 from dspark_mini.baselines import (
     FORMAT,
     Eagle3Draft,
@@ -448,3 +448,57 @@ def test_bad_drafter_use(lab_model, lab_cfg, untrained):
     k = lab_cfg.dspark_block_size
     with pytest.raises(ValueError, match=f"steps = {k + 1} is invalid: allowed 1..{k}"):
         untrained["eagle3"](lab_model, torch.zeros(1, 4, 2 * lab_cfg.dim, dtype=torch.float64), prompt[:1], k + 1)
+
+
+def test_the_loss_choices_against_a_naive_reference():
+    """ "ce": −log p_d(x); "distill": 0.1·CE + 0.9·Σ|p_d − p_t|; "soft-ce": −Σ p_t log p_d — per row."""
+    from lab.training.baselines import against_target
+
+    g = torch.Generator().manual_seed(0)
+    logp = torch.log_softmax(torch.randn(3, 7, generator=g, dtype=torch.float64), -1)
+    p_t = torch.softmax(torch.randn(3, 7, generator=g, dtype=torch.float64), -1)
+    labels = torch.tensor([1, 6, 0])
+    for r in range(3):
+        ce = -float(logp[r, labels[r]])
+        l1 = sum(abs(float(logp[r, v].exp() - p_t[r, v])) for v in range(7))
+        soft = -sum(float(p_t[r, v] * logp[r, v]) for v in range(7))
+        assert float(against_target(logp, labels, p_t, "ce")[r]) == pytest.approx(ce, abs=1e-12)
+        assert float(against_target(logp, labels, p_t, "distill")[r]) == pytest.approx(0.1 * ce + 0.9 * l1, abs=1e-12)
+        assert float(against_target(logp, None, p_t, "soft-ce")[r]) == pytest.approx(soft, abs=1e-12)
+
+
+@pytest.mark.parametrize("which", ["eagle3", "mtp1"])
+def test_selection_keeps_the_best_held_out_checkpoint(which):
+    """Measured every step on held-out windows: the module ends with the parameters of the best measurement (its
+    acceptance re-measured equals the best recorded), and the curve is in the log."""
+    from lab.training.baselines import eagle3_losses, mtp1_losses, train_eagle3, train_mtp1
+    from lab.training.train import Selection
+
+    target = build_model(get_config("lab"), seed=0)
+    g = torch.Generator().manual_seed(1)
+    k = target.cfg.dspark_block_size
+    length = 16 + (k if which == "eagle3" else 2)
+    held_out = torch.randint(4, target.cfg.vocab_size, (3, length), generator=g)
+    train_ids = torch.randint(4, target.cfg.vocab_size, (400,), generator=g)
+    select = Selection(held_out, every=1)
+    trainer = train_eagle3 if which == "eagle3" else train_mtp1
+    loss = "distill"
+    module, log = trainer(target, train_ids, steps=4, batch=2, context=16, lr=0.05, seed=0, select=select, loss=loss)
+    assert log.select_steps == [1, 2, 3, 4] and len(log.select_accept) == 4
+    assert log.best_step == 1 + max(range(4), key=lambda i: (log.select_accept[i], -i))
+    with torch.no_grad():
+        again = (
+            eagle3_losses(module, target, held_out, loss=loss)
+            if which == "eagle3"
+            else mtp1_losses(module, target, held_out, loss)
+        )["accept"]
+    assert float(again) == pytest.approx(max(log.select_accept), abs=1e-9)
+
+
+def test_a_bad_recipe_loss_is_named():
+    from lab.training.rebuild import Recipe
+
+    with pytest.raises(ValueError, match="dflash_loss = 'kl' is invalid: allowed ce, distill"):
+        Recipe(dflash_loss="kl")
+    with pytest.raises(ValueError, match="select_every"):
+        Recipe(select_every=-1)

@@ -3,6 +3,7 @@ its recorded numbers, and the CLI commands behave."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -305,3 +306,28 @@ def test_a_draft_of_another_backbone_is_refused(tmp_path) -> None:
 
     with pytest.raises(ValueError, match="layers = 0 is invalid"):
         model_for_draft(tmp_path / "target.safetensors", "dspark", layers=0)
+
+
+def test_draft_selection_keeps_its_best_held_out_checkpoint(streams) -> None:
+    """DSpark's draft measured on held-out windows every step ends with the `mtp.*` of its best measurement."""
+    from lab.training.train import Selection, held_out_accept, train_draft
+
+    model = build_model(get_config("lab"), seed=0)
+    k = model.cfg.dspark_block_size
+    length = 16 + k + 1
+    held_out = streams[1][: 3 * length].view(3, length)
+    select = Selection(held_out, every=1)
+    log = train_draft(model, streams[0], steps=4, batch=2, context=16, lr=0.05, anchors=2, select=select, seed=5)
+    assert log.select_steps == [1, 2, 3, 4]
+    assert log.best_step == 1 + max(range(4), key=lambda i: (log.select_accept[i], -i))
+    assert held_out_accept(model, held_out, 2, 4.0, 5) == pytest.approx(max(log.select_accept), abs=1e-12)
+
+
+def test_the_recipe_selection_set_is_the_held_out_split() -> None:
+    from lab.training.rebuild import QUICK, corpus_streams, selection
+
+    assert selection(QUICK, 20) is None  # select_every 0: off, as the shipped set was built
+    r = dataclasses.replace(QUICK, select_every=2, select_windows=3)
+    s = selection(r, 20)
+    _, val_ids = corpus_streams(r)
+    assert s.every == 2 and torch.equal(s.windows, val_ids[:60].view(3, 20))

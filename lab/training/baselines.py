@@ -23,27 +23,49 @@ import torch.nn.functional as F
 
 from dspark_mini import Transformer
 from dspark_mini.baselines import Eagle3Draft, MTP1Draft, config_diff
-from lab.training.train import TrainLog, check_schedule, windows
+from lab.training.train import Selection, TrainLog, check_schedule, windows
+
+LOSSES = ("ce", "distill", "soft-ce")  # the baselines' loss choices (`train_mtp1(loss=…)`, `train_eagle3(loss=…)`)
 
 
-def mtp1_losses(module: MTP1Draft, target: Transformer, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """x [B, S + 2] token windows; rows 0 … S−1. → {"loss": CE on x_{i+2}, "accuracy": top-1 on x_{i+2}}"""
+def against_target(logp: torch.Tensor, labels: torch.Tensor | None, p_t: torch.Tensor, loss: str) -> torch.Tensor:
+    """One drafted position's loss, per row: "ce" hard cross-entropy on the true token; "distill" DSpark's
+    0.1·CE + 0.9·‖p_d − p_t‖₁ (the loss family every drafter in the model's slot trains with); "soft-ce" the
+    cross-entropy against the target's distribution, −Σ p_t log p_d (Eagle3's; needs no labels). logp [..., V]
+    (log p_d), labels [...], p_t [..., V]. → [...]"""
+    if loss == "soft-ce":
+        return -(p_t * logp).sum(-1)
+    ce = -logp.gather(-1, labels[..., None]).squeeze(-1)
+    if loss == "ce":
+        return ce
+    return 0.1 * ce + 0.9 * (logp.exp() - p_t).abs().sum(-1)  # "distill"
+
+
+def mtp1_losses(module: MTP1Draft, target: Transformer, x: torch.Tensor, loss: str = "ce") -> dict[str, torch.Tensor]:
+    """x [B, S + 2] token windows; rows 0 … S−1. → {"loss": `loss` on x_{i+2} ("ce": cross-entropy on the true
+    token; "distill": `against_target`, which also reads the target's distribution of x_{i+2}), "accuracy": top-1 on
+    x_{i+2}, and with "distill" "accept": the analytic acceptance 1 − ½‖p_d − p_t‖₁ of the draft token}"""
     S = x.size(1) - 2
     with torch.no_grad():
-        hidden = target(x[:, :S]).hidden  # [B, S, D]
+        out = target(x[:, : S + 1] if loss != "ce" else x[:, :S])
+        hidden = out.hidden[:, :S]  # [B, S, D]
     _, logits = module(target, hidden, x[:, 1 : S + 1])  # [B, S, V]
     labels = x[:, 2:]  # [B, S]
-    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
     acc = (logits.detach().argmax(-1) == labels).to(logits.dtype).mean()
-    return {"loss": loss, "accuracy": acc}
+    if loss == "ce":
+        return {"loss": F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1)), "accuracy": acc}
+    p_t = torch.softmax(out.logits[:, 1:].float(), -1)  # [B, S, V]: position i + 1 predicts x_{i+2}
+    logp = torch.log_softmax(logits.float(), -1)
+    accept = (1 - 0.5 * (logp.detach().exp() - p_t).abs().sum(-1)).mean()
+    return {"loss": against_target(logp, labels, p_t, loss).mean(), "accuracy": acc, "accept": accept}
 
 
 def eagle3_losses(
-    module: Eagle3Draft, target: Transformer, x: torch.Tensor, decay: float = 0.8
+    module: Eagle3Draft, target: Transformer, x: torch.Tensor, decay: float = 0.8, loss: str = "soft-ce"
 ) -> dict[str, torch.Tensor]:
     """x [B, S + k] token windows (k = dspark_block_size); rows 0 … S−1, k TTT steps.
-    → {"loss": Σ_j decay^j·softCE_j / Σ_j decay^j, "accept": the same weighted mean of 1 − ½‖p_d − p_t‖₁,
-       "per_step": softCE_j [k]}"""
+    → {"loss": Σ_j decay^j·loss_j / Σ_j decay^j (`against_target`; Eagle3's own: soft CE), "accept": the same
+       weighted mean of 1 − ½‖p_d − p_t‖₁, "per_step": loss_j [k]}"""
     k = module.cfg.dspark_block_size
     S = x.size(1) - k
     with torch.no_grad():
@@ -56,7 +78,9 @@ def eagle3_losses(
     ce, acc = [], []
     for j in range(k):
         pt = p_t[:, 1 + j : 1 + j + S].to(logp.dtype)  # [B, S, V] the target's distribution of x_{i+2+j}
-        ce.append(-(pt * logp[:, j]).sum(-1).mean())
+        rows = S if loss == "soft-ce" else min(S, x.size(1) - 2 - j)  # the last step's last row has no true token
+        labels = None if loss == "soft-ce" else x[:, 2 + j : 2 + j + rows]
+        ce.append(against_target(logp[:, j, :rows], labels, pt[:, :rows], loss).mean())
         acc.append((1 - 0.5 * (logp[:, j].detach().exp() - pt).abs().sum(-1)).mean())
     per_step = torch.stack(ce)  # [k]
     return {
@@ -90,6 +114,12 @@ def check_args(
         raise ValueError(f"train_ids holds an id out of range: allowed 0..{cfg.vocab_size - 1}")
 
 
+def check_loss(loss: str, allowed: tuple[str, ...]) -> str:
+    if loss not in allowed:
+        raise ValueError(f"loss = {loss!r} is invalid: allowed {', '.join(allowed)}")
+    return loss
+
+
 def check_module(module, cls: type, target: Transformer, seed: int):
     """The module to train: `module` if given (checked), else a new one from `seed` on the target's device."""
     if module is None:
@@ -115,9 +145,13 @@ def fit(
     metric: str,
     on_step: Callable[[int, float], None] | None,
     schedule: torch.Tensor | None = None,
+    select: Selection | None = None,
+    accept: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> TrainLog:
     """The shared loop: windows [batch, seq_len + 1] → losses → AdamW step; logs loss and `metric`. The windows of
-    step i: schedule[i] (the target cache's, `target_cache`), else `batch` random windows of `train_ids`."""
+    step i: schedule[i] (the target cache's, `target_cache`), else `batch` random windows of `train_ids`. With
+    `select`, the analytic acceptance (`accept`(windows)) on its held-out windows is measured every `select.every`
+    steps and the module ends with the parameters of the best measurement (`Selection`)."""
     check_schedule(schedule, steps, batch, seq_len + 1)
     torch.manual_seed(seed)
     params = list(module.parameters())
@@ -141,8 +175,16 @@ def fit(
             log.steps.append(step + 1)
             log.train_loss.append(float(out["loss"].detach()))
             log.val_accuracy.append(float(out[metric]))
+            if select is not None and select.due(step + 1, steps):
+                module.eval()
+                with torch.no_grad():
+                    score = float(accept(select.windows))
+                select.record(step + 1, score, module, log)
+                module.train()
             if on_step is not None:
                 on_step(step + 1, log.train_loss[-1])
+        if select is not None:
+            select.restore(module, log)
     finally:
         module.eval()
         target.train(was_training)
@@ -161,11 +203,15 @@ def train_mtp1(
     on_step: Callable[[int, float], None] | None = None,
     module: MTP1Draft | None = None,
     schedule: torch.Tensor | None = None,
+    loss: str = "ce",
+    select: Selection | None = None,
 ) -> tuple[MTP1Draft, TrainLog]:
     """Train an MTP-1 module (a new one from `seed`, or `module` further) on windows of `context` rows
-    (context + 2 ids; `schedule` [steps, batch, context + 2]: the windows of every step, see `fit`).
+    (context + 2 ids; `schedule` [steps, batch, context + 2]: the windows of every step, see `fit`) with `loss`
+    ("ce", DeepSeek-V3's, or "distill", DSpark's family: `against_target`).
     Returns the module (eval mode, the target's dtype) and its log (val_accuracy = top-1 on x_{i+2})."""
     check_args(target, train_ids, steps, batch, context, lr, 2)
+    check_loss(loss, ("ce", "distill"))
     module = check_module(module, MTP1Draft, target, seed)
     log = fit(
         module,
@@ -176,10 +222,12 @@ def train_mtp1(
         context + 1,
         lr,
         seed,
-        lambda x: mtp1_losses(module, target, x),
+        lambda x: mtp1_losses(module, target, x, loss),
         "accuracy",
         on_step,
         schedule,
+        select,
+        lambda x: mtp1_losses(module, target, x, "distill")["accept"],  # the same for either loss
     )
     return module, log
 
@@ -196,12 +244,16 @@ def train_eagle3(
     module: Eagle3Draft | None = None,
     decay: float = 0.8,
     schedule: torch.Tensor | None = None,
+    loss: str = "soft-ce",
+    select: Selection | None = None,
 ) -> tuple[Eagle3Draft, TrainLog]:
     """Train an Eagle3-lite module with a k = dspark_block_size step TTT unroll over `context` rows (context + k
     ids; `schedule` [steps, batch, context + k]: the windows of every step, see `fit`).
+    `loss`: "soft-ce" (Eagle3's own) or "distill" (DSpark's family), see `against_target`.
     Returns the module (eval mode) and its log (val_accuracy = the weighted analytic acceptance 1 − TV)."""
     k = target.cfg.dspark_block_size if isinstance(target, Transformer) else 0
     check_args(target, train_ids, steps, batch, context, lr, k)
+    check_loss(loss, ("soft-ce", "distill"))
     if not isinstance(decay, (int, float)) or isinstance(decay, bool) or not 0 < decay <= 1:
         raise ValueError(f"decay = {decay!r} is invalid: allowed 0 < decay ≤ 1")
     module = check_module(module, Eagle3Draft, target, seed)
@@ -214,9 +266,11 @@ def train_eagle3(
         context + k - 1,
         lr,
         seed,
-        lambda x: eagle3_losses(module, target, x, decay),
+        lambda x: eagle3_losses(module, target, x, decay, loss),
         "accept",
         on_step,
         schedule,
+        select,
+        lambda x: eagle3_losses(module, target, x, decay, loss)["accept"],
     )
     return module, log

@@ -32,6 +32,7 @@ from dspark_mini.baselines import save_baseline
 from dspark_mini.checkpoint import CheckpointError, load_model, read_header, save
 from dspark_mini.drafters import DSparkDrafter
 from dspark_mini.files import atomic_path, folder_swap, write_atomic
+from dspark_mini.validate import check_int
 
 from ..corpus import training_streams
 from ..evaluation.calibration import calibration_report, fit_sts
@@ -59,7 +60,7 @@ from ..weights import (
     verify_set,
 )
 from .target_cache import CacheSpec, build_cache, load_cache, save_cache
-from .train import evaluate, model_for_draft, train_draft, train_target
+from .train import Selection, evaluate, model_for_draft, train_draft, train_target
 
 
 def strict_json(x: Any) -> Any:
@@ -91,6 +92,24 @@ class Recipe:
     draft_lr: float = 6e-3  # every drafter's peak learning rate
     dspark_layers: int = 2  # draft layers of DSpark (and DSpark-RNN): V4.1's own drafter has 3
     dflash_layers: int = 2  # … of DFlash (the paper's Fig. 3 sets a 2-layer DSpark against a 5-layer DFlash)
+    # each baseline's loss: "ce" (hard, on the true token), "soft-ce" (Eagle3's own), "distill" (DSpark's family,
+    # 0.1·CE + 0.9·‖p_d − p_t‖₁): a fair comparison gives every drafter the same kind of loss against the target
+    dflash_loss: str = "ce"
+    eagle3_loss: str = "soft-ce"
+    mtp1_loss: str = "ce"
+    select_every: int = 0  # > 0: every drafter keeps its best checkpoint by held-out acceptance, measured this often
+    select_windows: int = 16  # … on this many windows of the held-out split
+
+    def __post_init__(self) -> None:
+        for name, allowed in (
+            ("dflash_loss", ("ce", "distill")),
+            ("eagle3_loss", ("soft-ce", "distill")),
+            ("mtp1_loss", ("ce", "distill")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} = {getattr(self, name)!r} is invalid: allowed {', '.join(allowed)}")
+        for name, lo in (("dspark_layers", 1), ("dflash_layers", 1), ("select_every", 0), ("select_windows", 1)):
+            check_int(getattr(self, name), name, lo)
     cache_prompts: int = 2048  # target cache: sequences the target writes itself (`lab.training.target_cache`)
     cache_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
     cache_sampled: float = 0.25  # … their share continued at temperature 1 (the rest greedy)
@@ -139,6 +158,23 @@ def cache_spec(recipe: Recipe, block_size: int) -> CacheSpec:
     )
 
 
+def selection(recipe: Recipe, length: int) -> Selection | None:
+    """The held-out selection set of a recipe (None when `select_every` is 0): the first `select_windows`
+    consecutive windows of `length` ids of the held-out split, the same for every drafter."""
+    if recipe.select_every == 0:
+        return None
+    _, val_ids = corpus_streams(recipe)
+    n = min(recipe.select_windows, val_ids.numel() // length)
+    if n < 1:
+        raise ValueError(f"the held-out split has {val_ids.numel()} ids: too few for one selection window of {length}")
+    return Selection(val_ids[: n * length].view(n, length), recipe.select_every)
+
+
+def selection_record(log: Any) -> dict[str, Any]:
+    """The held-out curve a drafter's file records: steps, acceptance at each, the step it was kept at."""
+    return {"steps": log.select_steps, "accept": log.select_accept, "best_step": log.best_step}
+
+
 def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> dict[str, Any]:
     """Train one drafter against the saved target on the set's target cache, calibrate it (DSpark kinds: STS),
     save it; → its meta (with the cache's sha256, the ids it read, its steps, trained parameters and seconds)."""
@@ -155,6 +191,8 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
     def tick(step: int, loss: float) -> None:
         if queue is not None:
             queue.put((kind, step))
+
+    select = selection(r, cache.spec.length)
 
     meta: dict[str, Any] = {"trained": "draft", "kind": kind, "seed": r.seed}  # the file's header: no clock in it
     seconds: dict[str, float] = {}  # … the seconds go to report.json only, so a rebuild writes the same bytes
@@ -176,12 +214,16 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
             anchors=r.draft_anchors,
             on_step=tick,
             schedule=cache.windows,
+            weights=(0.1, 0.9, 0.0) if kind == "dflash" and r.dflash_loss == "distill" else None,
+            select=select,
         )
         frozen = ("mtp.markov_head.", "mtp.confidence_head.") if kind == "dflash" else ()  # DFlash: heads off
         meta["parameters"] = sum(
             p.numel() for n, p in model.named_parameters() if n.startswith("mtp.") and not n.startswith(frozen)
         )
         meta.update(anchors=r.draft_anchors, context=r.draft_context)
+        if select is not None:
+            meta["selection"] = selection_record(log)
         seconds["train_seconds"] = round(log.seconds, 1)
         if kind != "dflash":  # STS on held-out rounds (another held-out seed than the evaluation's)
             t0 = time.perf_counter()
@@ -208,9 +250,13 @@ def train_job(kind: str, out_dir: str, recipe: dict[str, Any], queue=None) -> di
             r.seed,
             on_step=tick,
             schedule=cache.windows,
+            loss=r.eagle3_loss if kind == "eagle3" else r.mtp1_loss,
+            select=select,
         )
         meta["parameters"] = sum(p.numel() for p in module.parameters())
         meta["context"] = context
+        if select is not None:
+            meta["selection"] = selection_record(log)
         seconds["train_seconds"] = round(log.seconds, 1)
         save_baseline(module, out / f"{kind}.safetensors", meta=meta, target_sha256=target_sha256)
     return meta | seconds

@@ -32,7 +32,43 @@ class TrainLog:
     val_steps: list[int] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
     val_accuracy: list[float] = field(default_factory=list)
+    select_steps: list[int] = field(default_factory=list)  # a drafter's held-out selection curve (`Selection`)
+    select_accept: list[float] = field(default_factory=list)
+    best_step: int | None = None
     seconds: float = 0.0
+
+
+@dataclass
+class Selection:
+    """A held-out selection set for a drafter's training: every `every` steps (and after the last) the drafter's
+    analytic acceptance 1 − ½‖p_d − p_t‖₁ (each method's own position weighting) is measured on `windows`
+    [N, L] — windows the training never reads — and the parameters of the best measurement are kept: a drafter that
+    peaks early and then overfits (Eagle3 is known to) ends at its peak. The curve goes to the log
+    (`select_steps`, `select_accept`, `best_step`)."""
+
+    windows: torch.Tensor  # [N, L] held-out token windows, L = the training windows' length
+    every: int
+    best: float = -1.0
+    state: dict[str, torch.Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.every, "every", 1)
+        if self.windows.dim() != 2 or self.windows.size(0) < 1:
+            raise ValueError(f"selection windows must be [N ≥ 1, L] (got {tuple(self.windows.shape)})")
+
+    def due(self, step: int, steps: int) -> bool:
+        return step % self.every == 0 or step == steps
+
+    def record(self, step: int, score: float, module: torch.nn.Module, log: TrainLog) -> None:
+        log.select_steps.append(step)
+        log.select_accept.append(score)
+        if score > self.best:  # the first of equal scores is kept: the shorter training
+            self.best, log.best_step = score, step
+            self.state = {n: t.detach().clone() for n, t in module.state_dict().items()}
+
+    def restore(self, module: torch.nn.Module, log: TrainLog) -> None:
+        if self.state is not None:
+            module.load_state_dict(self.state)
 
 
 def windows(ids: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator) -> torch.Tensor:
@@ -329,6 +365,7 @@ def train_draft(
     anchors: int = 8,
     on_step: Callable[[int, float], None] | None = None,
     schedule: torch.Tensor | None = None,
+    select: Selection | None = None,
 ) -> TrainLog:
     """Train the DSpark draft (`mtp.*`) in place against the frozen target; the shared embed and head stay frozen.
 
@@ -346,7 +383,9 @@ def train_draft(
     kind="dspark-rnn": the same with the RNN head (the target's config must say dspark_markov_kind = "rnn").
     kind="dflash": the same parallel drafter without the sequential part: the Markov head is zeroed and frozen
     (its bias is then 0 at inference too), no confidence head, and plain CE (α = 1 / 0 / 0), as DeepSpec's
-    DFlash baseline.
+    DFlash baseline (`weights` (0.1, 0.9, 0): DSpark's loss family without the confidence term).
+    `select` (a `Selection` of held-out windows [N, context + k + 1]): the draft ends with the `mtp.*` parameters
+    of its best held-out analytic acceptance (the same anchors every time).
     """
     if kind not in DRAFT_KINDS:
         raise ValueError(f"kind = {kind!r} is invalid: allowed {DRAFT_KINDS}")
@@ -399,8 +438,26 @@ def train_draft(
         log.steps.append(step + 1)
         log.train_loss.append(float(loss.detach()))
         log.val_accuracy.append(float(losses["accept"]))  # the analytic acceptance on the training blocks
+        if select is not None and select.due(step + 1, steps):
+            target.eval()
+            select.record(step + 1, held_out_accept(target, select.windows, anchors, gamma, seed), target.mtp, log)
+            target.train()
         if on_step is not None:
             on_step(step + 1, log.train_loss[-1])
     target.eval()
+    if select is not None:
+        select.restore(target.mtp, log)
     log.seconds = time.perf_counter() - t0
     return log
+
+
+@torch.no_grad()
+def held_out_accept(target: Transformer, x: torch.Tensor, anchors: int, gamma: float, seed: int) -> float:
+    """The draft's analytic acceptance (position-weighted as its loss) on the blocks of held-out windows x
+    [N, context + k + 1], the same anchors at every call (drawn from `seed`)."""
+    gen = torch.Generator().manual_seed(seed)
+    taps, anchor, prev, labels, p_t, ring_pos = anchor_blocks(target, x, anchors, gen)
+    dtype = next(target.mtp.parameters()).dtype
+    cache = block_rings(target, taps, ring_pos, dtype)
+    logits, conf = target.mtp.teacher_forced(anchor, prev, target.embed, target.head, cache)
+    return float(draft_losses(logits, conf, labels, p_t, gamma)["accept"])
