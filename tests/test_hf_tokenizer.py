@@ -158,7 +158,7 @@ def test_bad_checkpoint_folders_name_the_file(tmp_path, folder):
     with pytest.raises(TokenizerError, match="no tokenizer.json"):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer.json").write_text("{", encoding="utf-8")
-    with pytest.raises(TokenizerError, match="tokenizer.json: not a readable tokenizer.json: it is not valid JSON"):
+    with pytest.raises(TokenizerError, match=r"tokenizer.json: not a tokenizers tokenizer.json \(not JSON.*column"):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer.json").write_text("[" * 100 + "]" * 100, encoding="utf-8")
     with pytest.raises(TokenizerError, match="nested deeper"):
@@ -168,7 +168,7 @@ def test_bad_checkpoint_folders_name_the_file(tmp_path, folder):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer.json").write_bytes((folder / "tokenizer.json").read_bytes())
     (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "<end>"}', encoding="utf-8")
-    with pytest.raises(TokenizerError, match="eos_token = '<end>' is not a token"):
+    with pytest.raises(TokenizerError, match="eos_token names no token of the tokenizer"):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer_config.json").unlink()
     assert HFTokenizer.from_folder(tmp_path).bos is None  # no config: no named specials

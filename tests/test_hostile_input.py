@@ -1,0 +1,359 @@
+"""Bounded input: a checkpoint's tokenizer.json, one loader for --checkpoint, the memory check, the page server.
+
+A tokenizer.json is a file from elsewhere. Each case below builds the hostile file that once went wrong — a 60 MB
+vocabulary read whole, a chain of Replace steps that multiplies a prompt into gigabytes, a pre-tokenizer regex
+that backtracks into a Rust panic, a vocabulary with no unknown token, a FIFO, a folder, a dangling link, a link out
+of the folder — and asserts the one clear error (and, where memory is the point, the resident memory of a child
+process: its peak RSS, or an address-space limit it must live within), never the file's text in a message.
+
+Every --checkpoint command opens its folder through one loader (`lab.realscale.folder.open_checkpoint`): config,
+weights and tokenizer together, or one error naming what is missing; no command falls back to the lab's vocabulary.
+
+The memory check before a real-width model takes the smallest of RLIMIT_AS, the cgroup's memory.max minus its
+usage, and MemAvailable: tested with fake /proc and cgroup files and with a child whose RLIMIT_AS is set.
+
+The presenter's server: a deadline for a whole request head (not a timeout that restarts on every byte), a cap on
+connections, and `present` naming --port when its port is taken. Every wait is on a socket event under a large
+safety bound, never on a clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from dspark_mini.hf_tokenizer import (
+    MAX_TOKENIZER_BYTES,
+    MAX_TOKENIZER_IDS,
+    HFTokenizer,
+    folder_file,
+)
+from dspark_mini.tokenizer import TokenizerError
+from dspark_mini.tokenizer_limits import MAX_GROWTH, MAX_TEXT_WORK
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB_TOKENIZER = ROOT / "lab" / "realtext" / "tokenizer" / "tokenizer.json"
+SECRET = "SECRET-7f3a"  # planted in hostile files: no message may quote it
+BACKTRACKS = r"(?:a|a)*(?=\d)"  # Oniguruma's retry limit ends it with an error, which `tokenizers` turns into a panic
+
+
+def no_secret(text: str) -> None:
+    assert SECRET not in text, text[:500]
+
+
+def lab_doc() -> dict:
+    """The lab's own tokenizer.json (a byte-level BPE of 8,192 ids), as a dict to make hostile variants of."""
+    return json.loads(LAB_TOKENIZER.read_text(encoding="utf-8"))
+
+
+def write_folder(folder: Path, doc: dict | str | bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = doc if isinstance(doc, bytes) else (doc if isinstance(doc, str) else json.dumps(doc)).encode()
+    (folder / "tokenizer.json").write_bytes(data)
+    return folder
+
+
+def small_doc(model: dict, **parts) -> dict:
+    """A tokenizer.json of the library's format around `model`, with optional normalizer / pre_tokenizer / decoder."""
+    doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "post_processor": None}
+    return doc | {"normalizer": None, "pre_tokenizer": None, "decoder": None} | parts | {"model": model}
+
+
+def child(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Python `code` in a fresh interpreter rooted at the repository (its own memory, its own fd 2)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def replace_chain(times: int, grow: int, part: str) -> dict:
+    """`times` Replace steps, each writing `grow` copies of what it matches: ×grow**times in all."""
+    key = "normalizers" if part == "normalizer" else "decoders"
+    pattern = "a" if part == "normalizer" else "Ġ"
+    steps = [{"type": "Replace", "pattern": {"String": pattern}, "content": pattern * grow}] * times
+    return {"type": "Sequence", key: steps}
+
+
+# ---- 1. size: a tokenizer.json over the cap is refused by its size, unread ---------------------------------------
+def test_a_60_mb_tokenizer_json_is_refused_unread(tmp_path) -> None:
+    """A 60 MB tokenizer.json (the lab's, its vocabulary padded with 1.9 M extra tokens: what once took ≈ 4.6 GB
+    to read) is refused by its size before a byte is read: the child's peak RSS grows by less than the file."""
+    doc = lab_doc()
+    vocab = doc["model"]["vocab"]
+    base = len(vocab)
+    pad = 60 * 10**6 // 31  # ≈ 31 bytes an entry
+    vocab.update({f"pad{i:010d}-{'x' * 12}": base + i for i in range(pad)})
+    folder = write_folder(tmp_path / "big", doc)
+    size = (folder / "tokenizer.json").stat().st_size
+    assert size > 60 * 10**6 > MAX_TOKENIZER_BYTES == 32 * 2**20
+    out = child(
+        "import resource, sys\n"
+        "from dspark_mini.hf_tokenizer import HFTokenizer\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        f"    HFTokenizer.from_folder({str(folder)!r})\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)\n"
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    message, grown = out.stdout.strip().splitlines()
+    assert message == (
+        f"{folder / 'tokenizer.json'}: not a readable tokenizer.json: it is {size:,} bytes: allowed at most "
+        f"{32 * 2**20:,}"
+    )
+    assert int(grown) < size // 4, f"peak RSS grew by {int(grown):,} bytes reading a file it should refuse unread"
+
+
+def test_a_tokenizer_of_too_many_ids_is_refused_before_its_vocabulary_is_derived(tmp_path) -> None:
+    n = MAX_TOKENIZER_IDS + 1
+    doc = small_doc({"type": "WordLevel", "vocab": {f"w{i}": i for i in range(n)}, "unk_token": "w0"})
+    folder = write_folder(tmp_path / "ids", doc)
+    with pytest.raises(TokenizerError) as e:
+        HFTokenizer.from_folder(folder)
+    assert str(e.value) == f"{folder / 'tokenizer.json'}: {n:,} token ids: allowed 1..{MAX_TOKENIZER_IDS:,}"
+
+
+def test_a_tokenizer_of_another_size_than_the_config_is_refused_before_its_vocabulary_is_derived(tmp_path) -> None:
+    folder = write_folder(tmp_path / "lab", LAB_TOKENIZER.read_bytes())
+    with pytest.raises(TokenizerError, match=r"8,192 token ids, but config\.json says vocab_size = 129,280"):
+        HFTokenizer.from_folder(folder, vocab_size=129_280)
+    assert HFTokenizer.from_folder(folder, vocab_size=8192).vocab_size == 8192
+
+
+def test_a_deep_tokenizer_json_goes_through_the_depth_cap(tmp_path) -> None:
+    folder = write_folder(tmp_path / "deep", '{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(TokenizerError, match="nested deeper than 64 levels"):
+        HFTokenizer.from_folder(folder)
+    (folder / "tokenizer.json").write_bytes(LAB_TOKENIZER.read_bytes())
+    (folder / "tokenizer_config.json").write_text('{"eos_token": ' + "[" * 1000 + "]" * 1000 + "}")
+    with pytest.raises(TokenizerError, match="tokenizer_config.json: not a readable tokenizer config: it is nested"):
+        HFTokenizer.from_folder(folder)
+
+
+# ---- 2. Replace chains: a normalizer or decoder that multiplies the text ------------------------------------------
+@pytest.mark.parametrize("part", ["normalizer", "decoder"])
+def test_a_chain_of_replace_steps_is_refused_within_a_memory_limit(tmp_path, part) -> None:
+    """Ten Replace steps of ×10 turn "aaaa" into 40 GB (the process aborted inside the library). In a child whose
+    address space is held to 1 GiB above what it has after its imports, reading the tokenizer and encoding a short
+    prompt ends in one clear refusal naming the part and its 10,000,000,000× bound, and the child lives."""
+    doc = lab_doc()
+    doc[part] = replace_chain(10, 10, part)
+    folder = write_folder(tmp_path / part, doc)
+    out = child(
+        "import re, resource\n"
+        "from dspark_mini.hf_tokenizer import HFTokenizer\n"
+        "size = int(re.search(r'VmSize:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)) * 1024\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (size + 2**30, resource.getrlimit(resource.RLIMIT_AS)[1]))\n"
+        "try:\n"
+        f"    tok = HFTokenizer.from_folder({str(folder)!r})\n"
+        "    print(tok.decode(tok.encode('aaaa ĠĠ aaaa')))\n"
+        "except ValueError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    kind = "Sequence"
+    assert out.stdout.strip() == (
+        f"refused: {folder / 'tokenizer.json'}: its {part} ({kind}) can make a text up to 10,000,000,000× longer "
+        f"(+ 0 characters): allowed at most {MAX_GROWTH}× (Replace steps whose content is longer than what they "
+        "replace multiply the text)"
+    )
+
+
+def test_replace_steps_that_do_not_grow_the_text_are_read(tmp_path) -> None:
+    """Llama-style steps (a mark prepended, a space replaced by one mark, back again on decode) are no chain of
+    growth: the tokenizer is read and round-trips."""
+    doc = lab_doc()
+    doc["normalizer"] = {
+        "type": "Sequence",
+        "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"String": "\t"}, "content": " "}],
+    }
+    doc["decoder"] = {
+        "type": "Sequence",
+        "decoders": [
+            {"type": "Replace", "pattern": {"String": "Ġ"}, "content": "Ġ"},
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        ],
+    }
+    tok = HFTokenizer.from_folder(write_folder(tmp_path / "ok", doc))
+    assert tok.decode(tok.encode("xin chào\tthe model")) == "xin chào the model"
+
+
+def test_each_call_is_checked_against_what_it_may_write(tmp_path) -> None:
+    """A normalizer within the bound (×200) on a text whose worst case is above MAX_TEXT_WORK: refused before the
+    library runs, with the numbers; a text whose worst case fits is encoded."""
+    doc = lab_doc()
+    doc["normalizer"] = {"type": "Replace", "pattern": {"String": "q"}, "content": "q" * 200}
+    doc["pre_tokenizer"] = None  # ×1: the bound of the whole encode is the normalizer's
+    tok = HFTokenizer.from_folder(write_folder(tmp_path / "x200", doc))
+    n = MAX_TEXT_WORK // 200 + 1
+    with pytest.raises(TokenizerError) as e:
+        tok.encode("b" * n)
+    assert f"{n:,} characters, which its normalizer and pre-tokenizer may make up to {200 * n:,}" in str(e.value)
+    assert f"allowed at most {MAX_TEXT_WORK:,}" in str(e.value)
+    assert tok.encode("b" * 1000)
+
+
+# ---- 3. a pre-tokenizer regex that backtracks: the library panics ------------------------------------------------
+def backtracking_folder(tmp_path: Path) -> Path:
+    doc = lab_doc()
+    doc["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": BACKTRACKS}
+    return write_folder(tmp_path / "backtracks", doc)
+
+
+def test_a_backtracking_pre_tokenizer_is_one_tokenizer_error(tmp_path) -> None:
+    tok = HFTokenizer.from_folder(backtracking_folder(tmp_path))
+    assert tok.encode("a1")  # a short text is within Oniguruma's limit
+    with pytest.raises(TokenizerError, match="cannot encode the text: the library gave up on it"):
+        tok.encode("a" * 40 + "!")
+
+
+def test_the_cli_prints_one_line_for_a_panicking_tokenizer(tmp_path) -> None:
+    """`dspark-lab tokenize --checkpoint DIR` on that tokenizer, in a real process (Rust writes its panic straight
+    to fd 2): exit 2, and stderr is exactly one line — no panic message, no backtrace (RUST_BACKTRACE=1 is set)."""
+    folder = backtracking_folder(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RUST_BACKTRACE="1", COLUMNS="400")
+    out = subprocess.run(
+        [sys.executable, "-m", "lab", "tokenize", "--checkpoint", str(folder), "a" * 40 + "!"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "gave up on it" in lines[0], out.stderr[-2000:]
+    assert "panicked" not in out.stderr and out.stdout == ""
+
+
+# ---- 4. no unknown token for a symbol the vocabulary lacks ---------------------------------------------------------
+VOCAB = {"a": 0, "b": 1, "c": 2, " ": 3}
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"type": "BPE", "vocab": VOCAB, "merges": []},  # no unk_token: the library drops the symbol, silently
+        {"type": "BPE", "vocab": VOCAB, "merges": [], "unk_token": "<unk>"},  # an unk_token missing from the vocab
+        {"type": "WordLevel", "vocab": VOCAB, "unk_token": "<unk>"},
+        {"type": "Unigram", "vocab": [[t, -1.0] for t in VOCAB], "unk_id": None},
+    ],
+    ids=["bpe-no-unk", "bpe-unk-missing", "wordlevel", "unigram"],
+)
+def test_a_symbol_the_vocabulary_lacks_is_named(tmp_path, model) -> None:
+    pre = {"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated", "invert": False}
+    if model["type"] == "WordLevel":
+        pre = {"type": "Split", "pattern": {"Regex": "."}, "behavior": "Isolated", "invert": False}
+    tok = HFTokenizer.from_folder(write_folder(tmp_path / "unk", small_doc(model, pre_tokenizer=pre)))
+    assert tok.decode(tok.encode("ab c")).replace(" ", "") == "abc"
+    with pytest.raises(TokenizerError) as e:
+        tok.encode("ab 🙂c")
+    assert "character 3 ('🙂', U+1F642) is not in its vocabulary and it has no unknown token" in str(e.value)
+
+
+def test_a_symbol_the_normalizer_removes_is_not_unseen(tmp_path) -> None:
+    model = {"type": "BPE", "vocab": VOCAB, "merges": []}
+    norm = {"type": "Replace", "pattern": {"String": "x"}, "content": ""}
+    tok = HFTokenizer.from_folder(write_folder(tmp_path / "rm", small_doc(model, normalizer=norm)))
+    assert tok.encode("axb") == [0, 1]
+
+
+def test_the_cli_names_an_unseen_symbol_in_one_line(tmp_path, capsys) -> None:
+    from lab.cli import main
+
+    folder = write_folder(tmp_path / "unk", small_doc({"type": "WordLevel", "vocab": VOCAB, "unk_token": "<unk>"}))
+    assert main(["tokenize", "--checkpoint", str(folder), "ab🙂"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "character 2 ('🙂', U+1F642) is not in its vocabulary" in err, err
+
+
+# ---- 5. what tokenizer.json is: a FIFO, a folder, a dangling link, a link out of the folder ---------------------
+def refused_without_blocking(folder: Path) -> str:
+    """from_folder's error, called in a thread: a reader that opened the FIFO would wait for a writer forever, so
+    after a generous bound the FIFO is opened for writing (which frees it) and the test fails."""
+    result: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            HFTokenizer.from_folder(folder)
+            result.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            result.append(e)
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(120)
+    if t.is_alive():
+        with open(os.open(folder / "tokenizer.json", os.O_WRONLY | os.O_NONBLOCK), "wb"):
+            pass
+        t.join(120)
+        pytest.fail("from_folder blocked reading a FIFO")
+    assert isinstance(result[0], TokenizerError), result
+    return str(result[0])
+
+
+def test_a_fifo_a_folder_or_a_dangling_link_is_a_clear_error(tmp_path) -> None:
+    path = tmp_path / "fifo" / "tokenizer.json"
+    path.parent.mkdir()
+    os.mkfifo(path)
+    assert refused_without_blocking(path.parent) == f"{path}: is a FIFO (named pipe): allowed a regular file"
+    path = tmp_path / "dir" / "tokenizer.json"
+    path.mkdir(parents=True)
+    assert refused_without_blocking(path.parent) == f"{path}: is a folder: allowed a regular file"
+    path = tmp_path / "dangling" / "tokenizer.json"
+    path.parent.mkdir()
+    path.symlink_to(tmp_path / "nowhere.json")
+    assert refused_without_blocking(path.parent) == (
+        f"{path}: a link to nothing (dangling): allowed a regular file in the folder"
+    )
+    assert folder_file(tmp_path / "dangling", "tokenizer_config.json") is None  # absent is not an error here
+
+
+def test_a_link_out_of_the_checkpoint_folder_is_refused(tmp_path) -> None:
+    outside = tmp_path / "elsewhere" / "tokenizer.json"
+    outside.parent.mkdir()
+    shutil.copy(LAB_TOKENIZER, outside)
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "tokenizer.json").symlink_to(outside)
+    with pytest.raises(TokenizerError, match="a link that leads outside the checkpoint folder"):
+        HFTokenizer.from_folder(folder)
+    (folder / "tokenizer.json").unlink()
+    (folder / "sub").mkdir()
+    shutil.copy(LAB_TOKENIZER, folder / "sub" / "real.json")
+    (folder / "tokenizer.json").symlink_to(folder / "sub" / "real.json")  # a link inside the folder is followed
+    assert HFTokenizer.from_folder(folder).vocab_size == 8192
+
+
+# ---- 6. no error quotes the file -----------------------------------------------------------------------------------
+def test_no_tokenizer_error_quotes_the_file(tmp_path) -> None:
+    lab = lab_doc()
+    secret_step = {"type": "Replace", "pattern": {"String": "a"}, "content": SECRET * 100}
+    cases = {
+        "unknown model type": small_doc({"type": SECRET}),
+        "string where a number goes": small_doc({"type": "WordLevel", "vocab": {"a": SECRET}, "unk_token": "a"}),
+        "not JSON": '{"model": "' + SECRET,
+        "not UTF-8": SECRET.encode() + b"\xff\xfe",
+        "a growing step": lab | {"normalizer": secret_step},
+        "a growing decoder": lab | {"decoder": secret_step},
+    }
+    for what, doc in cases.items():
+        folder = write_folder(tmp_path / what.replace(" ", "-"), doc)
+        with pytest.raises(TokenizerError) as e:
+            HFTokenizer.from_folder(folder)
+        assert str(folder / "tokenizer.json") in str(e.value), what
+        no_secret(str(e.value))
+    folder = write_folder(tmp_path / "config", LAB_TOKENIZER.read_bytes())
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": SECRET}), encoding="utf-8")
+    with pytest.raises(TokenizerError, match="eos_token names no token of the tokenizer") as e:
+        HFTokenizer.from_folder(folder)
+    no_secret(str(e.value))
