@@ -357,3 +357,157 @@ def test_no_tokenizer_error_quotes_the_file(tmp_path) -> None:
     with pytest.raises(TokenizerError, match="eos_token names no token of the tokenizer") as e:
         HFTokenizer.from_folder(folder)
     no_secret(str(e.value))
+
+
+# ---- one loader for --checkpoint DIR: config, weights and tokenizer together --------------------------------------
+@pytest.fixture(scope="module")
+def bpe_checkpoint(tmp_path_factory) -> tuple[Path, HFTokenizer]:
+    """A small model of the lab's byte-level BPE vocabulary (8,192 ids, not the lab model's 766), exported with that
+    tokenizer.json and tokenizer_config.json beside its shards."""
+    from dspark_mini import build_model, get_config
+    from lab.realscale import export_checkpoint
+
+    tok = HFTokenizer.from_folder(LAB_TOKENIZER.parent)
+    cfg = get_config("lab").replace(
+        vocab_size=tok.vocab_size,
+        engram_compressed_vocab_size=tok.compressed_vocab_size,
+        engram_pad_id=tok.pad,
+        dspark_noise_token_id=tok.token_id("<noise>"),
+    )
+    path = export_checkpoint(build_model(cfg, seed=3), tmp_path_factory.mktemp("bpe") / "ckpt", shards=2)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(LAB_TOKENIZER.parent / name, path / name)
+    return path, tok
+
+
+@pytest.fixture(scope="module")
+def lab_checkpoint(tmp_path_factory) -> Path:
+    """The shipped lab model exported: the lab's own vocabulary, no tokenizer.json (config.json names it)."""
+    from lab.cli import main
+
+    out = tmp_path_factory.mktemp("labckpt") / "ckpt"
+    assert main(["checkpoint", "export", "--out", str(out)]) == 0
+    return out
+
+
+def cli(capsys, argv: list[str]) -> tuple[int, str, str]:
+    from lab.cli import main
+
+    capsys.readouterr()
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def copy_of(folder: Path, where: Path) -> Path:
+    shutil.copytree(folder, where, symlinks=True)
+    return where
+
+
+COMMANDS = {
+    "walk": ["walk", "--step", "1A", "--json"],
+    "generate": ["generate", "--max-new-tokens", "2", "--json"],
+    "serve": ["serve", "--requests", "2", "--max-new-tokens", "2", "--json"],
+    "profile": ["profile", "--reps", "1", "--json"],
+}
+
+
+def test_walk_reads_the_folders_tokenizer(bpe_checkpoint, capsys) -> None:
+    """walk --checkpoint once encoded with the lab tokenizer whatever the folder held, then failed at step 6B (an
+    id out of range): now its tokens are the folder's tokenizer's, and every 6B check holds."""
+    path, tok = bpe_checkpoint
+    prompt = "Xin chào các bạn"
+    rc, out, err = cli(
+        capsys, ["walk", "--step", "1A", "--step", "6B", "--json", "--checkpoint", str(path), "--prompt", prompt]
+    )
+    assert rc == 0, err
+    walk = json.loads(out)
+    assert walk["tokens"] == tok.encode(prompt)
+    assert all(c["ok"] for c in walk["steps"]["6B"]["checks"])
+
+
+def test_serve_reads_the_folders_tokenizer(bpe_checkpoint, tmp_path, capsys) -> None:
+    """serve --checkpoint on a folder with a tokenizer.json once raised AttributeError: now each prompt is encoded
+    and each result decoded by that tokenizer (and the default held-out prompts are re-encoded by it)."""
+    path, tok = bpe_checkpoint
+    prompts = ["Xin chào các bạn", "the model predicts"]
+    (tmp_path / "p.txt").write_text("\n".join(prompts) + "\n", encoding="utf-8")
+    argv = ["serve", "--checkpoint", str(path), "--prompts-file", str(tmp_path / "p.txt")]
+    rc, out, err = cli(capsys, argv + ["--requests", "2", "--max-new-tokens", "3", "--json"])
+    assert rc == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    requests = sorted((r for r in rows if r["kind"] == "request"), key=lambda r: r["index"])
+    assert [r["prompt_tokens"] for r in requests] == [len(tok.encode(p)) for p in prompts]
+    assert all(r["text"] == tok.decode(r["tokens"]) for r in requests)
+    rc, out, err = cli(
+        capsys, ["serve", "--checkpoint", str(path), "--requests", "4", "--max-new-tokens", "1", "--json"]
+    )
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_names_a_missing_tokenizer(bpe_checkpoint, tmp_path, capsys, command) -> None:
+    """A folder of another vocabulary than the lab's without its tokenizer.json: each command stops with the same
+    one line naming the file (none encodes with the lab's vocabulary instead)."""
+    path = copy_of(bpe_checkpoint[0], tmp_path / "ckpt")
+    (path / "tokenizer.json").unlink()
+    rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path)])
+    assert rc == 2 and out == "", err
+    assert err.strip().splitlines() == [
+        f"error: {str(path / 'tokenizer.json')!r} is missing: a checkpoint folder holds the tokenizer of its "
+        "vocabulary (8,192 ids) there (its config.json does not name the lab's vocabulary: a folder `dspark-lab "
+        "checkpoint export` wrote from the lab model does)"
+    ]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("what", ["fifo", "folder", "dangling"])
+def test_a_broken_tokenizer_json_is_never_replaced_by_the_lab_vocabulary(
+    lab_checkpoint, tmp_path, capsys, command, what
+) -> None:
+    """A lab-vocabulary export needs no tokenizer.json; one that holds a FIFO, a folder or a dangling link under that
+    name is an error naming it, not the lab's vocabulary in its place."""
+    path = copy_of(lab_checkpoint, tmp_path / "ckpt")
+    target = path / "tokenizer.json"
+    {"fifo": os.mkfifo, "folder": os.mkdir, "dangling": lambda p: p.symlink_to(tmp_path / "gone")}[what](target)
+    rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path)])
+    assert rc == 2 and out == "", err
+    why = {"fifo": "is a FIFO (named pipe)", "folder": "is a folder", "dangling": "a link to nothing (dangling)"}
+    assert err.strip().splitlines() == [
+        f"error: {target}: {why[what]}: allowed a regular file" + (" in the folder" if what == "dangling" else "")
+    ]
+
+
+def test_a_lab_export_runs_on_the_lab_vocabulary_only_when_its_config_names_it(
+    lab_checkpoint, tmp_path, capsys
+) -> None:
+    from lab.realscale.export import LAB_VOCABULARY
+
+    config = json.loads((lab_checkpoint / "config.json").read_text())
+    assert config["dspark_lab"]["tokenizer"] == LAB_VOCABULARY  # written by the export
+    rc, out, err = cli(capsys, ["generate", "--max-new-tokens", "2", "--json", "--checkpoint", str(lab_checkpoint)])
+    assert rc == 0 and json.loads(out)["tokenizer"].startswith("LabTokenizer"), err
+    path = copy_of(lab_checkpoint, tmp_path / "unnamed")
+    config["dspark_lab"]["tokenizer"] = None
+    (path / "config.json").write_text(json.dumps(config))
+    rc, out, err = cli(capsys, ["generate", "--max-new-tokens", "2", "--checkpoint", str(path)])
+    assert rc == 2 and "tokenizer.json' is missing" in err and "(766 ids)" in err, err
+
+
+def test_a_missing_config_is_named_before_any_work(bpe_checkpoint, tmp_path, capsys) -> None:
+    path = copy_of(bpe_checkpoint[0], tmp_path / "ckpt")
+    (path / "config.json").unlink()
+    for command in COMMANDS.values():
+        rc, out, err = cli(capsys, [*command, "--checkpoint", str(path)])
+        assert rc == 2 and err.strip().splitlines() == [
+            f"error: {str(path / 'config.json')!r} is missing: a checkpoint folder needs its config.json"
+        ], err
+
+
+def test_profile_runs_on_a_checkpoint_of_another_vocabulary(bpe_checkpoint, capsys) -> None:
+    """profile --checkpoint: the checkpoint's config and weights; its prompts are random ids of the checkpoint's
+    vocabulary (the held-out corpus prompts are lab ids), so no id is out of its range."""
+    rc, out, err = cli(capsys, ["profile", "--reps", "1", "--json", "--checkpoint", str(bpe_checkpoint[0])])
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["parity"]["max_abs_diff"] <= report["parity"]["threshold"]

@@ -1,8 +1,13 @@
 """The model a command runs on, wherever it runs: one process or a rank of torchrun, the lab's own set or a
 checkpoint folder in the official layout.
 
+  open_checkpoint(folder, device, dtype, shard=True, free=None) → (model, tokenizer)
+      the one way a command opens --checkpoint DIR: its config.json, the weights its index lists and its tokenizer
+      (`export.folder_tokenizer`: DIR/tokenizer.json, or the lab's vocabulary where config.json names it), read
+      together, or one error naming what is missing — never the lab's vocabulary in place of a missing file;
+      under torchrun only this rank's tensors are read.
   run_model(weights, seed, checkpoint, device, dtype, shard=True, free=None, preset="lab")
-      checkpoint given → the model read back from it (under torchrun: only this rank's tensors are read);
+      checkpoint given → open_checkpoint's model (its tokenizer kept as `model.tokenizer`);
       otherwise      → `lab.weights.lab_model` (the shipped set or the seeded init), its memory estimate checked
                        against what the device has free first, sharded under torchrun with several ranks;
       another preset → its seeded init, built and drawn on the device itself (`flash-cpu`: the real widths; no
@@ -14,6 +19,7 @@ CPU run pays nothing for the real-scale path; `lab_model` itself never imports t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dspark_mini import build_model, get_config
 from dspark_mini.device import check_device, check_dtype, compute_config
@@ -39,10 +45,8 @@ def run_model(
     """See the module docstring. free: injected free bytes (tests); default measured on the device."""
     dev = check_device(device, "device")
     check_dtype(dtype, "dtype")
-    if checkpoint is not None:  # under torchrun only this rank's tensors are read
-        if shard:
-            return maybe_distributed_load(checkpoint, device=str(dev), dtype=dtype)
-        return load_checkpoint(checkpoint, device=dev, dtype=dtype, free=free)
+    if checkpoint is not None:
+        return open_checkpoint(checkpoint, device, dtype, shard, free)[0]
     cfg = get_config(preset)
     weights = preset_weights(preset, weights)
     est = check_fits(estimate_rank(cfg, SINGLE, packed=False, dtype=dtype, style="lab"), dev, free)  # weights alone
@@ -54,6 +58,30 @@ def run_model(
         return maybe_distributed(model, device=str(dev)) if shard else model
     model = lab_model(weights, seed, device="cpu", dtype=dtype)
     return maybe_distributed(model, device=str(dev)) if shard else model.to(dev)
+
+
+def open_checkpoint(
+    folder: str | Path,
+    device: str | None = None,
+    dtype: str | None = None,
+    shard: bool = True,
+    free: int | None = None,
+    option: str = "--checkpoint",
+) -> tuple[Transformer, Any]:
+    """(model, tokenizer) of a checkpoint folder: see the module docstring. free: injected free bytes (tests)."""
+    if not Path(folder).is_dir():
+        raise ValueError(
+            f"{option} = {str(folder)!r} is not a folder: allowed a folder written by `dspark-lab checkpoint export` "
+            "(config.json, model.safetensors.index.json, its shards and, for a vocabulary not the lab's, "
+            "tokenizer.json)"
+        )
+    dev = check_device(device, "device")
+    check_dtype(dtype, "dtype")
+    if shard:  # under torchrun only this rank's tensors are read
+        model = maybe_distributed_load(folder, device=str(dev), dtype=dtype, tokenizer_required=True)
+    else:
+        model = load_checkpoint(folder, device=dev, dtype=dtype, free=free, tokenizer_required=True)
+    return model, model.tokenizer
 
 
 def preset_weights(preset: str, weights: str | None, checkpoint: str | Path | None = None) -> str:
