@@ -511,3 +511,145 @@ def test_profile_runs_on_a_checkpoint_of_another_vocabulary(bpe_checkpoint, caps
     assert rc == 0, err
     report = json.loads(out)
     assert report["parity"]["max_abs_diff"] <= report["parity"]["threshold"]
+
+
+# ---- the memory check before a real-width model: every limit the host states --------------------------------------
+GIB = 2**30
+
+
+def fake_host(tmp_path: Path, cgroup: dict[str, str], proc_cgroup: str, mem_available: int = 64 * GIB) -> dict:
+    """A /proc/meminfo, a /proc/self/cgroup and a cgroup tree of our own (file path → text)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "meminfo").write_text(f"MemTotal: 1 kB\nMemAvailable: {mem_available // 1024} kB\n")
+    (tmp_path / "cgroup").write_text(proc_cgroup)
+    (tmp_path / "status").write_text("Name: python\nVmSize:  1048576 kB\n")  # 1 GiB mapped
+    for rel, text in cgroup.items():
+        f = tmp_path / "fs" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    (tmp_path / "fs").mkdir(exist_ok=True)
+    return {
+        "meminfo": tmp_path / "meminfo",
+        "cgroup_root": tmp_path / "fs",
+        "proc_cgroup": tmp_path / "cgroup",
+        "status": tmp_path / "status",
+    }
+
+
+def test_memory_rooms_read_every_limit(tmp_path) -> None:
+    from lab.realscale.placement import Room, memory_rooms
+
+    unlimited = -1  # resource.RLIM_INFINITY
+    # cgroup v2, two levels: the leaf's 6 GiB limit with 5 GiB used, 1 GiB of it reclaimable file cache → 2 GiB;
+    # its parent says "max"
+    v2 = fake_host(
+        tmp_path / "v2",
+        {
+            "a/b/memory.max": str(6 * GIB),
+            "a/b/memory.current": str(5 * GIB),
+            "a/b/memory.stat": f"anon 1\ninactive_file {GIB}\n",
+            "a/memory.max": "max",
+        },
+        "0::/a/b\n",
+        mem_available=8 * GIB,
+    )
+    assert memory_rooms(**v2, rlimit_as=unlimited) == [Room(8 * GIB, "MemAvailable"), Room(2 * GIB, "memory.max")]
+    # RLIMIT_AS of 4 GiB with 1 GiB mapped already → 3 GiB
+    assert Room(3 * GIB, "RLIMIT_AS") in memory_rooms(**v2, rlimit_as=4 * GIB)
+    # cgroup v1: the leaf's own limit 3 GiB but a parent's 2.5 GiB (hierarchical_memory_limit), 1 GiB used → 1.5 GiB
+    v1 = fake_host(
+        tmp_path / "v1",
+        {
+            "memory/x/memory.limit_in_bytes": str(3 * GIB),
+            "memory/x/memory.usage_in_bytes": str(GIB),
+            "memory/x/memory.stat": f"hierarchical_memory_limit {5 * GIB // 2}\ntotal_inactive_file 0\n",
+        },
+        "5:cpu:/x\n4:memory:/x\n",
+    )
+    assert memory_rooms(**v1, rlimit_as=unlimited)[1:] == [Room(3 * GIB // 2, "memory.limit_in_bytes")]
+    # a container's own subtree mounted at the controller's root (the path in /proc/self/cgroup is the host's);
+    # the kernel's "no limit" (2**63 − a page) is no limit
+    inside = fake_host(
+        tmp_path / "ns",
+        {"memory/memory.limit_in_bytes": "9223372036854771712", "memory/memory.usage_in_bytes": str(GIB)},
+        "4:memory:/process_api/abc\n",
+    )
+    assert memory_rooms(**inside, rlimit_as=unlimited) == [Room(64 * GIB, "MemAvailable")]
+    (tmp_path / "ns" / "fs" / "memory" / "memory.limit_in_bytes").write_text(str(2 * GIB))
+    assert memory_rooms(**inside, rlimit_as=unlimited)[1:] == [Room(GIB, "memory.limit_in_bytes")]
+
+
+@pytest.mark.parametrize("lang", ["en", "vi"])
+def test_a_preset_over_the_cgroup_limit_is_refused_before_anything_is_built(tmp_path, monkeypatch, capsys, lang):
+    """walk --preset flash-cpu under a (fake) cgroup of 3 GiB with 1 GiB used: one line naming --preset, the need
+    (at least the bytes of its parameters, counted here on a `meta` build) and the 2.00 GiB that memory.max leaves —
+    and no model is built (build_model is replaced by a failure)."""
+    import re
+    import types
+
+    import lab.realscale.placement as placement
+    import lab.realscale.run as run_mod
+    import lab.weights as weights_mod
+    from dspark_mini import build_model, get_config
+
+    host = fake_host(tmp_path, {"g/memory.max": str(3 * GIB), "g/memory.current": str(GIB)}, "0::/g\n")
+    monkeypatch.setattr(placement, "MEMINFO", host["meminfo"])
+    monkeypatch.setattr(placement, "CGROUP_ROOT", host["cgroup_root"])
+    monkeypatch.setattr(placement, "PROC_CGROUP", host["proc_cgroup"])
+    no_limit = types.SimpleNamespace(RLIMIT_AS=0, RLIM_INFINITY=-1, getrlimit=lambda _: (-1, -1))
+    monkeypatch.setattr(placement, "resource", no_limit)
+
+    def no_build(*a, **k):
+        raise AssertionError("a model was built before the memory check refused")
+
+    monkeypatch.setattr(run_mod, "build_model", no_build)
+    monkeypatch.setattr(weights_mod, "build_model", no_build)
+    rc, out, err = cli(capsys, ["walk", "--preset", "flash-cpu", "--lang", lang])
+    assert rc == 2 and out == "", err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    if lang == "en":
+        head, leaves = "error: --preset flash-cpu does not fit: it needs ", "memory.max minus its usage leaves 2.00 GiB"
+    else:
+        head, leaves = (
+            "error: --preset flash-cpu không vừa bộ nhớ: cần ",
+            "memory.max của cgroup trừ phần đã dùng chỉ còn 2.00 GiB",
+        )
+    assert lines[0].startswith(head) and leaves in lines[0], lines[0]
+    need = float(re.search(r"([\d,.]+) GiB", lines[0][len(head) :]).group(1).replace(",", ""))
+    meta = build_model(get_config("flash-cpu"), device="meta")
+    params = sum(p.numel() * p.element_size() for p in meta.parameters()) / GIB
+    assert need >= round(params, 2) > 2.0
+
+
+def test_a_preset_over_rlimit_as_is_refused_in_a_child_that_lives_within_it() -> None:
+    """`generate --preset flash-cpu` in a process whose address space is limited to 4 GiB (RLIMIT_AS, set before it
+    starts): the old check read MemAvailable only and went on to allocate ~12 GB. Now: exit 2, one line naming
+    --preset, RLIMIT_AS and what it leaves (below 4 GiB: the interpreter and torch map some already)."""
+    import re
+
+    limit = 4 * GIB
+
+    def limited() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="400")
+    out = subprocess.run(
+        [sys.executable, "-m", "lab", "generate", "--preset", "flash-cpu", "--max-new-tokens", "1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limited,
+    )
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --preset flash-cpu does not fit: it needs "), out.stderr
+    left = re.search(r"leaves ([\d,.]+) GiB", lines[0])
+    assert left and 0 < float(left.group(1)) < 4.0, lines[0]
+    mem_available = int(re.search(r"MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) * 1024
+    if mem_available > limit:  # the host has more than the limit free: the limit is what refuses
+        assert "RLIMIT_AS (ulimit -v) minus what the process maps already" in lines[0], lines[0]

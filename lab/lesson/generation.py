@@ -116,7 +116,7 @@ def compare(
         cfg = get_config(preset)
         tok = text_tokenizer(cfg)
         prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)  # before the model: costs nothing
-        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset)
+        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang)
     else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
         model, tok = open_checkpoint(checkpoint, device, dtype)
         cfg = model.cfg

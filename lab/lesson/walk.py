@@ -60,7 +60,7 @@ def run_walk(
         tok = text_tokenizer(cfg)
         prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)  # before the model: costs nothing
         verify_len = check_verify_len(cfg, verify_len)
-        model = run_model(weights, seed, preset=preset)
+        model = run_model(weights, seed, preset=preset, lang=lang)
     else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
         model, tok = open_checkpoint(checkpoint)
         cfg = model.cfg

@@ -12,6 +12,11 @@ checkpoint folder in the official layout.
                        against what the device has free first, sharded under torchrun with several ranks;
       another preset → its seeded init, built and drawn on the device itself (`flash-cpu`: the real widths; no
                        trained set exists for them), after the same memory check (`flash` is refused there).
+  check_preset_fits(preset, dtype, device, free=None, lang="en")
+      the memory check of a preset, before anything of its size is allocated: its weights unpacked, the prepared
+      layouts its first forward builds and a margin (`placement`), against the tightest limit the host states
+      (`placement.room`: RLIMIT_AS, the cgroup's memory.max or memory.limit_in_bytes minus usage, MemAvailable);
+      a refusal names --preset, the need and the room in GiB and which limit, in English or Vietnamese.
 `shard=False` keeps the whole model on every rank. In one process every step is a no-op but the checks, so a plain
 CPU run pays nothing for the real-scale path; `lab_model` itself never imports this package.
 """
@@ -21,14 +26,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from dspark_mini import build_model, get_config
-from dspark_mini.device import check_device, check_dtype, compute_config
+from dspark_mini.device import PlacementError, check_device, check_dtype, compute_config
 from dspark_mini.model import Transformer
 
+from ..text import check_lang
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load
 from .export import load_checkpoint
-from .placement import MARGIN_FLOOR, check_fits, estimate_rank, prepared_bytes
+from .placement import GIB, LIMITS, MARGIN_FLOOR, RankEstimate, estimate_rank, prepared_bytes, room
 from .ranks import SINGLE
 
 
@@ -41,23 +49,86 @@ def run_model(
     shard: bool = True,
     free: int | None = None,
     preset: str = "lab",
+    lang: str = "en",
 ) -> Transformer:
-    """See the module docstring. free: injected free bytes (tests); default measured on the device."""
+    """See the module docstring. free: injected free bytes (tests); default measured on the device. lang: the
+    language of a memory refusal."""
     dev = check_device(device, "device")
     check_dtype(dtype, "dtype")
     if checkpoint is not None:
         return open_checkpoint(checkpoint, device, dtype, shard, free)[0]
     cfg = get_config(preset)
     weights = preset_weights(preset, weights)
-    est = check_fits(estimate_rank(cfg, SINGLE, packed=False, dtype=dtype, style="lab"), dev, free)  # weights alone
-    if est.held_bytes > MARGIN_FLOOR:  # a smaller model's prepared layouts are of its size: the margin's floor
-        est.prepared = prepared_bytes(cfg, dtype)  # what the first forward builds beside the weights
-        check_fits(est, dev, free)
+    check_preset_fits(preset, dtype, dev, free, lang)
     if preset != "lab":
         model = build_model(compute_config(cfg, dtype), seed, device=dev, on_device=True)
         return maybe_distributed(model, device=str(dev)) if shard else model
     model = lab_model(weights, seed, device="cpu", dtype=dtype)
     return maybe_distributed(model, device=str(dev)) if shard else model.to(dev)
+
+
+PRESET_REFUSAL = {
+    "en": "--preset {preset} does not fit: it needs {need} ({what}) but {limit} leaves {room}: allowed {fixes}; "
+    "refused before allocating",
+    "vi": "--preset {preset} không vừa bộ nhớ: cần {need} ({what}) nhưng {limit} chỉ còn {room}: chỉ nhận {fixes}; "
+    "đã từ chối trước khi cấp phát",
+}
+WHAT = {  # counted with the prepared layouts / without (the weights alone were already too many)
+    True: {
+        "en": "its weights unpacked to {dtype}, the layouts its first forward prepares and a margin",
+        "vi": "trọng số ở dạng {dtype}, các bố cục lượt chạy đầu chuẩn bị và phần dự phòng",
+    },
+    False: {
+        "en": "its weights unpacked to {dtype} and a margin alone, before the layouts its first forward prepares",
+        "vi": "chỉ riêng trọng số ở dạng {dtype} và phần dự phòng, chưa kể các bố cục lượt chạy đầu chuẩn bị",
+    },
+}
+AT_LEAST = {"en": "at least {}", "vi": "ít nhất {}"}
+FIXES = {
+    "lab": {"en": "--preset lab", "vi": "--preset lab"},
+    "dtype": {"en": "a smaller --dtype (bfloat16)", "vi": "--dtype nhỏ hơn (bfloat16)"},
+    "room": {"en": "at least {need} free under that limit", "vi": "ít nhất {need} còn trống dưới giới hạn đó"},
+    "or": {"en": ", or ", "vi": ", hoặc "},
+}
+
+
+def gib(nbytes: int) -> str:
+    return f"{nbytes / GIB:,.2f} GiB"
+
+
+def check_preset_fits(
+    preset: str,
+    dtype: str | None = None,
+    device: str | torch.device | None = None,
+    free: int | None = None,
+    lang: str = "en",
+) -> RankEstimate:
+    """See the module docstring; the estimate when it fits (or when nothing is known of the host's memory)."""
+    lang = check_lang(lang)
+    dev = check_device(device, "device")
+    cfg = get_config(preset)
+    est = estimate_rank(cfg, SINGLE, packed=False, dtype=dtype, style="lab")
+    r = room(dev, free)
+    if r is not None and est.needed_bytes <= r.bytes and est.held_bytes > MARGIN_FLOOR:
+        est.prepared = prepared_bytes(cfg, dtype)  # a smaller model's prepared layouts are of its size: the margin
+    if r is None or est.needed_bytes <= r.bytes:
+        return est
+    fixes = [] if preset == "lab" else [FIXES["lab"][lang]]
+    if est.dtype in ("float64", "float32"):
+        fixes.append(FIXES["dtype"][lang])
+    fixes.append(FIXES["room"][lang].format(need=gib(est.needed_bytes)))
+    counted = bool(est.prepared) or est.held_bytes <= MARGIN_FLOOR
+    need = gib(est.needed_bytes) if counted else AT_LEAST[lang].format(gib(est.needed_bytes))
+    raise PlacementError(
+        PRESET_REFUSAL[lang].format(
+            preset=preset,
+            need=need,
+            what=WHAT[counted][lang].format(dtype=est.dtype),
+            limit=LIMITS[r.limit][lang == "vi"],
+            room=gib(r.bytes),
+            fixes=FIXES["or"][lang].join(fixes),
+        )
+    )
 
 
 def open_checkpoint(

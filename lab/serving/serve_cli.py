@@ -145,7 +145,7 @@ def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[st
 
     if args.checkpoint is None:
         weights = preset_weights(args.preset, None)  # the seeded init for a preset other than `lab`
-        model = run_model(weights, args.seed, None, args.device, args.dtype, preset=args.preset)
+        model = run_model(weights, args.seed, None, args.device, args.dtype, preset=args.preset, lang=lang)
         tok = text_tokenizer(model.cfg)
     else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
         model, tok = open_checkpoint(args.checkpoint, args.device, args.dtype)
