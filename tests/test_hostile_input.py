@@ -653,3 +653,102 @@ def test_a_preset_over_rlimit_as_is_refused_in_a_child_that_lives_within_it() ->
     mem_available = int(re.search(r"MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) * 1024
     if mem_available > limit:  # the host has more than the limit free: the limit is what refuses
         assert "RLIMIT_AS (ulimit -v) minus what the process maps already" in lines[0], lines[0]
+
+
+# ---- the presenter's server: a deadline for the request head, a cap on connections, --port named ----------------
+BOUND_S = 120.0  # a safety bound on every wait: far beyond what each takes, and below the idle timeout used here
+PAGE = "<!doctype html><p>presenter</p>"
+
+
+@pytest.fixture
+def page_server():
+    """A presenter server on 127.0.0.1 with a 0.5 s deadline for the request head, an idle timeout (300 s) far above
+    BOUND_S — so a connection closed within BOUND_S was closed by the deadline — and at most 8 connections."""
+    from lab.present import presenter
+
+    server = presenter.make_server(PAGE, "127.0.0.1", 0, head_deadline=0.5, idle_timeout=300.0, max_connections=8)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def read_to_end(sock) -> bytes:
+    sock.settimeout(BOUND_S)
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_clients_sending_one_byte_are_closed_by_the_deadline_and_a_request_is_served(page_server) -> None:
+    """40 clients each send one byte of a request line and stop (every one of the 8 handler threads held, the rest
+    queued): the page is still served to a normal request, and every slow client is closed by the server."""
+    import socket
+
+    slow = [socket.create_connection(page_server.server_address[:2], timeout=BOUND_S) for _ in range(40)]
+    try:
+        for s in slow:
+            s.sendall(b"G")
+        with socket.create_connection(page_server.server_address[:2], timeout=BOUND_S) as normal:
+            normal.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+            reply = read_to_end(normal)
+        assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(PAGE.encode())
+        assert [read_to_end(s) for s in slow] == [b""] * 40  # closed, nothing answered
+    finally:
+        for s in slow:
+            s.close()
+
+
+def test_a_client_trickling_its_headers_is_closed_by_the_deadline(page_server) -> None:
+    """A client that sends a byte of its headers whenever 50 ms pass without an answer — the socket timeout alone
+    restarts on every byte and would keep it for ever. The deadline closes it: the server's EOF ends the loop
+    (BOUND_S is the safety bound, far beyond the 0.5 s deadline)."""
+    import select
+    import socket
+
+    with socket.create_connection(page_server.server_address[:2], timeout=BOUND_S) as sock:
+        sock.sendall(b"GET / HTTP/1.0\r\n")
+        for _ in range(int(BOUND_S / 0.05)):
+            try:
+                sock.sendall(b"X")
+            except OSError:  # the server has closed it (a reset after its close)
+                break
+            if select.select([sock], [], [], 0.05)[0]:
+                try:
+                    assert sock.recv(1) == b""
+                except ConnectionResetError:
+                    pass
+                break
+        else:
+            pytest.fail("the server kept a connection whose headers trickled in, past its deadline")
+
+
+@pytest.mark.parametrize("lang", ["en", "vi"])
+@pytest.mark.parametrize("entry", ["dspark-lab present", "python -m lab.present"])
+def test_present_names_port_when_it_is_taken(monkeypatch, capsys, lang, entry) -> None:
+    """Another program listens on the port: one line naming --port and what is allowed, before the page is built."""
+    import socket
+
+    import lab.cli as lab_cli
+    from lab.present import presenter
+
+    def no_model(*a, **k):
+        pytest.fail("built the page though the port is taken")
+
+    monkeypatch.setattr(presenter, "build_data", no_model)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["--port", str(port), "--lang", lang]
+        capsys.readouterr()
+        rc = presenter.main(argv) if entry.startswith("python") else lab_cli.main(["present", *argv])
+    out, err = capsys.readouterr()
+    want = {
+        "en": f"error: --port = {port} is taken on 127.0.0.1 (another program, or another presenter, listens there): "
+        "allowed a free port, or --port 0 (any free port)",
+        "vi": f"error: --port = {port} đang bị chiếm trên 127.0.0.1 (một chương trình khác, hay một trang trình chiếu "
+        "khác, đang nghe ở đó): chỉ nhận một cổng còn trống, hoặc --port 0 (bất kỳ cổng trống nào)",
+    }
+    assert rc == 2 and out == "" and err.strip().splitlines() == [want[lang]], err
