@@ -301,9 +301,18 @@ class HFTokenizer:
         )
 
 
+class FolderFileError(TokenizerError):
+    """A file of a checkpoint folder that is there but is no regular file inside it. kind: "dangling", "loop",
+    "outside", or what it is instead (`jsonlimits.file_kind`: "a folder", "a FIFO (named pipe)", …)."""
+
+    def __init__(self, message: str, path: Path, kind: str) -> None:
+        super().__init__(message)
+        self.path, self.kind = path, kind
+
+
 def folder_file(folder: str | os.PathLike, name: str) -> Path | None:
     """folder/name when it is a regular file inside `folder` (a link is followed only to a file inside it); None
-    when there is no such name at all; a TokenizerError for a dangling link, a link leading out of the folder, a
+    when there is no such name at all; a FolderFileError for a dangling link, a link leading out of the folder, a
     loop of links, a folder, a FIFO or a device — never a silent "absent"."""
     folder = Path(folder)
     path = folder / name
@@ -312,17 +321,20 @@ def folder_file(folder: str | os.PathLike, name: str) -> Path | None:
     try:
         real = path.resolve(strict=True)
     except FileNotFoundError:
-        raise TokenizerError(f"{path}: a link to nothing (dangling): allowed a regular file in the folder") from None
+        why = f"{path}: a link to nothing (dangling): allowed a regular file in the folder"
+        raise FolderFileError(why, path, "dangling") from None
     except (OSError, RuntimeError) as e:
-        raise TokenizerError(f"{path}: cannot be resolved ({type(e).__name__}: a loop of links?)") from None
+        why = f"{path}: cannot be resolved ({type(e).__name__}: a loop of links?): allowed a regular file"
+        raise FolderFileError(why, path, "loop") from None
     if not real.is_relative_to(folder.resolve()):
-        raise TokenizerError(
+        why = (
             f"{path}: a link that leads outside the checkpoint folder {str(folder)!r}: allowed only files inside "
             "the folder (copy the file in)"
         )
+        raise FolderFileError(why, path, "outside")
     mode = real.stat().st_mode
     if not stat.S_ISREG(mode):
-        raise TokenizerError(f"{path}: is {file_kind(mode)}: allowed a regular file")
+        raise FolderFileError(f"{path}: is {file_kind(mode)}: allowed a regular file", path, file_kind(mode))
     return path
 
 

@@ -445,37 +445,51 @@ def test_serve_reads_the_folders_tokenizer(bpe_checkpoint, tmp_path, capsys) -> 
     assert rc == 0, err
 
 
+MISSING = {
+    "en": "error: {path!r} is missing: a checkpoint folder holds the tokenizer of its vocabulary (8,192 ids) there "
+    "(its config.json does not name the lab's vocabulary: a folder `dspark-lab checkpoint export` wrote from the lab "
+    "model does)",
+    "vi": "error: {path!r} không có: thư mục checkpoint giữ bộ tách từ của bộ từ vựng (8,192 id) ở đó (config.json "
+    "của nó không ghi bộ từ vựng của lab: thư mục do `dspark-lab checkpoint export` ghi từ mô hình lab thì có)",
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "vi"])
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_names_a_missing_tokenizer(bpe_checkpoint, tmp_path, capsys, command) -> None:
+def test_every_command_names_a_missing_tokenizer(bpe_checkpoint, tmp_path, capsys, command, lang) -> None:
     """A folder of another vocabulary than the lab's without its tokenizer.json: each command stops with the same
-    one line naming the file (none encodes with the lab's vocabulary instead)."""
+    one line naming the file, in --lang (none encodes with the lab's vocabulary instead)."""
     path = copy_of(bpe_checkpoint[0], tmp_path / "ckpt")
     (path / "tokenizer.json").unlink()
-    rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path)])
+    rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path), "--lang", lang])
     assert rc == 2 and out == "", err
-    assert err.strip().splitlines() == [
-        f"error: {str(path / 'tokenizer.json')!r} is missing: a checkpoint folder holds the tokenizer of its "
-        "vocabulary (8,192 ids) there (its config.json does not name the lab's vocabulary: a folder `dspark-lab "
-        "checkpoint export` wrote from the lab model does)"
-    ]
+    assert err.strip().splitlines() == [MISSING[lang].format(path=str(path / "tokenizer.json"))]
+
+
+BROKEN = {
+    "fifo": ("is a FIFO (named pipe): allowed a regular file", "là một FIFO (ống có tên): chỉ nhận một tệp thường"),
+    "folder": ("is a folder: allowed a regular file", "là một thư mục: chỉ nhận một tệp thường"),
+    "dangling": (
+        "a link to nothing (dangling): allowed a regular file in the folder",
+        "một liên kết không trỏ tới đâu: chỉ nhận một tệp thường trong thư mục",
+    ),
+}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("what", ["fifo", "folder", "dangling"])
+@pytest.mark.parametrize("what", BROKEN)
 def test_a_broken_tokenizer_json_is_never_replaced_by_the_lab_vocabulary(
     lab_checkpoint, tmp_path, capsys, command, what
 ) -> None:
     """A lab-vocabulary export needs no tokenizer.json; one that holds a FIFO, a folder or a dangling link under that
-    name is an error naming it, not the lab's vocabulary in its place."""
+    name is an error naming it (English, and Vietnamese with --lang vi), not the lab's vocabulary in its place."""
     path = copy_of(lab_checkpoint, tmp_path / "ckpt")
     target = path / "tokenizer.json"
     {"fifo": os.mkfifo, "folder": os.mkdir, "dangling": lambda p: p.symlink_to(tmp_path / "gone")}[what](target)
-    rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path)])
-    assert rc == 2 and out == "", err
-    why = {"fifo": "is a FIFO (named pipe)", "folder": "is a folder", "dangling": "a link to nothing (dangling)"}
-    assert err.strip().splitlines() == [
-        f"error: {target}: {why[what]}: allowed a regular file" + (" in the folder" if what == "dangling" else "")
-    ]
+    for lang, why in zip(("en", "vi"), BROKEN[what], strict=True):
+        rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path), "--lang", lang])
+        assert rc == 2 and out == "", err
+        assert err.strip().splitlines() == [f"error: {target}: {why}"]
 
 
 def test_a_lab_export_runs_on_the_lab_vocabulary_only_when_its_config_names_it(

@@ -188,7 +188,7 @@ def profile(
         cfg = get_config(preset)
         model, corpus_ids = None, weights == "trained"
     else:  # the checkpoint's config, weights and tokenizer, together; corpus prompts only in the lab's ids
-        model, tok = open_checkpoint(checkpoint, device, dtype)
+        model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
         cfg, corpus_ids = model.cfg, tok is default_tokenizer()
     verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
     why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"

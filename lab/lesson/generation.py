@@ -118,7 +118,7 @@ def compare(
         prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)  # before the model: costs nothing
         model = run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang)
     else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
-        model, tok = open_checkpoint(checkpoint, device, dtype)
+        model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
         cfg = model.cfg
         prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)

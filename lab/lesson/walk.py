@@ -62,7 +62,7 @@ def run_walk(
         verify_len = check_verify_len(cfg, verify_len)
         model = run_model(weights, seed, preset=preset, lang=lang)
     else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
-        model, tok = open_checkpoint(checkpoint)
+        model, tok = open_checkpoint(checkpoint, lang=lang)
         cfg = model.cfg
         prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)
         verify_len = check_verify_len(cfg, verify_len)

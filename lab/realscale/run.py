@@ -1,7 +1,7 @@
 """The model a command runs on, wherever it runs: one process or a rank of torchrun, the lab's own set or a
 checkpoint folder in the official layout.
 
-  open_checkpoint(folder, device, dtype, shard=True, free=None) → (model, tokenizer)
+  open_checkpoint(folder, device, dtype, shard=True, free=None, lang="en") → (model, tokenizer)
       the one way a command opens --checkpoint DIR: its config.json, the weights its index lists and its tokenizer
       (`export.folder_tokenizer`: DIR/tokenizer.json, or the lab's vocabulary where config.json names it), read
       together, or one error naming what is missing — never the lab's vocabulary in place of a missing file;
@@ -28,14 +28,16 @@ from typing import Any
 
 import torch
 
-from dspark_mini import build_model, get_config
+from dspark_mini import build_model, get_config, get_tokenizer
 from dspark_mini.device import PlacementError, check_device, check_dtype, compute_config
+from dspark_mini.hf_tokenizer import TOKENIZER_FILE, FolderFileError, folder_file
 from dspark_mini.model import Transformer
 
 from ..text import check_lang
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load
-from .export import load_checkpoint
+from .export import LAB_VOCABULARY, load_checkpoint, read_config
+from .layout import RealScaleError
 from .placement import GIB, LIMITS, MARGIN_FLOOR, RankEstimate, estimate_rank, prepared_bytes, room
 from .ranks import SINGLE
 
@@ -56,7 +58,7 @@ def run_model(
     dev = check_device(device, "device")
     check_dtype(dtype, "dtype")
     if checkpoint is not None:
-        return open_checkpoint(checkpoint, device, dtype, shard, free)[0]
+        return open_checkpoint(checkpoint, device, dtype, shard, free, lang=lang)[0]
     cfg = get_config(preset)
     weights = preset_weights(preset, weights)
     check_preset_fits(preset, dtype, dev, free, lang)
@@ -138,8 +140,10 @@ def open_checkpoint(
     shard: bool = True,
     free: int | None = None,
     option: str = "--checkpoint",
+    lang: str = "en",
 ) -> tuple[Transformer, Any]:
-    """(model, tokenizer) of a checkpoint folder: see the module docstring. free: injected free bytes (tests)."""
+    """(model, tokenizer) of a checkpoint folder: see the module docstring. free: injected free bytes (tests);
+    lang: the language of a refusal about its tokenizer file."""
     if not Path(folder).is_dir():
         raise ValueError(
             f"{option} = {str(folder)!r} is not a folder: allowed a folder written by `dspark-lab checkpoint export` "
@@ -148,11 +152,62 @@ def open_checkpoint(
         )
     dev = check_device(device, "device")
     check_dtype(dtype, "dtype")
+    check_tokenizer_file(folder, check_lang(lang))  # the same rule as the loader's, named in `lang`, before any work
     if shard:  # under torchrun only this rank's tensors are read
         model = maybe_distributed_load(folder, device=str(dev), dtype=dtype, tokenizer_required=True)
     else:
         model = load_checkpoint(folder, device=dev, dtype=dtype, free=free, tokenizer_required=True)
     return model, model.tokenizer
+
+
+TOKENIZER_FILE_TEXT = {  # what is wrong with DIR/tokenizer.json → (English, Vietnamese)
+    "missing": (
+        "{path!r} is missing: a checkpoint folder holds the tokenizer of its vocabulary ({n:,} ids) there (its "
+        "config.json does not name the lab's vocabulary: a folder `dspark-lab checkpoint export` wrote from the lab "
+        "model does)",
+        "{path!r} không có: thư mục checkpoint giữ bộ tách từ của bộ từ vựng ({n:,} id) ở đó (config.json của nó "
+        "không ghi bộ từ vựng của lab: thư mục do `dspark-lab checkpoint export` ghi từ mô hình lab thì có)",
+    ),
+    "dangling": (
+        "{path}: a link to nothing (dangling): allowed a regular file in the folder",
+        "{path}: một liên kết không trỏ tới đâu: chỉ nhận một tệp thường trong thư mục",
+    ),
+    "loop": (
+        "{path}: cannot be resolved (a loop of links?): allowed a regular file",
+        "{path}: không lần ra được (các liên kết vòng quanh?): chỉ nhận một tệp thường",
+    ),
+    "outside": (
+        "{path}: a link that leads outside the checkpoint folder: allowed only files inside the folder (copy the file "
+        "in)",
+        "{path}: một liên kết dẫn ra ngoài thư mục checkpoint: chỉ nhận tệp nằm trong thư mục (hãy chép tệp vào)",
+    ),
+    "kind": ("{path}: is {what}: allowed a regular file", "{path}: là {what}: chỉ nhận một tệp thường"),
+}
+FILE_KINDS_VI = {
+    "a folder": "một thư mục",
+    "a FIFO (named pipe)": "một FIFO (ống có tên)",
+    "a socket": "một socket",
+    "a character device": "một thiết bị ký tự",
+    "a block device": "một thiết bị khối",
+}
+
+
+def check_tokenizer_file(folder: str | Path, lang: str = "en") -> None:
+    """The tokenizer rule of `export.folder_tokenizer`, checked on the file alone (nothing parsed): DIR/tokenizer.json
+    is a regular file inside the folder, or absent where config.json names the lab's vocabulary; else one line in
+    `lang` naming the file."""
+    vi = lang == "vi"
+    try:
+        path = folder_file(folder, TOKENIZER_FILE)
+    except FolderFileError as e:
+        key = e.kind if e.kind in TOKENIZER_FILE_TEXT else "kind"
+        what = FILE_KINDS_VI.get(e.kind, e.kind) if vi else e.kind
+        raise RealScaleError(TOKENIZER_FILE_TEXT[key][vi].format(path=e.path, what=what)) from None
+    if path is None:
+        cfg, _, lab_section = read_config(folder)
+        if lab_section.get("tokenizer") != LAB_VOCABULARY or get_tokenizer(cfg) is None:
+            where = str(Path(folder) / TOKENIZER_FILE)
+            raise RealScaleError(TOKENIZER_FILE_TEXT["missing"][vi].format(path=where, n=cfg.vocab_size))
 
 
 def preset_weights(preset: str, weights: str | None, checkpoint: str | Path | None = None) -> str:

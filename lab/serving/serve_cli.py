@@ -148,7 +148,7 @@ def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[st
         model = run_model(weights, args.seed, None, args.device, args.dtype, preset=args.preset, lang=lang)
         tok = text_tokenizer(model.cfg)
     else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
-        model, tok = open_checkpoint(args.checkpoint, args.device, args.dtype)
+        model, tok = open_checkpoint(args.checkpoint, args.device, args.dtype, lang=lang)
     model.eval()
     if args.prompts_file is not None:
         source = PromptsFile(Path(args.prompts_file), tok.encode, model.cfg, lang).scan()
