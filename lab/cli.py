@@ -85,6 +85,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+MODEL_COMMANDS = ("walk", "generate", "profile", "serve")  # what reads a model from --checkpoint (open_checkpoint)
+
+
 def group_of(args: argparse.Namespace) -> Any:
     """The group that owns this command (`profile --sps` is serving's: the SPS(B) cost table)."""
     if args.command == "profile" and args.sps:
@@ -107,7 +110,20 @@ def check_args(args: argparse.Namespace) -> None:
                 p=preset, a=", ".join(PRESETS)
             )
         )
-    cfg = get_config(preset)  # the config every later check reads
+    checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint is not None:
+        if not Path(checkpoint).is_dir():
+            raise ValueError(
+                f"--checkpoint = {checkpoint!r} is not a folder: allowed a folder written by `dspark-lab checkpoint "
+                "export`"
+            )
+        if getattr(args, "weights", None) not in (None, "trained"):
+            raise ValueError("--checkpoint and --weights untrained exclude each other: allowed one model source")
+    cfg = get_config(preset)  # the config every later check reads: a checkpoint's own when a model is read from one
+    if checkpoint is not None and args.command in MODEL_COMMANDS:
+        from .realscale.export import read_config
+
+        cfg = read_config(checkpoint)[0]  # config.json only, bounded; a missing one is named here, before any work
     if hasattr(args, "seed"):  # every command but tokenize
         check_seed(args.seed, "--seed")
     if getattr(args, "temperature", None) is not None:
@@ -119,15 +135,6 @@ def check_args(args: argparse.Namespace) -> None:
 
         check_device(args.device)
         check_dtype(args.dtype)
-    checkpoint = getattr(args, "checkpoint", None)
-    if checkpoint is not None:
-        if not Path(checkpoint).is_dir():
-            raise ValueError(
-                f"--checkpoint = {checkpoint!r} is not a folder: allowed a folder written by `dspark-lab checkpoint "
-                "export`"
-            )
-        if getattr(args, "weights", None) not in (None, "trained"):
-            raise ValueError("--checkpoint and --weights untrained exclude each other: allowed one model source")
     if hasattr(args, "weights"):  # the default: trained for `lab` (or with --checkpoint), the seeded init otherwise
         from .realscale.run import preset_weights
 

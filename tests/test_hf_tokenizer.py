@@ -158,7 +158,7 @@ def test_bad_checkpoint_folders_name_the_file(tmp_path, folder):
     with pytest.raises(TokenizerError, match="no tokenizer.json"):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer.json").write_text("{", encoding="utf-8")
-    with pytest.raises(TokenizerError, match="tokenizer.json: not a readable tokenizer.json: it is not valid JSON"):
+    with pytest.raises(TokenizerError, match=r"tokenizer.json: not a tokenizers tokenizer.json \(not JSON.*column"):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer.json").write_text("[" * 100 + "]" * 100, encoding="utf-8")
     with pytest.raises(TokenizerError, match="nested deeper"):
@@ -168,7 +168,7 @@ def test_bad_checkpoint_folders_name_the_file(tmp_path, folder):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer.json").write_bytes((folder / "tokenizer.json").read_bytes())
     (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "<end>"}', encoding="utf-8")
-    with pytest.raises(TokenizerError, match="eos_token = '<end>' is not a token"):
+    with pytest.raises(TokenizerError, match="eos_token names no token of the tokenizer"):
         HFTokenizer.from_folder(tmp_path)
     (tmp_path / "tokenizer_config.json").unlink()
     assert HFTokenizer.from_folder(tmp_path).bos is None  # no config: no named specials
@@ -252,7 +252,7 @@ def test_torchrun_encodes_the_prompt_with_the_checkpoint_tokenizer(tok, folder, 
     prompt = "Xin chào các bạn"
     assert prompt_ids(Namespace(checkpoint=str(path), prompt=prompt), cfg) == tok.encode(prompt)
     (path / "tokenizer.json").unlink()
-    with pytest.raises(ValueError, match="is not the lab tokenizer's and its folder has no tokenizer.json"):
+    with pytest.raises(ValueError, match=r"tokenizer.json' is missing: a checkpoint folder holds the tokenizer"):
         prompt_ids(Namespace(checkpoint=str(path), prompt=prompt), cfg)
 
 

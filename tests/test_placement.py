@@ -169,6 +169,8 @@ def test_free_bytes_of_this_machine(monkeypatch, tmp_path) -> None:
 
     assert free_bytes("cpu") > 0  # MemAvailable
     monkeypatch.setattr(placement, "MEMINFO", tmp_path / "no_meminfo")
+    monkeypatch.setattr(placement, "CGROUP_ROOT", tmp_path / "no_cgroup")  # nor a cgroup limit, nor RLIMIT_AS
+    monkeypatch.setattr(placement.resource, "getrlimit", lambda _: (placement.resource.RLIM_INFINITY,) * 2)
     assert free_bytes("cpu") is None
     est = estimate_rank(get_config("flash"), SINGLE, packed=True)
     assert check_fits(est, "cpu") is est  # unknown free memory: nothing to compare with, nothing refused

@@ -170,25 +170,35 @@ def profile(
     verify_lengths: Sequence[int] = VERIFY_CACHE_LENGTHS,
     device: str | None = None,
     dtype: str | None = None,
+    lang: str = "en",
 ) -> dict[str, Any]:
     """Everything `dspark-lab profile` reports, as data. Trained weights draft after held-out corpus prompts
     (the language they learned); untrained ones after random token ids. `verify_steps` gives verify(k) ÷ one
-    decode step for k = 1..block at each of `verify_lengths` (`verify_cost[k]["steps"]` at `cache_len`)."""
-    from ..realscale.run import preset_weights, run_model
+    decode step for k = 1..block at each of `verify_lengths` (`verify_cost[k]["steps"]` at `cache_len`).
+    lang: the language of a memory refusal."""
+    from dspark_mini.tokenizer import default_tokenizer
+
+    from ..realscale.run import open_checkpoint, preset_weights, run_model
 
     check_seed(seed)
     check_int(reps, "reps", 1)
     check_temperature(temperature)
-    cfg = get_config(preset)
     weights = preset_weights(preset, weights, checkpoint)
+    if checkpoint is None:
+        cfg = get_config(preset)
+        model, corpus_ids = None, weights == "trained"
+    else:  # the checkpoint's config, weights and tokenizer, together; corpus prompts only in the lab's ids
+        model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
+        cfg, corpus_ids = model.cfg, tok is default_tokenizer()
     verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
     why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
     check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
-    model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype, preset=preset)
+    if model is None:
+        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)
-    if weights == "trained":
+    if corpus_ids:
         from ..corpus import DOMAINS
         from .quality import eval_prompts
 

@@ -234,6 +234,7 @@ def run_profile(args: argparse.Namespace, console: Any, lang: str) -> None:
             checkpoint=args.checkpoint,
             device=args.device,
             dtype=args.dtype,
+            lang=lang,
         )
     if args.json:
         print_json(report)

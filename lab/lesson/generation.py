@@ -12,8 +12,7 @@ from dspark_mini.presets import text_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..realscale.export import folder_tokenizer
-from ..realscale.run import preset_weights, run_model
+from ..realscale.run import open_checkpoint, preset_weights, run_model
 from ..text import DEFAULT_PROMPT, check_prompt
 from .view import WordPieces, prompt_words
 
@@ -117,17 +116,10 @@ def compare(
         cfg = get_config(preset)
         tok = text_tokenizer(cfg)
         prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)  # before the model: costs nothing
-        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset)
-    else:  # the checkpoint's config, and its own tokenizer.json when the folder has one
-        model = run_model(weights, seed, checkpoint=checkpoint, device=device, dtype=dtype)
+        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang)
+    else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
+        model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
         cfg = model.cfg
-        tok = folder_tokenizer(checkpoint, cfg)
-        tok = text_tokenizer(cfg) if tok is None else tok
-        if tok is None:
-            raise ValueError(
-                f"--checkpoint = {checkpoint!r} has no tokenizer.json and a vocabulary of {cfg.vocab_size} ids, "
-                "smaller than the lab tokenizer's: allowed a folder with its tokenizer.json"
-            )
         prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     # the prepared weight layouts are built now, outside both clocks: otherwise the first timed run (speculative)

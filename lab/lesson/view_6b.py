@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from dspark_mini import get_config
+from dspark_mini import build_model, get_config
 from dspark_mini.config import ModelConfig
 from dspark_mini.scheduler import Scheduler, StepRate, survival
 from dspark_mini.speculative import ACCEPTED, NOT_SENT, NOT_VERIFIED, REJECTED, Round, speculative_round
@@ -382,13 +382,18 @@ def scheduler_table(w: Walk, plans: Sequence[LoadPlan], lang: str) -> ViewTable:
 def lesson_round(w: Walk) -> Round:
     """The lesson's setting on this prompt: untrained weights (the walk's seed), 3 drafts verified, greedy — the
     drafter drafts its whole trained block and sends the first 3 to verify.
-    Computed once per walk (an untrained model is built only when the walk runs the trained one)."""
+    Computed once per walk (an untrained model is built only when the walk runs the trained one: the lab model's,
+    or for a checkpoint of another config that config's, reading the same Engram compressed ids)."""
     if w.lesson is None:
         with torch.no_grad():
             if w.weights == "untrained":
                 model, cache, logits = w.model, copy.deepcopy(w.prompt_cache), w.logits
             else:
-                model = lab_model("untrained", w.seed)
+                if w.cfg == get_config("lab"):
+                    model = lab_model("untrained", w.seed)
+                else:  # a checkpoint's vocabulary: the lab model would not know its ids
+                    model = build_model(w.cfg, w.seed)
+                    model.compress_map.copy_(w.model.compress_map)
                 cache = model.new_cache(1)
                 logits = model(w.tokens, cache=cache).logits
             anchor = logits[:, -1].argmax(-1)  # [1]

@@ -23,7 +23,7 @@ from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
-from ..realscale.run import preset_weights, run_model
+from ..realscale.run import open_checkpoint, preset_weights, run_model
 from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk
@@ -54,12 +54,18 @@ def run_walk(
     lang = check_lang(lang)
     weights = preset_weights(preset, weights, checkpoint)
     wanted = tuple(get_step(s).id for s in steps) if steps else STEP_IDS
-    cfg = get_config(preset)
-    tok = text_tokenizer(cfg)
-    prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)
-    verify_len = check_verify_len(cfg, verify_len)
     temperature = check_temperature(temperature)
-    model = run_model(weights, seed, checkpoint=checkpoint, preset=preset)
+    if checkpoint is None:
+        cfg = get_config(preset)
+        tok = text_tokenizer(cfg)
+        prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)  # before the model: costs nothing
+        verify_len = check_verify_len(cfg, verify_len)
+        model = run_model(weights, seed, preset=preset, lang=lang)
+    else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
+        model, tok = open_checkpoint(checkpoint, lang=lang)
+        cfg = model.cfg
+        prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)
+        verify_len = check_verify_len(cfg, verify_len)
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
     with torch.no_grad():

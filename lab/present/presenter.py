@@ -18,10 +18,13 @@ here precomputed data, Voilà is one more dependency, and neither makes the proj
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import ipaddress
 import socket
 import sys
 import threading
+import time
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,12 +40,34 @@ DEFAULT_ROUNDS = 12
 ROUNDS_SLIDE = "6B-rounds"  # the slide after 6B: the rounds of the scheduled run
 PLOTLY = "plotly.min.js"  # served beside the page from the installed plotly package (no network)
 CONNECTION_TIMEOUT_S = 5.0  # a connection that sends nothing (or takes no WRITE_CHUNK) this long is closed
+HEAD_DEADLINE_S = 10.0  # the request line and headers must have arrived this long after the connection was accepted
 MAX_CONNECTIONS = 64  # handler threads at once; the next connection waits in the listen queue until one ends
 WRITE_CHUNK = 64 * 1024  # bytes per send: the timeout bounds a stalled client, not a slow client's whole download
 GONE = (ConnectionError, TimeoutError)  # a client that closed, reset or stalled (BrokenPipe, ConnectionReset...)
 HOSTS_ALLOWED = (
     "allowed a loopback address (127.0.0.1 or any 127.x.y.z, ::1, localhost) or, with --public, an IP address "
     "of this machine (0.0.0.0: every interface); host names other than localhost are not looked up"
+)
+PORT_ERRORS = {  # errno → (English, Vietnamese) of a --port / --host that cannot be listened on
+    errno.EADDRINUSE: (
+        "--port = {port} is taken on {host} (another program, or another presenter, listens there): allowed a free "
+        "port, or --port 0 (any free port)",
+        "--port = {port} đang bị chiếm trên {host} (một chương trình khác, hay một trang trình chiếu khác, đang nghe "
+        "ở đó): chỉ nhận một cổng còn trống, hoặc --port 0 (bất kỳ cổng trống nào)",
+    ),
+    errno.EACCES: (
+        "--port = {port} on {host} needs privileges this user lacks: allowed a port from 1024 to 65535, or --port 0",
+        "--port = {port} trên {host} cần quyền mà người dùng này không có: chỉ nhận cổng từ 1024 đến 65535, hoặc "
+        "--port 0",
+    ),
+    errno.EADDRNOTAVAIL: (
+        "--host = {host!r} is no address of this machine (port {port}): allowed an address of its own interfaces",
+        "--host = {host!r} không phải địa chỉ của máy này (cổng {port}): chỉ nhận một địa chỉ của chính máy này",
+    ),
+}
+PORT_OTHER = (
+    "--port = {port} on {host} cannot be listened on ({why}): allowed a free port, or --port 0 (any free port)",
+    "--port = {port} trên {host} không nghe được ({why}): chỉ nhận một cổng còn trống, hoặc --port 0",
 )
 PUBLIC_WARNING = {
     "vi": "cảnh báo: --public: trang trình chiếu nghe trên {host} cổng {port}: các máy khác trong mạng mở được nó",
@@ -273,16 +298,19 @@ def plotly_js() -> bytes:
 
 # ---- the server ------------------------------------------------------------------------------------------------
 class PresenterServer(ThreadingHTTPServer):
-    """http.server's threading server with at most MAX_CONNECTIONS handler threads (beyond that the accept loop
+    """http.server's threading server with at most `max_connections` handler threads (beyond that the accept loop
     waits for one to end, and the kernel's listen queue holds the new connections), the address family of its
     host (IPv6 for ::1), and nothing printed for a client that went away (a browser that navigates off the page
     while plotly.js loads): only a real server bug still prints its traceback."""
 
     request_queue_size = 128  # the listen queue: socketserver's 5 makes a classroom's browsers wait on SYN retries
+    page = b""  # the page `/` serves
 
-    def __init__(self, host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(
+        self, host: str, port: int, handler: type[BaseHTTPRequestHandler], max_connections: int | None = None
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS if max_connections is None else max_connections)
         super().__init__((host, port), handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -304,18 +332,55 @@ class PresenterServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def make_server(page: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> ThreadingHTTPServer:
+class HeadReader(io.RawIOBase):
+    """A connection's socket read under one deadline for the whole request head. A socket timeout alone restarts
+    on every byte: a client that sends its headers a byte at a time would hold its thread for ever (and a few dozen
+    such clients every thread). Each read here waits at most what is left until `deadline` (time.monotonic), then
+    raises TimeoutError, which http.server answers by closing the connection."""
+
+    def __init__(self, sock: socket.socket, deadline: float, idle: float) -> None:
+        self.sock, self.deadline, self.idle = sock, deadline, idle
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request head did not arrive before its deadline")
+        self.sock.settimeout(min(left, self.idle))
+        try:
+            return self.sock.recv_into(buffer)
+        finally:
+            self.sock.settimeout(self.idle)  # the response's writes keep the idle timeout
+
+
+def make_server(
+    page: str,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    head_deadline: float | None = None,
+    idle_timeout: float | None = None,
+    max_connections: int | None = None,
+) -> ThreadingHTTPServer:
     """An HTTP server for the page (`/`) and plotly.js (`/plotly.min.js`); port 0 picks a free port. A connection
-    idle for CONNECTION_TIMEOUT_S (nothing sent, half a request line, a client that stopped reading) is closed."""
-    body = page.encode("utf-8")
+    idle for `idle_timeout` (CONNECTION_TIMEOUT_S: nothing sent, a client that stopped reading) is closed, and so is
+    one whose request line and headers have not all arrived `head_deadline` (HEAD_DEADLINE_S) after it was
+    accepted, however slowly they trickle in; at most `max_connections` (MAX_CONNECTIONS) are handled at once."""
+    idle = CONNECTION_TIMEOUT_S if idle_timeout is None else idle_timeout
+    deadline_s = HEAD_DEADLINE_S if head_deadline is None else head_deadline
 
     class Handler(BaseHTTPRequestHandler):
-        timeout = CONNECTION_TIMEOUT_S  # socketserver sets it on every connection's socket
+        timeout = idle  # socketserver sets it on every connection's socket
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile = io.BufferedReader(HeadReader(self.connection, time.monotonic() + deadline_s, self.timeout))
 
         def do_GET(self) -> None:  # http.server's name for the GET handler
             path = self.path.split("?", 1)[0].split("#", 1)[0]
             if path in ("/", "/index.html"):
-                self.reply(body, "text/html; charset=utf-8")
+                self.reply(self.server.page, "text/html; charset=utf-8")
             elif path == f"/{PLOTLY}":
                 self.reply(plotly_js(), "text/javascript; charset=utf-8")
             elif path == "/favicon.ico":
@@ -342,7 +407,15 @@ def make_server(page: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: the terminal shows the URL, not every request
 
-    return PresenterServer(host, port, Handler)
+    server = PresenterServer(host, port, Handler, max_connections)
+    server.page = page.encode("utf-8")  # what `/` serves (main_present binds first and sets it once it is built)
+    return server
+
+
+def listen_error(e: OSError, host: str, port: int, lang: str) -> str:
+    """The one line for a --port / --host the server cannot listen on, naming the option, in `lang`."""
+    en, vi = PORT_ERRORS.get(e.errno, PORT_OTHER)
+    return (vi if lang == "vi" else en).format(host=host, port=port, why=e.strerror or type(e).__name__)
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
@@ -470,24 +543,32 @@ def say(line: str) -> None:
 
 
 def main_present(args: argparse.Namespace, out: Any = say) -> int:
-    """Build the page, then write it (--out) or serve it until Ctrl-C, saying where. Ctrl-C (KeyboardInterrupt)
-    goes on to the caller's boundary (`interrupted`, exit 130), the socket closed."""
+    """Build the page, then write it (--out) or serve it until Ctrl-C, saying where. The port is bound before the
+    page is built (≈ 10 s): one taken is a line naming --port at once. Ctrl-C (KeyboardInterrupt) goes on to the
+    caller's boundary (`interrupted`, exit 130), the socket closed."""
     check_present_args(args)
-    data = build_data(args.prompt, args.requests, args.temperature, args.seed, args.rounds, args.lang)
-    page = render_page(data)
-    if args.out is not None:
-        say_symlink(args.out, "--out", args.lang)
-        files = write_site(page, args.out)
-        out(f"wrote {files[0]} and {files[1].name}; open {files[0]} in a browser (no server needed)")
-        return 0
-    server = make_server(page, args.host, args.port)
+    server = None
+    if args.out is None:
+        try:
+            server = make_server("", args.host, args.port)  # the page comes below; browsers wait in the listen queue
+        except OSError as e:
+            raise ValueError(listen_error(e, args.host, args.port, args.lang)) from None
     try:
+        data = build_data(args.prompt, args.requests, args.temperature, args.seed, args.rounds, args.lang)
+        page = render_page(data)
+        if server is None:
+            say_symlink(args.out, "--out", args.lang)
+            files = write_site(page, args.out)
+            out(f"wrote {files[0]} and {files[1].name}; open {files[0]} in a browser (no server needed)")
+            return 0
+        server.page = page.encode("utf-8")
         if check_host(args.host, args.public):
             print(public_warning(server, args.lang), file=sys.stderr, flush=True)
         out(f"Serving the DSpark presenter at {url_of(server)} — open it in a browser (F: full screen; Ctrl-C stops)")
         server.serve_forever()
     finally:
-        server.server_close()
+        if server is not None:
+            server.server_close()
     return 0
 
 

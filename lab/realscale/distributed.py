@@ -629,6 +629,7 @@ def load_sharded(
     packed: bool = False,
     dtype: str | None = None,
     free: int | None = None,
+    tokenizer_required: bool = False,
 ) -> nn.Module:
     """This rank's shard of the model in a checkpoint folder (`export_checkpoint`'s layout, lab or official style).
 
@@ -644,11 +645,13 @@ def load_sharded(
 
     cfg = read_config(folder)[0]
     check_shardable(cfg, par.size, par.tp)
-    return agree(par, lambda: _load_shard(folder, par, device, packed, dtype, free))
+    return agree(par, lambda: _load_shard(folder, par, device, packed, dtype, free, tokenizer_required))
 
 
 @torch.no_grad()
-def _load_shard(folder, par: Parallel, device, packed: bool, dtype: str | None, free: int | None) -> nn.Module:
+def _load_shard(
+    folder, par: Parallel, device, packed: bool, dtype: str | None, free: int | None, tokenizer_required: bool = False
+) -> nn.Module:
     from dspark_mini.packed import PACKED_FORMATS, packed_module
 
     dev = check_device(device, "device")
@@ -658,7 +661,7 @@ def _load_shard(folder, par: Parallel, device, packed: bool, dtype: str | None, 
     est = placement.estimate_rank(cfg, par, packed=packed, dtype=dtype, style=reader.style)
     placement.check_fits(est, dev, free)  # before any weight is allocated
     model = build_on_meta(compute_config(cfg, dtype))
-    tok = folder_tokenizer(reader.folder, cfg)
+    tok = folder_tokenizer(reader.folder, cfg, reader.lab_section, tokenizer_required)
     if tok is not None:  # Engram reads the compressed ids of the checkpoint's own vocabulary (as load_checkpoint)
         model.compress_map.copy_(torch.tensor(tok.compress_map))  # [V] every rank holds all of it
     shard_model(model, par)
@@ -695,7 +698,9 @@ def _load_shard(folder, par: Parallel, device, packed: bool, dtype: str | None, 
         model.mtp.set_confidence_temperatures(temps)
     model.read_bytes = reader.bytes_read
     reader.close()
-    return model.to(dev)
+    model = model.to(dev)
+    model.tokenizer = tok  # as load_checkpoint keeps it
+    return model
 
 
 def maybe_distributed(model: nn.Module, tp: int | None = None, device: str | None = None) -> nn.Module:
@@ -728,6 +733,7 @@ def maybe_distributed_load(
     device: str | None = None,
     packed: bool = False,
     dtype: str | None = None,
+    tokenizer_required: bool = False,
 ) -> nn.Module:
     """`load_checkpoint(folder)` in one process; under torchrun with more than one rank, this rank's shard with only
     its tensors read (`load_sharded`). tp as in `maybe_distributed`. Sizes are checked from config.json alone before
@@ -735,12 +741,13 @@ def maybe_distributed_load(
 
     env = read_env()
     if env.world_size == 1:
-        return load_checkpoint(folder, packed=packed, device=device, dtype=dtype)
+        return load_checkpoint(folder, packed=packed, device=device, dtype=dtype, tokenizer_required=tokenizer_required)
     if tp is None and os.environ.get("DSPARK_TP"):
         tp = _env_int(os.environ, "DSPARK_TP", None)
     tp = check_shardable(read_config(folder)[0], env.world_size, tp)
     info = init_distributed(device or "cpu")
-    return load_sharded(folder, make_parallel(env.world_size, tp), info.device, packed, dtype)
+    par = make_parallel(env.world_size, tp)
+    return load_sharded(folder, par, info.device, packed, dtype, tokenizer_required=tokenizer_required)
 
 
 def held_bytes(model: nn.Module) -> int:

@@ -31,7 +31,7 @@ from torch.overrides import TorchFunctionMode
 from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict, write_tensors
 from dspark_mini.config import ModelConfig, shown
 from dspark_mini.files import folder_swap
-from dspark_mini.hf_tokenizer import TOKENIZER_FILE, HFTokenizer
+from dspark_mini.hf_tokenizer import TOKENIZER_FILE, HFTokenizer, folder_file
 from dspark_mini.jsonlimits import read_json
 from dspark_mini.model import Transformer
 from dspark_mini.packed import (
@@ -44,7 +44,8 @@ from dspark_mini.packed import (
     replace_module,
     unpack,
 )
-from dspark_mini.presets import build_model
+from dspark_mini.presets import build_model, get_tokenizer
+from dspark_mini.tokenizer import LabTokenizer, TokenizerError
 
 from .layout import (
     LAB_FORMAT,
@@ -77,12 +78,15 @@ from .shards import (
 )
 
 MAX_CONFIG = 2**24  # bytes of a config.json: the real one has ~4 KB, the lab's own section as much again
+LAB_VOCABULARY = "lab"  # config.json's "dspark_lab" → "tokenizer": the model reads the lab's built-in vocabulary
 
 
 # ---- config.json -------------------------------------------------------------------------------------
-def config_json(cfg: ModelConfig, style: str, confidence_temperatures=None) -> dict:
+def config_json(cfg: ModelConfig, style: str, confidence_temperatures=None, tokenizer: str | None = None) -> dict:
     """config.json in the official shape (architectures, model_type, quantization_config, text_config), plus the
-    lab's full config under "dspark_lab" so the lab model is rebuilt exactly (its fields are a superset)."""
+    lab's full config under "dspark_lab" so the lab model is rebuilt exactly (its fields are a superset).
+    tokenizer: LAB_VOCABULARY when the model reads the lab's built-in vocabulary (the folder then needs no
+    tokenizer.json); None: the folder's tokenizer.json is its vocabulary."""
     return {
         "architectures": ["DeepseekV41ForCausalLM"],
         "model_type": "deepseek_v41",
@@ -94,6 +98,7 @@ def config_json(cfg: ModelConfig, style: str, confidence_temperatures=None) -> d
             "style": style,
             "config": config_to_dict(cfg),
             "confidence_temperatures": list(confidence_temperatures) if confidence_temperatures else None,
+            "tokenizer": tokenizer,
         },
     }
 
@@ -191,7 +196,7 @@ def export_checkpoint(
             part = {n: tensors[n] for n, w in zip(names, which, strict=True) if w == k}
             write_tensors(part, work / file, {"format": "pt"})
             weight_map.update(dict.fromkeys(part, file))
-        write_json(work / CONFIG, config_json(model.cfg, style, temps))
+        write_json(work / CONFIG, config_json(model.cfg, style, temps, vocabulary_of(model)))
         write_index(work, weight_map, sum(t.nbytes for t in tensors.values()))
     return out_dir
 
@@ -383,8 +388,11 @@ def load_checkpoint(
     device: str | torch.device | None = None,
     dtype: str | None = None,
     free: int | None = None,
+    tokenizer_required: bool = False,
 ) -> Transformer:
-    """A lab model built from the folder's config with its tensors read from the shards.
+    """A lab model built from the folder's config with its tensors read from the shards, its Engram reading the
+    compressed ids of the folder's tokenizer (`folder_tokenizer`, kept as `model.tokenizer`; None when the folder
+    has none and `tokenizer_required` is False: then Engram folds ids mod its size).
 
     select: lab state-dict names (or a predicate on them) to read — a rank asks only for its share; the others
             keep the seed-0 init. Unknown names are an error. Every selected tensor's header is checked first.
@@ -409,7 +417,7 @@ def load_checkpoint(
     est = estimate_rank(cfg, SINGLE, packed=packed, dtype=dtype, style=reader.style)  # from config.json alone
     check_fits(est, dev, free)
     model = build_model(compute_config(cfg, dtype))
-    tok = folder_tokenizer(reader.folder, cfg)
+    tok = folder_tokenizer(reader.folder, cfg, reader.lab_section, tokenizer_required)
     if tok is not None:  # Engram reads the compressed ids of the checkpoint's own vocabulary
         model.compress_map.copy_(torch.tensor(tok.compress_map))  # [V]
     state = model.state_dict()
@@ -428,22 +436,50 @@ def load_checkpoint(
     if model.mtp is not None and temps is not None:
         model.mtp.set_confidence_temperatures(temps)
     reader.close()
-    return model.to(dev)
+    model = model.to(dev)
+    model.tokenizer = tok
+    return model
 
 
-def folder_tokenizer(folder: str | os.PathLike, cfg: ModelConfig) -> HFTokenizer | None:
-    """The checkpoint's own tokenizer when its folder holds a `tokenizer.json` (read with `tokenizers`:
-    `dspark_mini.hf_tokenizer`), else None. Its vocabulary must be the config's, and the Engram compressed
-    vocabulary derived from it must have the config's size (every Engram hash multiplier depends on that number)."""
-    path = Path(folder) / TOKENIZER_FILE
-    if not path.is_file():
+def vocabulary_of(model: Transformer) -> str | None:
+    """LAB_VOCABULARY when `model` reads the lab's built-in vocabulary (its size and its Engram compress map), else
+    None (its folder must then hold the tokenizer.json of its vocabulary)."""
+    lab = get_tokenizer(model.cfg)
+    if lab is None or model.compress_map.tolist() != list(lab.compress_map):
         return None
-    tok = HFTokenizer.from_folder(folder)
-    if tok.vocab_size != cfg.vocab_size:
-        raise RealScaleError(
-            f"{path}: {tok.vocab_size:,} token ids, but config.json says vocab_size = {cfg.vocab_size:,}: allowed "
-            "the tokenizer of the checkpoint's own vocabulary"
-        )
+    return LAB_VOCABULARY
+
+
+def folder_tokenizer(
+    folder: str | os.PathLike, cfg: ModelConfig, lab_section: dict | None = None, required: bool = False
+) -> HFTokenizer | LabTokenizer | None:
+    """The checkpoint's tokenizer, the one rule every command that opens a folder follows:
+
+    - a `tokenizer.json` in the folder (a regular file inside it: a FIFO, a folder, a dangling link or a link out
+      of the folder is an error, never taken as "absent"), read with `tokenizers` (`dspark_mini.hf_tokenizer`);
+      its vocabulary must be the config's, and the Engram compressed vocabulary derived from it must have the
+      config's size (every Engram hash multiplier depends on that number);
+    - none, in a folder `dspark-lab checkpoint export` wrote from a model of the lab's vocabulary (its config.json
+      says "tokenizer": "lab"): the lab tokenizer;
+    - otherwise None, or with `required` a RealScaleError naming the missing tokenizer.json (nothing falls back to
+      the lab's vocabulary)."""
+    folder = Path(folder)
+    try:
+        path = folder_file(folder, TOKENIZER_FILE)
+        tok = None if path is None else HFTokenizer.from_folder(folder, vocab_size=cfg.vocab_size)
+    except TokenizerError as e:
+        raise RealScaleError(str(e)) from None
+    if tok is None:
+        lab = get_tokenizer(cfg)
+        if (lab_section or {}).get("tokenizer") == LAB_VOCABULARY and lab is not None:
+            return lab
+        if required:
+            raise RealScaleError(
+                f"{str(folder / TOKENIZER_FILE)!r} is missing: a checkpoint folder holds the tokenizer of its "
+                f"vocabulary ({cfg.vocab_size:,} ids) there (its config.json does not name the lab's vocabulary: "
+                "a folder `dspark-lab checkpoint export` wrote from the lab model does)"
+            )
+        return None
     if tok.compressed_vocab_size != cfg.engram_compressed_vocab_size:
         raise RealScaleError(
             f"{path}: its Engram compressed vocabulary has {tok.compressed_vocab_size:,} ids, but config.json says "

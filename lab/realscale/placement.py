@@ -6,9 +6,15 @@ any weight is allocated.
   estimate_rank(cfg, par, stored, packed, dtype)     RankEstimate: the bytes rank `par.rank` reads and holds
   estimate_ranks(cfg, pars, …)                       the same for several ranks (the layout computed once)
   prepared_bytes(cfg, dtype)                         the kernel layouts the first forward builds, from a `meta` build
-  free_bytes(device)                                 cuda: torch.cuda.mem_get_info; cpu: MemAvailable (/proc/meminfo)
+  room(device, free=None)                            Room: the bytes free and which limit says so — cuda:
+                                                     torch.cuda.mem_get_info; cpu: the smallest of `memory_rooms`
+  memory_rooms()                                     every limit of this process on the host: MemAvailable
+                                                     (/proc/meminfo), RLIMIT_AS minus the address space it maps
+                                                     already, the cgroup's memory.max (v2) or memory.limit_in_bytes
+                                                     (v1) minus its usage (reclaimable file cache not counted as used)
+  free_bytes(device)                                 room(device).bytes (None: nothing is known)
   check_fits(estimate, device, free=None)            PlacementError (a ValueError) when it does not fit: the
-                                                     estimate, what is free, and what to change
+                                                     estimate, what is free and which limit, and what to change
 
 What a rank holds follows the sharding rules of `ranks.rank_slice` (its experts, its tensor-parallel rows or
 columns, its vocab and Engram rows; everything else in full). Each checkpoint tensor counts for that share:
@@ -30,6 +36,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +53,10 @@ MARGIN_FRACTION = 0.10  # of the held bytes: KV cache + activations of a short r
 MARGIN_FLOOR = 512 * 2**20  # bytes: CUDA context / allocator slack, a small model's buffers
 GIB = 2**30
 MEMINFO = Path("/proc/meminfo")
+PROC_STATUS = Path("/proc/self/status")  # VmSize: the address space this process maps now (what RLIMIT_AS counts)
+PROC_CGROUP = Path("/proc/self/cgroup")  # the cgroup of this process, per hierarchy
+CGROUP_ROOT = Path("/sys/fs/cgroup")  # v2 at the root (or in unified/), v1's memory controller in memory/
+UNLIMITED = 2**60  # a cgroup v1 limit at or above this is "no limit" (the kernel writes 2**63 − a page)
 
 
 def size(nbytes: float) -> str:
@@ -225,33 +237,155 @@ def estimate_ranks(
 
 
 # ---- the device ---------------------------------------------------------------------------------------------------
-def free_bytes(device: str | torch.device) -> int | None:
-    """Bytes free on `device`: cuda → torch.cuda.mem_get_info; cpu → MemAvailable of /proc/meminfo (None when this
-    system does not say)."""
+@dataclass(frozen=True)
+class Room:
+    """Bytes a new allocation may take before `limit` refuses it."""
+
+    bytes: int
+    limit: str  # one of LIMITS
+
+
+LIMITS = {  # limit → (English, Vietnamese): how an error names it
+    "MemAvailable": ("MemAvailable (/proc/meminfo)", "MemAvailable (/proc/meminfo)"),
+    "RLIMIT_AS": (
+        "RLIMIT_AS (ulimit -v) minus what the process maps already",
+        "RLIMIT_AS (ulimit -v) trừ phần tiến trình đã dùng",
+    ),
+    "memory.max": ("the cgroup's memory.max minus its usage", "memory.max của cgroup trừ phần đã dùng"),
+    "memory.limit_in_bytes": (
+        "the cgroup's memory.limit_in_bytes minus its usage",
+        "memory.limit_in_bytes của cgroup trừ phần đã dùng",
+    ),
+    "cuda": ("the GPU's free memory", "bộ nhớ GPU còn trống"),
+    "given": ("the free bytes given", "số byte trống được cho"),
+}
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        return None if text == "max" else int(text)
+    except (OSError, ValueError):
+        return None
+
+
+def _stat_value(path: Path, key: str) -> int:
+    """A field of a cgroup's memory.stat (0 when absent)."""
+    try:
+        for line in path.read_text(encoding="ascii").splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _cgroup_dirs(mount: Path, path: str) -> list[Path]:
+    """The folders of this process's cgroup and of each parent up to `mount`, as seen under `mount` (with a cgroup
+    namespace, or a container that mounts only its own subtree, the path in /proc/self/cgroup is relative to an
+    ancestor: its leading parts are dropped until a folder exists)."""
+    parts = [p for p in path.split("/") if p]
+    for skip in range(len(parts) + 1):
+        leaf = mount.joinpath(*parts[skip:])
+        if leaf.is_dir():
+            dirs = [leaf]
+            while dirs[-1] != mount:
+                dirs.append(dirs[-1].parent)
+            return dirs
+    return []
+
+
+def cgroup_rooms(root: Path, proc_cgroup: Path) -> list[Room]:
+    """Limit minus usage of every cgroup level that limits memory: v2 memory.max − (memory.current − inactive_file),
+    v1 memory.limit_in_bytes − (memory.usage_in_bytes − total_inactive_file)."""
+    try:
+        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
+    except OSError:
+        return []
+    rooms = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":  # v2: the unified hierarchy
+            for mount in (root, root / "unified"):
+                for d in _cgroup_dirs(mount, path):
+                    limit = _read_int(d / "memory.max")
+                    if limit is not None:
+                        used = (_read_int(d / "memory.current") or 0) - _stat_value(d / "memory.stat", "inactive_file")
+                        rooms.append(Room(max(0, limit - max(0, used)), "memory.max"))
+        elif "memory" in controllers.split(","):  # v1: the memory controller's hierarchy
+            for d in _cgroup_dirs(root / "memory", path)[:1]:  # hierarchical_memory_limit covers the parents
+                limit = _read_int(d / "memory.limit_in_bytes")
+                limit = min(
+                    limit or UNLIMITED, _stat_value(d / "memory.stat", "hierarchical_memory_limit") or UNLIMITED
+                )
+                if limit < UNLIMITED:
+                    used = (_read_int(d / "memory.usage_in_bytes") or 0) - _stat_value(
+                        d / "memory.stat", "total_inactive_file"
+                    )
+                    rooms.append(Room(max(0, limit - max(0, used)), "memory.limit_in_bytes"))
+    return rooms
+
+
+def memory_rooms(
+    meminfo: Path | None = None,
+    cgroup_root: Path | None = None,
+    proc_cgroup: Path | None = None,
+    status: Path | None = None,
+    rlimit_as: int | None = None,
+) -> list[Room]:
+    """Every limit on this process's memory that the host states (see the module docstring); the arguments replace
+    the files and the RLIMIT_AS soft limit read (tests)."""
+    rooms = []
+    try:
+        for line in (meminfo or MEMINFO).read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                rooms.append(Room(int(line.split()[1]) * 1024, "MemAvailable"))  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0] if rlimit_as is None else rlimit_as
+    if soft != resource.RLIM_INFINITY and soft >= 0:
+        try:
+            found = re.search(r"^VmSize:\s+(\d+) kB", (status or PROC_STATUS).read_text(encoding="ascii"), re.M)
+            mapped = int(found.group(1)) * 1024 if found else 0
+        except (OSError, ValueError):
+            mapped = 0
+        rooms.append(Room(max(0, soft - mapped), "RLIMIT_AS"))
+    return rooms + cgroup_rooms(cgroup_root or CGROUP_ROOT, proc_cgroup or PROC_CGROUP)
+
+
+def room(device: str | torch.device, free: int | None = None) -> Room | None:
+    """What `device` has free, and which limit says so: `free` when given (tests); cuda → torch.cuda.mem_get_info;
+    cpu → the smallest of `memory_rooms()`; None when nothing is known."""
+    if free is not None:
+        return Room(free, "given")
     dev = torch.device(device)
     if dev.type == "cuda":
-        return int(torch.cuda.mem_get_info(dev)[0])
-    try:
-        for line in MEMINFO.read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+        return Room(int(torch.cuda.mem_get_info(dev)[0]), "cuda")
+    rooms = memory_rooms()
+    return min(rooms, key=lambda r: r.bytes) if rooms else None
+
+
+def free_bytes(device: str | torch.device) -> int | None:
+    """Bytes free on `device` (`room`), None when this system does not say."""
+    r = room(device)
+    return None if r is None else r.bytes
 
 
 def check_fits(est: RankEstimate, device: str | torch.device = "cpu", free: int | None = None) -> RankEstimate:
     """Refuse (PlacementError) a share whose estimate exceeds what `device` has free. free: the free bytes to
-    compare with (tests inject it; default measured by `free_bytes`; unknown → nothing is refused)."""
-    free = free_bytes(device) if free is None else free
-    if free is None or est.needed_bytes <= free:
+    compare with (tests inject it; default measured by `room`; unknown → nothing is refused)."""
+    r = room(device, free)
+    if r is None or est.needed_bytes <= r.bytes:
         return est
+    free = r.bytes
     fixes = [f"more ranks (torchrun --nproc-per-node > {est.ranks}: the experts, Engram and vocab rows split further)"]
     if not est.packed:
         fixes.append("keep the weights packed (--packed / packed=True: FP8/FP4 codes as the checkpoint stores them)")
     if est.dtype == "float64" or (est.dtype == "float32" and not est.packed):
         fixes.append("a smaller --dtype (bfloat16)")
     raise PlacementError(
-        f"does not fit: {est.describe()}, but {torch.device(device)} has {size(free)} free. "
+        f"does not fit: {est.describe()}, but {torch.device(device)} has {size(free)} free "
+        f"({LIMITS[r.limit][0]}). "
         f"Allowed: at most {size(free)} — use " + ", or ".join(fixes) + "; refused before allocating"
     )

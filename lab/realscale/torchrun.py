@@ -126,7 +126,9 @@ def full_model(args: argparse.Namespace, device: torch.device):
     if args.checkpoint is not None:
         from .export import load_checkpoint
 
-        return load_checkpoint(args.checkpoint, packed=args.packed, device=device, dtype=args.dtype)
+        return load_checkpoint(
+            args.checkpoint, packed=args.packed, device=device, dtype=args.dtype, tokenizer_required=True
+        )
     from lab.weights import lab_model
 
     return lab_model("trained", device=device, dtype=args.dtype)
@@ -135,7 +137,7 @@ def full_model(args: argparse.Namespace, device: torch.device):
 def sharded_model(args: argparse.Namespace, par: Parallel, device: torch.device):
     """This rank's shard: only its tensors read from --checkpoint, or the trained lab model sharded."""
     if args.checkpoint is not None:
-        return load_sharded(args.checkpoint, par, device, args.packed, args.dtype)
+        return load_sharded(args.checkpoint, par, device, args.packed, args.dtype, tokenizer_required=True)
     from lab.weights import lab_model
 
     return agree(par, lambda: shard_model(lab_model("trained", dtype=args.dtype), par).to(device))
@@ -156,20 +158,19 @@ def checkpoint_bytes(args: argparse.Namespace) -> int | None:
 
 
 def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
-    """The prompt's ids: through --checkpoint's own tokenizer.json when the folder has one (as `generate
+    """The prompt's ids, through the checkpoint's tokenizer (`export.folder_tokenizer`, required: as `generate
     --checkpoint` on one rank), else the lab tokenizer."""
     from dspark_mini import get_tokenizer
 
-    from .export import folder_tokenizer
+    from .export import folder_tokenizer, read_config
 
     folder = getattr(args, "checkpoint", None)  # None: no --checkpoint (a namespace built without one, too)
-    tok = folder_tokenizer(folder, cfg) if folder is not None else None
-    tok = get_tokenizer(cfg) if tok is None else tok
-    if tok is None:
-        raise ValueError(
-            f"the checkpoint's vocabulary ({cfg.vocab_size} ids) is not the lab tokenizer's and its folder has no "
-            "tokenizer.json: no --prompt text"
-        )
+    if folder is not None:
+        tok = folder_tokenizer(folder, cfg, read_config(folder)[2], required=True)
+    else:
+        tok = get_tokenizer(cfg)
+        if tok is None:
+            raise ValueError(f"a vocabulary of {cfg.vocab_size} ids is not the lab tokenizer's: no --prompt text")
     return check_prompt(DEFAULT_PROMPT if args.prompt is None else args.prompt, tok.encode, cfg, "--prompt")[1]
 
 

@@ -115,36 +115,46 @@ class PromptsFile:
         return itertools.islice((self.tokens(n, t) for n, t in self.lines()), self.count)
 
 
-def held_out_prompts() -> list[list[int]]:
-    """The default: 4 held-out corpus prompts of 10 tokens per domain (12)."""
+def held_out_prompts(tok: Any = None) -> list[list[int]]:
+    """The default: 4 held-out corpus prompts of 10 tokens per domain (12). tok: the model's tokenizer; one that is
+    not the lab's gets the same texts in its own ids (the lab ids decoded, then encoded by it)."""
     import torch
+
+    from dspark_mini.tokenizer import default_tokenizer
 
     from ..evaluation.quality import eval_prompts
 
     held = [eval_prompts(d, DEFAULT_PROMPTS_PER_DOMAIN, PROMPT_TOKENS) for d in ("math", "code", "chat")]
-    return [p.tolist() for p in torch.cat(held)]
+    ids = [p.tolist() for p in torch.cat(held)]
+    lab = default_tokenizer()
+    if tok is None or tok is lab:
+        return ids
+    return [tok.encode(lab.decode(p)) for p in ids]
 
 
 def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
     """Serve, printing every request as it finishes (a line, or a JSON line with --json) → the summary."""
-    from dspark_mini import get_tokenizer
     from dspark_mini.presets import text_tokenizer
 
     from ..evaluation.conditions import run_conditions
-    from ..realscale.run import preset_weights, run_model
+    from ..realscale.run import open_checkpoint, preset_weights, run_model
     from ..style import print_json
     from .schedule import read_table
     from .serve import ServeStats, check_serve_sizes, estimate_serve, probe_round, serve_stream
     from .work import Bar, say_estimate, side_console
 
-    weights = preset_weights(args.preset, None, args.checkpoint)  # the seeded init for a preset other than `lab`
-    model = run_model(weights, args.seed, args.checkpoint, args.device, args.dtype, preset=args.preset).eval()
-    tok = get_tokenizer(model.cfg) if args.checkpoint is not None else text_tokenizer(model.cfg)
+    if args.checkpoint is None:
+        weights = preset_weights(args.preset, None)  # the seeded init for a preset other than `lab`
+        model = run_model(weights, args.seed, None, args.device, args.dtype, preset=args.preset, lang=lang)
+        tok = text_tokenizer(model.cfg)
+    else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
+        model, tok = open_checkpoint(args.checkpoint, args.device, args.dtype, lang=lang)
+    model.eval()
     if args.prompts_file is not None:
         source = PromptsFile(Path(args.prompts_file), tok.encode, model.cfg, lang).scan()
         n, shortest, longest, first = source.count, source.shortest, source.longest, next(iter(source))
     else:
-        source = held_out_prompts()
+        source = held_out_prompts(tok)
         n, shortest, longest, first = len(source), min(map(len, source)), max(map(len, source)), source[0]
     check_serve_sizes(n, shortest, longest, args.requests, args.policy, args.max_new_tokens, model.cfg)
     table = read_table(args.sps_table) if args.policy in ("dspark", "dspark-async") else None
