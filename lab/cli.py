@@ -20,7 +20,8 @@ Each group of commands owns its parser, its option checks and its handler (lesso
 training/cli.py, evaluation/cli.py, realscale/cli.py, paper/cli.py, present/presenter.py); this module puts them
 together, runs the checks every command shares, and is the one error boundary: every error is one line that names
 the option and what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read or written) ·
-130 interrupted (Ctrl-C: one line, no traceback) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
+130 interrupted (Ctrl-C: one line, no traceback; every worker process stopped) · 143 terminated (SIGTERM: the
+same, `interrupted`) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
 a quiet stop, 128 + SIGPIPE, what `cat` or `seq` report there. --json output is strict JSON: a NaN or ±inf becomes
 null and is listed under "non_finite".
 """
@@ -28,8 +29,12 @@ null and is listed under "non_finite".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -149,6 +154,7 @@ def error_line(args: argparse.Namespace, e: Exception) -> str:
         "checkpoint": ["out"],
         "data": ["out"],
         "eval": ["weights_dir"],
+        "paper": ["out", "docs"],
         "train": ["out", "target"] if draft else ["out"],
         "present": ["out"],
         "profile": ["out"],
@@ -215,7 +221,8 @@ def leave(rc: int) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, closed pipe → 141.
+    """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, SIGTERM →
+    `interrupted` and 143, closed pipe → 141.
 
     argv None: the process's own command line (`dspark-lab …`, `python -m lab …`): the objects of torch's import
     are frozen before the command runs and the process ends here with the exit code (`freeze_startup_objects`,
@@ -242,11 +249,38 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a scheduler stopping the job), raised where the command runs: every cleanup that Ctrl-C
+    gets (workers stopped, temporary files removed) runs for it too; the boundary answers 143 (128 + SIGTERM)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises `Terminated` in the main thread for the block; the previous handler is back afterwards. Off
+    the main thread (where no handler can be set) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def boundary(args: argparse.Namespace, err: Any, escape: Any) -> int:
     """Run the subcommand and turn what went wrong into one line and an exit code."""
     try:
-        run(args, stdout_console())
-        sys.stdout.flush()  # a closed pipe shows up here, inside the boundary, not at the interpreter's exit
+        with sigterm_as_interrupt():
+            run(args, stdout_console())
+            sys.stdout.flush()  # a closed pipe shows up here, inside the boundary, not at the interpreter's exit
+    except Terminated:
+        print("interrupted", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
