@@ -210,14 +210,29 @@ def leave(rc: int) -> NoReturn:
     """End the process with exit code `rc` now that the outcome is printed, without the interpreter's teardown
     (freeing every module and object one by one, torch's included: ≈ 0.15 s that a command's user only waits
     for). Nothing is lost: stdout and stderr are flushed first, every file a command writes is closed by then,
-    the lab registers no exit handlers and uses none of what torch's (logging, multiprocessing, DataLoader
-    workers) would finish. lab/realscale/torchrun.py leaves the same way."""
+    the lab registers no exit handlers and uses none of what torch's (logging, DataLoader workers) would finish;
+    multiprocessing's, which the worker pools need, is run here (`finish_multiprocessing`).
+    lab/realscale/torchrun.py leaves the same way."""
+    finish_multiprocessing()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a reader that went away, or a stream already closed: nothing to deliver
             pass
     os._exit(rc)
+
+
+def finish_multiprocessing() -> None:
+    """What multiprocessing's own exit handler does, when a command used worker processes (`paper`, `train all`):
+    its temporary folder (pymp-*, where the socket that passes tensors' file descriptors to the workers lives) is
+    removed and any child left is waited for. `leave` skips the interpreter's exit handlers, so it runs this one."""
+    util = sys.modules.get("multiprocessing.util")
+    finish = getattr(util, "_exit_function", None)
+    if finish is not None:
+        try:
+            finish()
+        except Exception:  # the outcome is printed already: a failed clean-up must not change the exit code
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -699,3 +699,23 @@ def test_train_all_ctrl_c_is_one_line_and_stops_its_workers(tmp_path):
     assert tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["markers", "stall_jobs.py", "tmp", "weights"]
     assert list(tmp.iterdir()) == []
+
+
+LEAVE_CHILD = """
+from multiprocessing.connection import Listener
+from lab.cli import leave
+listener = Listener()  # what sharing a tensor's file descriptor with a worker starts: a socket in pymp-*/
+print(listener.address, flush=True)
+leave(0)
+"""
+
+
+def test_the_cli_leaves_no_temporary_folder_of_multiprocessing_behind(tmp_path):
+    """`dspark-lab` ends without the interpreter's exit handlers (lab/cli.py `leave`); multiprocessing's temporary
+    folder, which a pool run makes when it passes tensors to its workers, must still go."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-c", LEAVE_CHILD], cwd=REPO, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith(str(tmp / "pymp-")), r.stderr  # it was made there …
+    assert list(tmp.iterdir()) == []  # … and removed
