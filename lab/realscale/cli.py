@@ -101,7 +101,7 @@ def main_checkpoint(args: argparse.Namespace, console: Console, lang: str) -> di
 
     check_checkpoint_args(args)
     what = "export" if args.what == "export" else "headers"
-    check_folder(args.out, what, args.force, CHECKPOINT_KINDS, error=RealScaleError)  # before the model is built
+    check_folder(args.out, what, args.force, CHECKPOINT_KINDS, error=RealScaleError, lang=lang)  # before the model
     say_symlink(args.out, "--out", lang)
     if args.what == "export":
         model = lab_model(args.weights, args.seed)
