@@ -101,7 +101,7 @@ weights: install
 # the DSpark paper in miniature from the set in lab/weights: runs/paper/*.json and PNGs, docs/paper.md and
 # docs/paper.vi.md (≤ 60 min on 2 cores; `dspark-lab paper --quick` runs every figure's code path in a minute)
 paper: install
-	$(PY) -m lab paper
+	$(PY) -m lab paper --force
 
 lint: install
 	$(PY) -m ruff check dspark_mini lab tests bench

@@ -20,7 +20,8 @@ Each group of commands owns its parser, its option checks and its handler (lesso
 training/cli.py, evaluation/cli.py, realscale/cli.py, paper/cli.py, present/presenter.py); this module puts them
 together, runs the checks every command shares, and is the one error boundary: every error is one line that names
 the option and what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read or written) ·
-130 interrupted (Ctrl-C: one line, no traceback) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
+130 interrupted (Ctrl-C: one line, no traceback; every worker process stopped) · 143 terminated (SIGTERM: the
+same, `interrupted`) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
 a quiet stop, 128 + SIGPIPE, what `cat` or `seq` report there. --json output is strict JSON: a NaN or ±inf becomes
 null and is listed under "non_finite".
 """
@@ -28,8 +29,12 @@ null and is listed under "non_finite".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -156,6 +161,7 @@ def error_line(args: argparse.Namespace, e: Exception) -> str:
         "checkpoint": ["out"],
         "data": ["out"],
         "eval": ["weights_dir"],
+        "paper": ["out", "docs"],
         "train": ["out", "target"] if draft else ["out"],
         "present": ["out"],
         "profile": ["out"],
@@ -211,8 +217,10 @@ def leave(rc: int) -> NoReturn:
     """End the process with exit code `rc` now that the outcome is printed, without the interpreter's teardown
     (freeing every module and object one by one, torch's included: ≈ 0.15 s that a command's user only waits
     for). Nothing is lost: stdout and stderr are flushed first, every file a command writes is closed by then,
-    the lab registers no exit handlers and uses none of what torch's (logging, multiprocessing, DataLoader
-    workers) would finish. lab/realscale/torchrun.py leaves the same way."""
+    the lab registers no exit handlers and uses none of what torch's (logging, DataLoader workers) would finish;
+    multiprocessing's, which the worker pools need, is run here (`finish_multiprocessing`).
+    lab/realscale/torchrun.py leaves the same way."""
+    finish_multiprocessing()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -221,8 +229,22 @@ def leave(rc: int) -> NoReturn:
     os._exit(rc)
 
 
+def finish_multiprocessing() -> None:
+    """What multiprocessing's own exit handler does, when a command used worker processes (`paper`, `train all`):
+    its temporary folder (pymp-*, where the socket that passes tensors' file descriptors to the workers lives) is
+    removed and any child left is waited for. `leave` skips the interpreter's exit handlers, so it runs this one."""
+    util = sys.modules.get("multiprocessing.util")
+    finish = getattr(util, "_exit_function", None)
+    if finish is not None:
+        try:
+            finish()
+        except Exception:  # the outcome is printed already: a failed clean-up must not change the exit code
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, closed pipe → 141.
+    """The one error boundary: bad input → `error: …` and 2, Ctrl-C → `interrupted` and 130, SIGTERM →
+    `interrupted` and 143, closed pipe → 141.
 
     argv None: the process's own command line (`dspark-lab …`, `python -m lab …`): the objects of torch's import
     are frozen before the command runs and the process ends here with the exit code (`freeze_startup_objects`,
@@ -249,11 +271,38 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a scheduler stopping the job), raised where the command runs: every cleanup that Ctrl-C
+    gets (workers stopped, temporary files removed) runs for it too; the boundary answers 143 (128 + SIGTERM)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises `Terminated` in the main thread for the block; the previous handler is back afterwards. Off
+    the main thread (where no handler can be set) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def boundary(args: argparse.Namespace, err: Any, escape: Any) -> int:
     """Run the subcommand and turn what went wrong into one line and an exit code."""
     try:
-        run(args, stdout_console())
-        sys.stdout.flush()  # a closed pipe shows up here, inside the boundary, not at the interpreter's exit
+        with sigterm_as_interrupt():
+            run(args, stdout_console())
+            sys.stdout.flush()  # a closed pipe shows up here, inside the boundary, not at the interpreter's exit
+    except Terminated:
+        print("interrupted", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -886,8 +886,8 @@ def main_data(args: argparse.Namespace, console: Any = None) -> dict[str, Any]:
     check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
     check_seed(args.seed, "--seed")
     out = getattr(args, "out", None)
-    if out:
-        check_folder(out, "corpus", overwrite=True)  # a folder the lab may replace, before the corpus is built
+    if out is not None:  # a folder the lab may replace, before the corpus is built (an empty --out: refused)
+        check_folder(out, "corpus", overwrite=True, lang=lang)
         say_symlink(out, "--out", lang)
     corpus = build_corpus(args.seed, args.lines)
     desc = describe(corpus)

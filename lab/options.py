@@ -5,6 +5,12 @@
   add_seed, add_lang, add_json, add_weights, add_checkpoint, add_placement, add_temperature, add_verify_len
                                                      the options that mean the same in every command
   TOP_EXAMPLES                                       the one examples block, on `dspark-lab --help`
+  check_jobs(jobs, option, lang)                     worker processes this machine runs at once: its CPU cores
+                                                     and free memory (MemAvailable, a cgroup's memory.max), about
+                                                     MEMORY_PER_JOB each; more is refused naming the range
+  worker_pool(jobs, option, lang)                    the pool those workers run in → (pool, progress queue): an
+                                                     interrupt stops every worker before it goes on, a worker the
+                                                     system killed is one line naming memory and `option`
 Each group of commands (lesson, evaluation, serving, training, realscale, present) builds its own parsers from
 these, checks its own options and runs them; `lab/cli.py` only puts the groups together. Nothing here imports
 torch, so `dspark-lab --help` stays fast.
@@ -13,12 +19,22 @@ torch, so `dspark-lab --help` stays fast.
 from __future__ import annotations
 
 import argparse
+import multiprocessing.context as mp_context
+import os
+import signal
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 WIDTH = 80
-EXIT_CODES = "exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 141 output pipe closed (e.g. `| head`)"
+EXIT_CODES = (
+    "exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 143 terminated (SIGTERM) · 141 output pipe closed "
+    "(e.g. `| head`)"
+)
 TEMPERATURE_HELP = "0 = greedy (default); a finite number ≥ 1e-6 samples"
 # lab.realscale.layout.STYLES (a test keeps them equal; --help stays torch-free)
 CHECKPOINT_STYLES = ("lab", "official")
@@ -124,3 +140,208 @@ def add_verify_len(p: argparse.ArgumentParser, what: str) -> None:
         metavar="ℓ",
         help=f"verify length ℓ of a fixed policy: 1..5 (default 5). {what}",
     )
+
+
+# ---- worker processes: how many fit, and the pool that stops them all ----------------------------------------------
+MEMORY_PER_JOB = 300_000_000  # bytes one worker takes (torch, the lab model, one job's data): about 0.3 GB
+MEMINFO = Path("/proc/meminfo")
+CGROUP = Path("/proc/self/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+NO_LIMIT = 1 << 60  # a cgroup "limit" at least this large is none (v1 writes 9223372036854771712)
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity, else every core), at most a cgroup's cpu.max quota."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    quota = _read_first(_cgroup_files("cpu.max", "cpu", None))
+    if quota and quota.split()[0] != "max" and len(quota.split()) == 2:
+        q, period = (int(x) for x in quota.split())
+        cores = min(cores, max(1, -(-q // period)))
+    return max(1, cores)
+
+
+def _cgroup_files(v2: str, v1_controller: str, v1: str | None) -> list[Path]:
+    """Where this process's cgroup keeps a file: its own folder (v2 `0::/path`, v1 `N:controller:/path`), then the
+    root a container mounts as its own."""
+    paths = []
+    try:
+        lines = CGROUP.read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        hid, controllers, rel = (line.split(":", 2) + ["", ""])[:3]
+        if hid == "0" and controllers == "":
+            paths += [CGROUP_ROOT / rel.lstrip("/") / v2, CGROUP_ROOT / v2]
+        elif v1 is not None and v1_controller in controllers.split(","):
+            paths += [CGROUP_ROOT / v1_controller / rel.lstrip("/") / v1, CGROUP_ROOT / v1_controller / v1]
+    return paths
+
+
+def _read_first(paths: list[Path]) -> str | None:
+    for path in paths:
+        try:
+            return path.read_text().strip()
+        except OSError:
+            continue
+    return None
+
+
+def free_memory() -> int | None:
+    """Bytes free for more processes: MemAvailable (/proc/meminfo), at most what this process's cgroup still allows
+    (memory.max − memory.current; v1: limit_in_bytes − usage_in_bytes). None when neither can be read. (RLIMIT_AS
+    bounds each process's address space, not the sum over workers, so it does not bound their count.)"""
+    free = None
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_name, use_name, v1_limit, v1_use in (
+        ("memory.max", "memory.current", "memory.limit_in_bytes", "memory.usage_in_bytes"),
+    ):
+        limit = _read_first(_cgroup_files(limit_name, "memory", v1_limit))
+        used = _read_first(_cgroup_files(use_name, "memory", v1_use))
+        if limit and limit.isdigit() and int(limit) < NO_LIMIT and used and used.isdigit():
+            left = max(0, int(limit) - int(used))
+            free = left if free is None else min(free, left)
+    return free
+
+
+def jobs_range() -> tuple[int, str, str]:
+    """The most worker processes this machine runs at once → (n, why in English, why in Vietnamese): its cores, and
+    its free memory at MEMORY_PER_JOB a worker; one job is always allowed (it runs in the command's own process)."""
+    cores, free = cpu_cores(), free_memory()
+    by_memory = cores if free is None else free // MEMORY_PER_JOB
+    n = max(1, min(cores, by_memory))
+    gb, per = (free or 0) / 1e9, MEMORY_PER_JOB / 1e9
+    en = f"{cores} CPU core{'s' if cores != 1 else ''}"
+    vi = f"{cores} nhân CPU"
+    if free is not None:
+        en += f", {gb:.1f} GB free memory at about {per:.1f} GB a worker: room for {by_memory}"
+        vi += f", {gb:.1f} GB bộ nhớ trống, mỗi tiến trình khoảng {per:.1f} GB: đủ cho {by_memory}".replace(".", ",")
+    return n, en, vi
+
+
+def check_jobs(jobs: int, option: str = "--jobs", lang: str = "en") -> int:
+    """`jobs` worker processes, at most what this machine runs at once (`jobs_range`) → jobs. More is refused with
+    one line naming `option` and the allowed range (never lowered quietly)."""
+    n, en, vi = jobs_range()
+    if jobs > n:
+        raise ValueError(
+            f"{option} = {jobs} vượt quá số tiến trình máy này chạy được cùng lúc: chỉ nhận 1..{n} ({vi})"
+            if lang == "vi"
+            else f"{option} = {jobs} is more than this machine runs at once: allowed 1..{n} ({en})"
+        )
+    return jobs
+
+
+class PoolError(ValueError):
+    """A worker process stopped without a word (killed from outside, most likely for memory)."""
+
+
+class QuietProcess(mp_context.SpawnProcess):
+    """A spawned worker that ignores Ctrl-C (SIGINT) from its first instant: a terminal sends Ctrl-C to the whole
+    process group, and the command's own process answers it by stopping its workers (`worker_pool`), so no worker
+    prints a KeyboardInterrupt of its own. SIG_IGN is inherited through exec; SIGTERM still ends a worker."""
+
+    def start(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            super().start()
+            return
+        before_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # a Ctrl-C now waits, not lost
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            super().start()
+        finally:
+            signal.signal(signal.SIGINT, before)
+            signal.pthread_sigmask(signal.SIG_SETMASK, before_mask)
+
+
+class QuietSpawn(mp_context.SpawnContext):
+    Process = QuietProcess
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a worker started from another thread: ignored from here on
+
+
+def stop_workers(pool: Any) -> None:
+    """Every worker of `pool` ended and waited for (terminated; killed if it does not end), queued jobs dropped.
+    Ctrl-C and SIGTERM wait until it is done, so a second Ctrl-C cannot leave a worker behind."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        thread = getattr(pool, "_executor_manager_thread", None)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            try:
+                p.terminate()
+            except (OSError, ValueError, AttributeError):
+                pass
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        if thread is not None:
+            thread.join(10)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def pool_error(jobs: int, option: str | None, lang: str) -> PoolError:
+    fewer = max(1, jobs // 2)
+    if lang == "vi":
+        cause = (
+            f"một tiến trình con đã dừng đột ngột (bị hệ thống giết, nhiều khả năng vì hết bộ nhớ: mỗi tiến trình "
+            f"trong {jobs} tiến trình cần khoảng {MEMORY_PER_JOB / 1e9:.1f} GB)".replace("0.3", "0,3")
+        )
+        fix = (
+            f"hãy giảm {option}, ví dụ {option} {fewer}, hoặc giải phóng bộ nhớ" if option else "hãy giải phóng bộ nhớ"
+        )
+        return PoolError(f"{cause}: {fix} rồi chạy lại")
+    cause = (
+        f"a worker process stopped without a word (killed, most likely by the system for lack of memory: each of the "
+        f"{jobs} workers takes about {MEMORY_PER_JOB / 1e9:.1f} GB)"
+    )
+    fix = f"allowed fewer {option}, e.g. {option} {fewer}, or more free memory" if option else "free some memory"
+    return PoolError(f"{cause}: {fix}, then run it again")
+
+
+@contextmanager
+def worker_pool(jobs: int, option: str | None = "--jobs", lang: str = "en") -> Iterator[tuple[Any, Any]]:
+    """`jobs` spawned worker processes (`QuietProcess`) and a queue for their progress ticks → (pool, queue).
+
+    The block ends normally: the pool is shut down, waiting for its jobs. Anything else — Ctrl-C, SIGTERM (lab/cli.py
+    raises it as an interrupt), an error — first stops every worker (`stop_workers`), then goes on. A worker that
+    was killed from outside (BrokenProcessPool: the out-of-memory killer, most likely) becomes one `PoolError` line
+    naming memory and `option` (None: a command without that option)."""
+    import tempfile  # only where workers run: `--help` imports none of it
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing.managers import SyncManager
+
+    ctx = QuietSpawn()
+    # the queue's server listens on a socket in a folder of our own, removed however the block ends (multiprocessing
+    # would make a pymp-* folder that only an interpreter exit removes, and `dspark-lab` leaves without one)
+    with tempfile.TemporaryDirectory(prefix="dspark-lab-jobs-") as tmp:
+        manager = SyncManager(address=os.path.join(tmp, "queue"), ctx=ctx)
+        manager.start()
+        try:
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_sigint)
+            try:
+                yield pool, manager.Queue()
+            except BrokenProcessPool as e:
+                stop_workers(pool)
+                raise pool_error(jobs, option, lang) from e
+            except BaseException:
+                stop_workers(pool)
+                raise
+            pool.shutdown(wait=True)
+        finally:
+            manager.shutdown()

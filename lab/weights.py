@@ -28,7 +28,7 @@ from dspark_mini.baselines import Eagle3Drafter, MTP1Drafter, load_baseline, rea
 from dspark_mini.checkpoint import TARGET_KEY, load_model, read_header, stamp_target
 from dspark_mini.device import check_device, check_dtype, compute_config
 from dspark_mini.drafters import Drafter, DSparkDrafter
-from dspark_mini.files import write_atomic
+from dspark_mini.files import check_out_path, write_atomic
 from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
@@ -210,6 +210,7 @@ def check_out(out: str | Path, folder: bool, force: bool = False) -> Path:
     `train all` replaces a folder only when it is new or empty or holds nothing but a set's files (its manifest.json
     is the set's record of what the lab wrote, so the shipped lab/weights is replaceable with `force`); any other
     file in it is refused by name, never deleted. A link is followed: the folder it points to is replaced."""
+    check_out_path(out, "--out", "folder" if folder else "file", error=ValueError)  # not '', '.', '/', a device, a FIFO
     out = Path(out)
     shown = f"--out = {str(out)!r}"
     if out.exists() and out.is_dir() != folder:

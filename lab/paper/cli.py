@@ -10,6 +10,7 @@ from typing import Any
 
 from ..options import add_json, add_lang, add_seed, command
 from ..style import print_json
+from ..text import in_lang
 
 COMMANDS = ("paper",)
 DEFAULT_OUT = "runs/paper"
@@ -18,10 +19,10 @@ MAX_JOBS = 64  # worker processes (one thread each); more than the machine's cor
 
 EXAMPLES = """\
 examples:
-  dspark-lab paper                         the full run (≤ 60 min on 2 cores): runs/paper/*.json, PNGs, docs/paper.md
+  dspark-lab paper --force                 the full run (≤ 60 min on 2 cores): runs/paper/*.json, PNGs, docs/paper.md
   dspark-lab paper --quick --out runs/quick --docs runs/quick   every figure's code path in about a minute
   dspark-lab paper --docs-only             rewrite docs/paper.md and docs/paper.vi.md from runs/paper/*.json
-  make paper                               the same full run"""
+  make paper                               the full run again over runs/paper (--force)"""
 
 
 def add_parsers(sub: Any) -> None:
@@ -51,47 +52,117 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--docs", default=DEFAULT_DOCS, help=f"folder of paper.md and paper.vi.md (default {DEFAULT_DOCS})")
     p.add_argument("--weights-dir", default=None, help="the weights set to measure (default: the shipped lab/weights)")
     p.add_argument("--no-pictures", action="store_true", help="write the JSON and the pages, draw no PNG")
-    p.add_argument("--jobs", type=int, default=2, help=f"worker processes, one thread each: 1..{MAX_JOBS} (default 2)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help=f"worker processes, one thread each (about 0.3 GB each): 1..{MAX_JOBS}, at most this machine's CPU cores "
+        "and what its free memory holds (default 2)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier run in --out that the lab wrote (its .dspark-lab-files.json lists every file); any "
+        "other folder is refused, nothing in it deleted",
+    )
     add_seed(p, "seed of the extra drafters, their data and every sampled round")
     add_lang(p)
     add_json(p, "print the paths written and the run's seconds as JSON")
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:
+    """Every option before anything runs: --jobs against this machine (cores, free memory), --docs a folder the
+    pages may go to, --out a folder the run may replace (new, empty, or with --force a paper run the lab wrote) or,
+    for --docs-only, one complete run."""
+    from dspark_mini.files import check_folder, check_out_path, check_run, recover_swap
     from dspark_mini.validate import check_int  # torch: only when a command runs, not for --help
 
+    from ..options import check_jobs
+    from ..text import check_lang
+
+    lang = check_lang(args.lang)
+    tr = in_lang(lang)
     check_int(args.jobs, "--jobs", 1, MAX_JOBS)
-    for opt, value in (("--out", args.out), ("--docs", args.docs)):
-        if os.path.exists(value) and not os.path.isdir(value):
-            raise ValueError(f"{opt} = {value!r} is a file: allowed a folder")
+    check_out_path(args.docs, "--docs", "folder", lang)
+    check_out_path(args.out, "--out", "folder", lang)
     if args.weights_dir is not None and not os.path.isdir(args.weights_dir):
-        raise ValueError(f"--weights-dir = {args.weights_dir!r} is not a folder: allowed a weights set folder")
-    if args.docs_only and not os.path.isdir(args.out):
-        raise ValueError(f"--out = {args.out!r} is not a folder: --docs-only reads the JSON a run wrote there")
+        raise ValueError(
+            tr(
+                "--weights-dir = {v!r} is not a folder: allowed a weights set folder",
+                "--weights-dir = {v!r} không phải thư mục: chỉ nhận thư mục của một bộ trọng số",
+            ).format(v=args.weights_dir)
+        )
+    if args.docs_only:
+        recover_swap(args.out, "--out", lang)  # a run killed in its swap: finished first, then read
+        if not os.path.isdir(args.out):
+            raise ValueError(
+                tr(
+                    "--out = {v!r} is not a folder: --docs-only reads the JSON a run wrote there",
+                    "--out = {v!r} không phải thư mục: --docs-only đọc các tệp JSON một lần chạy đã ghi ở đó",
+                ).format(v=args.out)
+            )
+        check_run(args.out, "paper", "dspark-lab paper", "--out", lang=lang)
+        return
+    check_jobs(args.jobs, "--jobs", lang)
+    check_folder(args.out, "paper", args.force, option="--out", lang=lang)
 
 
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:
     from pathlib import Path
 
     from .docs import write_pages
+    from .run import docs_inside
     from .texts import T
 
     out = {"paths": [], "seconds": 0.0}
-    if not args.docs_only:
+    inside = docs_inside(Path(args.out), args.docs)
+    if args.docs_only:
+        out["paths"] = [str(p) for p in rewrite_pages(Path(args.out), Path(args.docs), inside, lang)]
+    else:
         from rich.console import Console
 
         from .run import run_paper
 
         size = "quick" if args.quick else "medium" if args.medium else "full"
         bars = None if args.json else Console(stderr=True)
-        res = run_paper(args.out, size, args.weights_dir, args.seed, args.jobs, bars, not args.no_pictures)
+        res = run_paper(
+            args.out,
+            size,
+            args.weights_dir,
+            args.seed,
+            args.jobs,
+            bars,
+            not args.no_pictures,
+            args.force,
+            args.docs,
+            lang,
+        )
         out = {"paths": res["paths"], "seconds": res["seconds"]}
         if res["no_pictures"] and not args.json:
             console.print(T("no_pictures", lang, why=res["no_pictures"]))
-    out["paths"] += [str(p) for p in write_pages(Path(args.out), Path(args.docs))]
+        if inside is None:  # the pages live outside the run (docs/): written once the run is in place
+            out["paths"] += [str(p) for p in write_pages(Path(args.out), Path(args.docs))]
     if args.json:
         print_json(out)
         return
     for path in out["paths"]:
         console.print(f"{T('written', lang)} {path}", soft_wrap=True)
     console.print(T("done", lang, n=len(out["paths"]), s=out["seconds"]))
+
+
+def rewrite_pages(out: Any, docs: Any, inside: Any, lang: str) -> list:
+    """--docs-only: the pages from the complete run in `out` (checked by `check`). Pages that live inside the run
+    are part of it: the run is copied beside itself, its pages rewritten there and swapped in whole with a new
+    manifest, so the folder stays one complete run."""
+    import shutil
+
+    from dspark_mini.files import OWNER, folder_swap
+
+    from .docs import write_pages
+
+    if inside is None:
+        return write_pages(out, docs)
+    with folder_swap(out, "paper", overwrite=True, option="--out", lang=lang) as work:
+        shutil.copytree(out, work, dirs_exist_ok=True, ignore=lambda _d, names: [n for n in names if n == OWNER])
+        paths = write_pages(work, work / inside)
+    return [out / p.relative_to(work) for p in paths]

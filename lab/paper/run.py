@@ -3,17 +3,19 @@
 Jobs (each one process of one thread, `jobs` at a time): the five shipped drafters' quality (Table 1, Figures 2,
 5, 6), one target cache per block size, then the variants of Figures 3 and 4 as soon as their block's cache is
 ready, and the rounds of DSpark and MTP-1 the load simulation replays (Figures 7, 8). The simulation and
-Appendix A then run here. One JSON per item is written into `out` (runs/paper by default) with the run
-conditions, the budget and the seed; then the figures (PNG) and the docs pages (lab/paper/docs.py).
+Appendix A then run here. One JSON per item (with the run conditions, the budget and the seed) and the figures
+(PNG) are written into `out` (runs/paper by default) as one folder swapped in whole, with a manifest of every file
+(`write_run`); then the docs pages (lab/paper/docs.py). Ctrl-C or SIGTERM stops every worker and writes nothing
+(lab/options.py, `worker_pool`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing as mp
+import os
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from dspark_mini import get_config
 from dspark_mini.files import write_atomic
 
 from ..evaluation.conditions import cpu_model
+from ..options import worker_pool
 from ..weights import DRAFTERS, read_manifest, weight_file
 from . import measure
 from .variants import DraftBudget, data_hash, target_cache, train_variant, variants_for
@@ -82,7 +85,7 @@ def run_conditions(b: Budget, weights_dir: str | None, jobs: int) -> dict[str, A
 class Jobs:
     """The worker pool with one progress task per job; `submit` starts a job, `poll` collects finished ones."""
 
-    def __init__(self, pool: ProcessPoolExecutor | None, queue: Any, bar: Any):
+    def __init__(self, pool: Any, queue: Any, bar: Any):
         self.pool, self.queue, self.bar = pool, queue, bar
         self.running: dict[Future, tuple[str, Any]] = {}
         self.tasks: dict[str, Any] = {}
@@ -123,7 +126,7 @@ class LocalQueue(list):
         return self.pop(0)
 
 
-def measure_all(b: Budget, weights_dir: str | None, jobs: int, bar: Any) -> dict[str, Any]:
+def measure_all(b: Budget, weights_dir: str | None, jobs: int, bar: Any, lang: str = "en") -> dict[str, Any]:
     """Run every job; → {"shipped": {drafter: quality}, "variants": {name: record}, "streams": {...}, ...}."""
     from .. import weights as w
 
@@ -132,7 +135,6 @@ def measure_all(b: Budget, weights_dir: str | None, jobs: int, bar: Any) -> dict
     d = dataclasses.asdict(b.draft)
     results: dict[str, Any] = {"shipped": {}, "variants": {}, "streams": {}, "depths": depths, "blocks": blocks}
     results["cache_hash"] = {}
-    ctx = mp.get_context("spawn")
     target = str(weight_file("target", weights_dir))
 
     def work(jobs_: Jobs) -> None:
@@ -176,18 +178,13 @@ def measure_all(b: Budget, weights_dir: str | None, jobs: int, bar: Any) -> dict
 
     if jobs == 1:
         work(Jobs(None, LocalQueue(), bar))
-    else:
-        with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            try:
-                work(Jobs(pool, manager.Queue(), bar))
-            except BaseException:  # a failed job or Ctrl-C: drop the queued jobs instead of waiting for them
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+    else:  # Ctrl-C, SIGTERM or a failed job stop every worker first; a worker killed for memory is one line
+        with worker_pool(jobs, "--jobs", lang) as (pool, queue):
+            work(Jobs(pool, queue, bar))
     return results
 
 
 def write_items(out: Path, items: dict[str, dict[str, Any]]) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, item in items.items():
         path = out / f"{name}.json"
@@ -236,6 +233,25 @@ def build_items(results: dict[str, Any], b: Budget, cond: dict[str, Any], cfg: A
     }
 
 
+def measure_run(
+    size: str = "full",
+    weights_dir: str | None = None,
+    seed: int = 0,
+    jobs: int = 2,
+    console: Any = None,
+    lang: str = "en",
+) -> tuple[dict[str, Any], Budget, float]:
+    """Every measurement (progress bars on `console`); nothing is written. → (results, budget, seconds)"""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    t0 = time.perf_counter()
+    b = budget(size, seed)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False, disable=console is None) as bar:
+        results = measure_all(b, weights_dir, jobs, bar, lang)
+    return results, b, time.perf_counter() - t0
+
+
 def run_paper(
     out: str | Path,
     size: str = "full",
@@ -244,16 +260,55 @@ def run_paper(
     jobs: int = 2,
     console: Any = None,
     pictures: bool = True,
+    overwrite: bool = False,
+    docs: str | Path | None = None,
+    lang: str = "en",
 ) -> dict[str, Any]:
-    """Measure everything (progress bars on `console`), then `finish`. → see `finish`"""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Measure everything (`measure_run`), then write the run into `out` whole (`write_run`; the pages too when
+    `docs` is inside `out`). → see `finish`"""
+    results, b, seconds = measure_run(size, weights_dir, seed, jobs, console, lang)
+    return write_run(results, out, b, weights_dir, jobs, seconds, pictures, overwrite, docs, lang)
 
-    t0 = time.perf_counter()
-    b = budget(size, seed)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False, disable=console is None) as bar:
-        results = measure_all(b, weights_dir, jobs, bar)
-    return finish(results, out, b, weights_dir, jobs, time.perf_counter() - t0, pictures)
+
+def write_run(
+    results: dict[str, Any],
+    out: str | Path,
+    b: Budget,
+    weights_dir: str | None,
+    jobs: int,
+    seconds: float,
+    pictures: bool = True,
+    overwrite: bool = False,
+    docs: str | Path | None = None,
+    lang: str = "en",
+) -> dict[str, Any]:
+    """The run's files into `out` as one folder (dspark_mini.files.folder_swap): the items, the PNGs and — when
+    `docs` is `out` or inside it — the pages, built beside `out` and swapped in whole with a manifest of every file
+    (`.dspark-lab-files.json`, kind "paper"), so an interrupted or failed run (Ctrl-C, a full disk) leaves the
+    previous run as it was. `out` may be new, empty or (with `overwrite`, `--force`) a paper run the lab wrote.
+    → see `finish`; "paths" name the files at their place in `out`"""
+    from dspark_mini.files import folder_swap
+
+    from .docs import write_pages
+
+    out = Path(out)
+    inner = docs_inside(out, docs)
+    with folder_swap(out, "paper", overwrite, option="--out", lang=lang) as work:
+        res = finish(results, work, b, weights_dir, jobs, seconds, pictures)
+        if inner is not None:
+            res["paths"] += [str(p) for p in write_pages(work, work / inner)]
+    res["paths"] = [str(out / Path(p).relative_to(work)) for p in res["paths"]]
+    return res
+
+
+def docs_inside(out: Path, docs: str | Path | None) -> Path | None:
+    """Where `docs` is inside `out` (Path(".") when it is `out`) — its pages then belong to the run — else None."""
+    if docs is None:
+        return None
+    real_out, real_docs = Path(os.path.realpath(out)), Path(os.path.realpath(docs))
+    if real_docs == real_out or real_out in real_docs.parents:
+        return real_docs.relative_to(real_out)
+    return None
 
 
 def finish(
@@ -265,8 +320,8 @@ def finish(
     seconds: float,
     pictures: bool = True,
 ) -> dict[str, Any]:
-    """The items from the measurements: runs/paper/*.json, then the PNGs (both languages) unless `pictures` is
-    False. → {"items": {...}, "paths": [...], "seconds": s, "no_pictures": why none were drawn, or None}"""
+    """The items from the measurements: `out`/*.json, then the PNGs (both languages) unless `pictures` is False.
+    → {"items": {...}, "paths": [...], "seconds": s, "no_pictures": why none were drawn, or None}"""
     from .. import weights as w
     from .figures import draw_all
     from .texts import T

@@ -530,12 +530,12 @@ def check_present_args(args: argparse.Namespace) -> None:
     check_int(args.port, "--port", 0, 65535)
     check_host(args.host, args.public)
     prompt_tokens(args.prompt, args.rounds, args.lang)
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
+    if args.out is not None and args.out.is_file():
         raise ValueError(f"--out = {str(args.out)!r} is a file: allowed a folder (present writes index.html into it)")
     if args.out is not None:
         from dspark_mini.files import check_folder
 
-        check_folder(args.out, "site", overwrite=True)  # a folder the lab may replace, before the model runs
+        check_folder(args.out, "site", overwrite=True, lang=args.lang)  # one the lab may replace (not a device, a FIFO)
 
 
 def say(line: str) -> None:

@@ -13,7 +13,6 @@ lists every file in it); a Hugging Face checkpoint or any other non-empty folder
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -85,9 +84,9 @@ def check_checkpoint_args(args: argparse.Namespace) -> None:
 
     if args.shards is not None:
         check_int(args.shards, "--shards", 1, MAX_SHARDS)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out = {args.out!r} is a file: allowed a new or empty folder")
+    from dspark_mini.files import check_out_path
+
+    check_out_path(args.out, "--out", "folder", args.lang)  # not '', '.', '/', a file, a device node or a FIFO
 
 
 def main_checkpoint(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
@@ -102,7 +101,7 @@ def main_checkpoint(args: argparse.Namespace, console: Console, lang: str) -> di
 
     check_checkpoint_args(args)
     what = "export" if args.what == "export" else "headers"
-    check_folder(args.out, what, args.force, CHECKPOINT_KINDS, error=RealScaleError)  # before the model is built
+    check_folder(args.out, what, args.force, CHECKPOINT_KINDS, error=RealScaleError, lang=lang)  # before the model
     say_symlink(args.out, "--out", lang)
     if args.what == "export":
         model = lab_model(args.weights, args.seed)

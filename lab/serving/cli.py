@@ -208,6 +208,10 @@ def check_profile_sps(args: argparse.Namespace, cfg: Any) -> None:
         args.batch_tokens = parse_batch_tokens(args.batch_tokens, verify)
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out = {args.out!r} is a folder: allowed a file path for the JSON table")
+    if args.out is not None:  # not '', '/', a device node such as /dev/null, a FIFO: writing would replace it
+        from dspark_mini.files import check_out_path
+
+        check_out_path(args.out, "--out", "file", args.lang)
 
 
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:

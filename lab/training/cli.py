@@ -162,7 +162,7 @@ def check(args: argparse.Namespace, cfg: Any) -> None:
     from pathlib import Path
 
     if args.command == "data":
-        if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        if args.out is not None and Path(args.out).is_file():  # a device node or a FIFO: refused by main_data
             raise ValueError(f"--out = {args.out!r} is a file: allowed a folder (data writes <domain>.txt into it)")
     else:
         check_train_args(args, cfg)

@@ -18,10 +18,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import multiprocessing as mp
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +45,7 @@ from ..evaluation.quality import (
     speed,
 )
 from ..evaluation.quality import eval_prompts as held_out_prompts
+from ..options import worker_pool
 from ..weights import (
     CACHE_FILE,
     DRAFTERS,
@@ -427,30 +426,28 @@ def train_drafters(work: Path, recipe: Recipe, bar, report: dict[str, Any]) -> N
     tasks = {k: bar.add_task(k, total=steps[k] + 1) for k in DRAFTERS}  # + 1: the evaluation
     args = (str(work), dataclasses.asdict(recipe))
     report["drafters"] = {}
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
-        queue = manager.Queue()
-        with ProcessPoolExecutor(max_workers=recipe.jobs, mp_context=ctx) as pool:
-            training = {pool.submit(train_job, k, *args, queue): k for k in DRAFTERS}
-            evaluating: dict[Any, str] = {}
-            while training or evaluating:
-                while not queue.empty():
-                    kind, step = queue.get()
-                    bar.update(tasks[kind], completed=step)
-                for f in [f for f in training if f.done()]:
-                    kind = training.pop(f)
-                    report["drafters"][kind] = {"train": f.result()}
-                    evaluating[pool.submit(eval_job, kind, *args)] = kind
-                for f in [f for f in evaluating if f.done()]:
-                    kind = evaluating.pop(f)
-                    result = f.result()
-                    report["drafters"][kind]["quality"] = result["quality"]
-                    report["drafters"][kind]["free_form"] = result["free_form"]
-                    if "heldout_calibration" in result:
-                        report["drafters"][kind]["heldout_calibration"] = result["heldout_calibration"]
-                    report["drafters"][kind]["train"]["eval_seconds"] = result["seconds"]
-                    bar.update(tasks[kind], completed=steps[kind] + 1)
-                time.sleep(0.2)
+    # Ctrl-C or SIGTERM stop every worker before the set's partial folder goes; a worker killed for memory is one line
+    with worker_pool(recipe.jobs, None) as (pool, queue):
+        training = {pool.submit(train_job, k, *args, queue): k for k in DRAFTERS}
+        evaluating: dict[Any, str] = {}
+        while training or evaluating:
+            while not queue.empty():
+                kind, step = queue.get()
+                bar.update(tasks[kind], completed=step)
+            for f in [f for f in training if f.done()]:
+                kind = training.pop(f)
+                report["drafters"][kind] = {"train": f.result()}
+                evaluating[pool.submit(eval_job, kind, *args)] = kind
+            for f in [f for f in evaluating if f.done()]:
+                kind = evaluating.pop(f)
+                result = f.result()
+                report["drafters"][kind]["quality"] = result["quality"]
+                report["drafters"][kind]["free_form"] = result["free_form"]
+                if "heldout_calibration" in result:
+                    report["drafters"][kind]["heldout_calibration"] = result["heldout_calibration"]
+                report["drafters"][kind]["train"]["eval_seconds"] = result["seconds"]
+                bar.update(tasks[kind], completed=steps[kind] + 1)
+            time.sleep(0.2)
     report["drafters"] = {k: report["drafters"][k] for k in DRAFTERS}
     report["seconds"]["drafters"] = round(time.perf_counter() - t0, 1)
 
