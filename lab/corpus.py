@@ -526,13 +526,6 @@ def mix(corpus: Mapping[str, Sequence[str]], seed: int = DEFAULT_SEED) -> list[s
     return lines
 
 
-def training_streams(seed: int = DEFAULT_SEED, lines_per_domain: int = DEFAULT_LINES_PER_DOMAIN) -> tuple[Any, Any]:
-    """(train, val) token streams of a set's corpus: every domain mixed, a seeded tenth held out (`train all`'s data,
-    and the split the perplexity's unigram baseline is fitted on)."""
-    train_lines, val_lines = split(mix(build_corpus(seed, lines_per_domain), seed), 0.1, seed)
-    return token_stream(train_lines), token_stream(val_lines)
-
-
 def _tokenizer(tok: Any = None) -> Any:
     if tok is None:
         from dspark_mini.tokenizer import default_tokenizer

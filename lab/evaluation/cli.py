@@ -148,9 +148,8 @@ def main_perplexity(args: argparse.Namespace, console: Console, lang: str) -> di
     from dspark_mini import get_tokenizer  # torch: only when the command runs
     from dspark_mini.checkpoint import load_model
 
-    from ..corpus import training_streams
     from ..weights import report as set_report
-    from ..weights import verified, weight_file
+    from ..weights import training_streams, verified, weight_file
     from .perplexity import perplexity, read_text_file, unigram_log_probs
 
     text = read_text_file(args.perplexity)

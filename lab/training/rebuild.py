@@ -32,7 +32,6 @@ from dspark_mini.drafters import DSparkDrafter
 from dspark_mini.files import atomic_path, folder_swap, write_atomic
 from dspark_mini.validate import check_int
 
-from ..corpus import training_streams
 from ..evaluation.calibration import calibration_report, fit_sts
 from ..evaluation.quality import (
     calibration_rounds,
@@ -56,6 +55,7 @@ from ..weights import (
     file_sha256,
     load_drafter,
     stamp_set,
+    training_streams,
     verify_set,
 )
 from .target_cache import CacheSpec, build_cache, load_cache, save_cache
@@ -109,6 +109,7 @@ class Recipe:
                 raise ValueError(f"{name} = {getattr(self, name)!r} is invalid: allowed {', '.join(allowed)}")
         for name, lo in (("dspark_layers", 1), ("dflash_layers", 1), ("select_every", 0), ("select_windows", 1)):
             check_int(getattr(self, name), name, lo)
+
     cache_prompts: int = 2048  # target cache: sequences the target writes itself (`lab.training.target_cache`)
     cache_free: float = 0.5  # … their share started from free-form prompts (the rest from training-line prefixes)
     cache_sampled: float = 0.25  # … their share continued at temperature 1 (the rest greedy)
