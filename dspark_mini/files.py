@@ -52,6 +52,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from .jsonlimits import read_json
+
 OWNER = ".dspark-lab-files.json"  # the manifest of a folder the lab wrote as a whole
 WRITTEN_BY = "dspark-lab"
 MAX_OWNER_BYTES = 1 << 20  # an owner manifest lists a few dozen names; a bigger one is not the lab's
@@ -328,7 +330,7 @@ def read_owner(folder: str | os.PathLike) -> dict | None:
     try:
         if not path.is_file() or path.stat().st_size > MAX_OWNER_BYTES:
             return None
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = read_json(path, MAX_OWNER_BYTES, regular_only=True)  # bounded: size, depth, integer digits
     except (OSError, ValueError, RecursionError):
         return None
     ok = isinstance(d, dict) and d.get("written_by") == WRITTEN_BY and isinstance(d.get("what"), str)

@@ -766,3 +766,33 @@ def test_present_names_port_when_it_is_taken(monkeypatch, capsys, lang, entry) -
         "khác, đang nghe ở đó): chỉ nhận một cổng còn trống, hoặc --port 0 (bất kỳ cổng trống nào)",
     }
     assert rc == 2 and out == "" and err.strip().splitlines() == [want[lang]], err
+
+
+def test_deeply_nested_json_in_a_folder_manifest_a_paper_run_or_a_cache_header_is_refused(tmp_path):
+    """Every JSON read from a folder a user hands the lab goes through the bounded parser: a document nested
+    100,000 deep is one clear refusal, never a RecursionError or an unbounded parse."""
+    import torch
+    from safetensors.torch import save_file
+
+    from dspark_mini.files import OWNER, read_owner
+    from lab.paper.docs import read_items
+    from lab.training.target_cache import CacheError, load_cache
+
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / OWNER).write_text(deep, encoding="utf-8")
+    assert read_owner(tmp_path) is None  # not the lab's folder
+    run = tmp_path / "run"
+    run.mkdir()
+    from lab.paper.docs import ITEMS
+
+    for name in ITEMS:
+        (run / f"{name}.json").write_text(deep if name == ITEMS[0] else "{}", encoding="utf-8")
+    with pytest.raises(ValueError, match="is not readable run data: it .*nest"):
+        read_items(run)
+    save_file(
+        {"sequences": torch.zeros(1, 4, dtype=torch.int16), "windows": torch.zeros(1, 1, 4, dtype=torch.int16)},
+        str(tmp_path / "cache.safetensors"),
+        metadata={"format": "dspark-lab-target-cache", "spec": deep},
+    )
+    with pytest.raises(CacheError, match="is not a readable target cache"):
+        load_cache(tmp_path / "cache.safetensors")

@@ -6,11 +6,12 @@ rewrites the pages from the JSON; tests/test_paper.py checks that the committed 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
 
 from ..corpus import DOMAINS
 from ..text import Texts
@@ -527,7 +528,10 @@ def read_items(folder: Path) -> dict[str, dict[str, Any]]:
         path = folder / f"{name}.json"
         if not path.is_file():
             raise ValueError(f"{path} is missing: allowed a folder written by `dspark-lab paper`")
-        out[name] = json.loads(path.read_text(encoding="utf-8"))
+        try:  # a file from the run folder: bounded (size, nesting, integer digits) before it is parsed
+            out[name] = read_json(path, MAX_DATA_BYTES, regular_only=True)
+        except JSONLimitError as e:
+            raise ValueError(f"{path} is not readable run data: it {e}") from None
     return out
 
 

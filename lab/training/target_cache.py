@@ -35,11 +35,13 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from dspark_mini.checkpoint import write_tensors
+from dspark_mini.jsonlimits import JSONLimitError, loads
 
 from .train import distill_prompts, self_distill, windows
 
 FORMAT = "dspark-lab-target-cache"
 VERSION = "1"
+MAX_SPEC_BYTES = 2**16  # the header's spec: a few hundred bytes in practice
 PROMPT_IDS = 16  # longest prompt (the evaluation's held-out prompts have 16 ids)
 
 
@@ -141,9 +143,9 @@ def load_cache(path: str | Path, want: CacheSpec | None = None) -> TargetCache:
             md = f.metadata() or {}
             if md.get("format") != FORMAT:
                 raise CacheError(f"{str(path)!r} is not a target cache (format {md.get('format')!r})")
-            spec = CacheSpec(**json.loads(md["spec"])).check()
+            spec = CacheSpec(**loads(md["spec"], MAX_SPEC_BYTES)).check()  # bounded: size, nesting, digits
             seqs, wins = f.get_tensor("sequences").long(), f.get_tensor("windows").long()
-    except (OSError, KeyError, TypeError, json.JSONDecodeError, SafetensorError) as e:
+    except (OSError, KeyError, TypeError, JSONLimitError, SafetensorError) as e:
         raise CacheError(f"{str(path)!r} is not a readable target cache ({e})") from None
     if want is not None and spec != want:
         diff = [n for n in dataclasses.asdict(spec) if getattr(spec, n) != getattr(want, n)]
