@@ -99,3 +99,24 @@ def test_the_recorded_measurement_states_the_same() -> None:
     for r in (RECORD["lab"]["float64"], RECORD["narrow_flash"]["float64"]):
         assert r["divergent_prompts"] == 0 and r["delta_max"] <= F64_DELTA
     assert RECORD["lab"]["bfloat16"]["prompts"] >= 300 and RECORD["lab"]["bfloat16"]["divergent_prompts"] > 0
+
+
+@pytest.mark.parametrize(
+    "lang, said", [("en", "different after 3 equal tokens"), ("vi", "khác nhau sau 3 token giống")]
+)
+def test_generate_says_where_greedy_parts_and_why(lang, said) -> None:
+    """At T = 0 a difference is named by the equal tokens before it and explained as a near-tie of the dtype (both languages);
+    the JSON carries first_difference."""
+    from rich.console import Console
+
+    from lab.lesson.generation import compare
+    from lab.lesson.render import TEXT, render_generate
+
+    c = compare(max_new_tokens=8, dtype="bfloat16")
+    assert c.first_difference is None and c.to_json()["first_difference"] is None
+    c.spec.tokens[0][3] = (c.spec.tokens[0][3] + 1) % c.cfg.vocab_size  # as if a near-tie had parted them there
+    assert c.first_difference == 3 and c.to_json()["first_difference"] == 3
+    console = Console(record=True, width=120)
+    render_generate(console, c, lang)
+    out = " ".join(console.export_text().split())
+    assert said in out and " ".join(TEXT("near_tie", lang, dtype="bfloat16").split()) in out
