@@ -105,8 +105,8 @@ def test_the_recorded_measurement_states_the_same() -> None:
     "lang, said", [("en", "different after 3 equal tokens"), ("vi", "khác nhau sau 3 token giống")]
 )
 def test_generate_says_where_greedy_parts_and_why(lang, said) -> None:
-    """At T = 0 a difference is named by the equal tokens before it and explained as a near-tie of the dtype (both languages);
-    the JSON carries first_difference."""
+    """At T = 0 a difference is named by the equal tokens before it and explained as a near-tie of the dtype (both
+    languages); the JSON carries first_difference."""
     from rich.console import Console
 
     from lab.lesson.generation import compare
@@ -120,3 +120,14 @@ def test_generate_says_where_greedy_parts_and_why(lang, said) -> None:
     render_generate(console, c, lang)
     out = " ".join(console.export_text().split())
     assert said in out and " ".join(TEXT("near_tie", lang, dtype="bfloat16").split()) in out
+
+
+def test_the_docs_quote_the_record_through_prose_markers() -> None:
+    """`bf16_lossless.<path>:<format>` reads docs/bf16_lossless.json; float64's tiny Δ reads as 1.4e-14, not 0.00."""
+    from lab.lesson import prose
+
+    row, groups = prose.find_key("bf16_lossless.lab.float64.delta_max:e1")
+    assert row.source == "bf16_lossless" and groups == {"path": "lab.float64.delta_max", "f": "e1"}
+    assert prose.MEASURED["e1"](1.4210854715202004e-14) == "1.4e-14" and prose.MEASURED["e1"](2.5) == "2.5e+0"
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reliability.md").read_text("utf-8")
+    assert "<!--n:bf16_lossless.flash_cpu.divergent_prompts:int-->" in text and "## Lossless, exactly stated" in text
