@@ -62,11 +62,13 @@ bench: install
 	$(PY) bench/flash_cpu.py --walk --out runs/flash_cpu.json
 
 # the runs the docs quote, measured again (on a quiet machine: ≈ 20 minutes) and the pages refilled from them:
-# docs/speed.md from docs/bench.json, the README's and docs/real-scale.md's real-width times from docs/flash_cpu.json
+# docs/speed.md from docs/bench.json, the README's and docs/real-scale.md's real-width times from docs/flash_cpu.json,
+# "Lossless, exactly stated" (docs/reliability.md) from docs/bf16_lossless.json
 bench-docs: install
 	$(PY) bench/bench.py --out docs/bench.json
 	$(PY) bench/speed_table.py
 	$(PY) bench/flash_cpu.py --walk --profile --serve --out docs/flash_cpu.json
+	$(PY) bench/bf16_lossless.py --flash-cpu --lab 300 --narrow 300 --out docs/bf16_lossless.json
 	$(PY) -m lab.lesson.prose --write
 
 # the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)

@@ -170,7 +170,10 @@ def main(argv: list[str] | None = None) -> dict:
     bad += ["serve's tokens ≠ generate's plain tokens"] * (
         not out.get("serve", {}).get("tokens_equal_generate_plain", True)
     )
-    bad += ["greedy speculative ≠ plain"] * (not out["generate"]["greedy_identical"])
+    # in bfloat16 a near-tie can part them on some prompt: bench/bf16_lossless.py tells a near-tie from a bug
+    bad += ["greedy speculative ≠ plain (a near-tie? bench/bf16_lossless.py)"] * (
+        not out["generate"]["greedy_identical"]
+    )
     bad += ["walk printed a failed check"] * bool(out.get("walk", {}).get("checks_failed"))
     if bad:  # a failed measurement never becomes the docs' numbers
         print(json.dumps(out, indent=2))

@@ -9,7 +9,10 @@ A round, with the anchor x₀ at position p (sampled by the target, not yet run 
      window rings, compressor carry, compressed KV, index keys, Engram history and draft rings all equal
      what plain decoding of the committed tokens leaves. τ = n + 1 tokens per round.
 At temperature 0 both distributions are one-hot (argmax), so the same rule keeps exactly the draft tokens
-that match the target's argmax: greedy speculative output equals greedy plain output token for token.
+that match the target's argmax: greedy speculative output equals greedy plain output token for token — in exact
+arithmetic, and in float64 (tested logit for logit). In bfloat16 the verify forward (k + 1 rows) and a one-token step
+round differently, so the two can part at a near-tie: only where the plain step's top-2 logit gap is within what the
+two computations differ by there (measured: lab/evaluation/lossless.py, docs/reliability.md).
 """
 
 from __future__ import annotations

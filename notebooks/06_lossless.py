@@ -1,13 +1,17 @@
 # %% [markdown]
 # # 06 · Lossless: why verify keeps exactly the target's output
 # **EN** — Speculative decoding is only worth it if it changes *nothing* about what the model says.
-# - Greedy: every kept draft token is the target's own argmax, so the output is identical token for token.
+# - Greedy: every kept draft token is the target's own argmax, so the output is identical token for token — in
+#   float64, the lab's dtype. In bfloat16 the verify forward (k + 1 tokens at once) and a one-token step round
+#   differently, so the two can part at a near-tie of the top-2 logits (docs/reliability.md).
 # - Sampling: keep a draft token with probability min(1, p_t/p_d); on a rejection draw from the
 #   residual norm(max(0, p_t − p_d)); the committed token then follows p_t exactly.
 # - We check both on the lab model, and break the verifier on purpose to see the test catch it.
 #
 # **VI** — Giải mã dự đoán chỉ đáng dùng khi nó *không đổi gì* trong câu trả lời của mô hình.
-# - Greedy: mỗi token nháp được giữ đều là argmax của chính mô hình mục tiêu, nên đầu ra giống hệt từng token.
+# - Greedy: mỗi token nháp được giữ đều là argmax của chính mô hình mục tiêu, nên đầu ra giống hệt từng token —
+#   trong float64, kiểu số của lab. Ở bfloat16, forward verify (k + 1 token một lượt) và bước một token làm tròn
+#   khác nhau, nên hai cách có thể tách nhau ở một điểm gần hòa của hai logit lớn nhất (docs/reliability.md).
 # - Lấy mẫu: giữ token nháp với xác suất min(1, p_t/p_d); nếu bị từ chối thì lấy mẫu lại từ phần dư
 #   norm(max(0, p_t − p_d)); token được ghi khi đó theo đúng phân phối p_t.
 # - Ta kiểm cả hai trên mô hình lab, rồi cố tình làm hỏng bước verify để thấy phép kiểm bắt được lỗi.

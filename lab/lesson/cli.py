@@ -47,7 +47,8 @@ examples:
   dspark-lab generate --max-new-tokens 48           plain vs DSpark speculative decoding, side by side
   dspark-lab generate --verify-len 2                send only 2 of the 5 drafts to verify
   dspark-lab generate --temperature 1 --seed 7      sampled: the target's distribution, other tokens
-  dspark-lab generate --preset flash-cpu --max-new-tokens 8 --json   the real widths: speculative = plain"""
+  dspark-lab generate --preset flash-cpu --max-new-tokens 8 --json   the real widths in bfloat16: speculative
+                                                    = plain up to near-ties (first_difference)"""
 
 PROFILE_EXAMPLES = """\
 examples:
@@ -110,7 +111,9 @@ def add_parsers(sub: Any) -> None:
         "generate",
         "plain vs speculative decoding of a prompt, with an accept/reject strip",
         "Decode the same prompt twice: one target forward per token (plain), then DSpark (draft a block, verify "
-        "it with one real forward, keep what the target keeps). Greedy outputs are identical token for token; "
+        "it with one real forward, keep what the target keeps). Greedy outputs are identical token for token in "
+        "float64; in bfloat16 or float32 they can part only at a near-tie, where the verify forward and a one-token "
+        "step round a logit differently (docs/reliability.md); "
         "sampled outputs follow the same distribution. Each round is drawn as a strip: accepted, rejected, "
         "resampled or bonus.",
         GENERATE_EXAMPLES,

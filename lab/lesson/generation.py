@@ -39,6 +39,13 @@ class Comparison:
     def identical(self) -> bool:
         return self.plain.tokens == self.spec.tokens
 
+    @property
+    def first_difference(self) -> int | None:
+        """The first new token where plain and speculative differ (None: identical). At T = 0 a difference is a
+        near-tie of a narrow dtype (lab/evaluation/lossless.py); at T > 0, other draws."""
+        a, b = self.plain.tokens[0], self.spec.tokens[0]
+        return next((i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), None)
+
     def to_json(self) -> dict[str, Any]:
         stats = acceptance_stats(self.spec.rows(0))
         return {
@@ -86,6 +93,7 @@ class Comparison:
                 ],
             },
             "identical_tokens": self.identical,
+            "first_difference": self.first_difference,
             "speedup": self.spec.tokens_per_s / self.plain.tokens_per_s,
         }
 

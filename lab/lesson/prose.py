@@ -47,6 +47,7 @@ SOURCES = {
     "parity": "docs/peer_parity.json",
     "designs": "lab/training/data/designs.json",
     "flash_cpu": "docs/flash_cpu.json",  # bench/flash_cpu.py --walk: the real widths' commands, timed on this CPU
+    "bf16_lossless": "docs/bf16_lossless.json",  # bench/bf16_lossless.py: greedy speculative vs plain, logit by logit
     "corpus": "lab/realtext/stats.json",  # `make corpus`: the real-text corpus's sizes and the tokenizer's rates
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
@@ -98,6 +99,7 @@ MEASURED: dict[str, Callable[[Any], str]] = {
     "over": lambda v: _num(".1f")(100 * (v - 1)),  # a ratio a ÷ b → how much a is above b, in %
     "pct": lambda v: _num(".1f")(100 * v),  # a share → percent
     "mb": lambda v: _num(".2f")(v / 1e6),  # characters or bytes → millions
+    "e1": lambda v: format(v, ".1e").replace("e-0", "e-").replace("e+0", "e+"),  # 1.4e-14, 4.4e-6
     **{f: FORMATS[f] for f in ("f1", "f2", "f3", "int", "g", "text")},
 }
 
@@ -360,6 +362,13 @@ KEYS: tuple[Key, ...] = (
         lambda d, path, f: MEASURED[f](_path(d, path)),
         "text",
         "a value of docs/flash_cpu.json (dotted path, then :format)",
+    ),
+    Key(
+        rf"bf16_lossless\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+        "bf16_lossless",
+        lambda d, path, f: MEASURED[f](_path(d, path)),
+        "text",
+        "a value of docs/bf16_lossless.json (dotted path, then :format)",
     ),
     Key(
         rf"corpus\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",

@@ -43,6 +43,20 @@ TEXT = {
         "vi": "khác (lấy mẫu: cùng phân phối, lượt rút khác)",
         "en": "different (sampling: same distribution, other draws)",
     },
+    "different_greedy": {
+        "vi": "khác nhau sau {i} token giống nhau",
+        "en": "different after {i} equal tokens",
+    },
+    "near_tie": {
+        "vi": "Greedy: giải mã dự đoán = giải mã thường từng token trong float64. Ở {dtype}, forward verify (k + 1 "
+        "token một lượt) và bước một token làm tròn khác nhau, nên hai cách chỉ tách nhau ở một điểm gần hòa: nơi "
+        "hai logit lớn nhất của bước thường cách nhau ít hơn độ lệch giữa hai cách tính (docs/reliability.md, "
+        "“Lossless, exactly stated”; đo bằng bench/bf16_lossless.py).",
+        "en": "Greedy: speculative = plain token for token in float64. In {dtype} the verify forward (k + 1 tokens "
+        "at once) and a one-token step round differently, so the two part only at a near-tie: where the plain "
+        "step's top-2 logits are closer than the two computations differ (docs/reliability.md, “Lossless, exactly "
+        "stated”; measured by bench/bf16_lossless.py).",
+    },
     "same_tokens": {"vi": "token của hai cách giải mã", "en": "tokens"},
     "speedup": {"vi": "tăng tốc", "en": "speed-up"},
     "tap_check": {
@@ -265,12 +279,18 @@ def render_generate(console: Console, report, lang: str) -> None:
     cols = ["", TEXT("text", lang), TEXT("tokens", lang), TEXT("forwards", lang), TEXT("tokens_per_s", lang)]
     console.print(simple_table("", cols, rows))
     s = j["speculative"]
-    same = TEXT("identical", lang) if j["identical_tokens"] else TEXT("different", lang)
+    greedy = report.temperature == 0
+    if j["identical_tokens"]:
+        same = TEXT("identical", lang)
+    else:
+        same = TEXT("different_greedy", lang, i=j["first_difference"]) if greedy else TEXT("different", lang)
     console.print(
         f"{UI('accepted_length', lang)}: {s['mean_accepted_length']:.3f}  ·  "
         f"{UI('acceptance_rate', lang)}: {s['acceptance_rate']:.3f}  ·  {TEXT('rounds', lang)}: {s['rounds']}  ·  "
         f"{TEXT('same_tokens', lang)}: {same}  ·  {TEXT('speedup', lang)}: {j['speedup']:.2f}×"
     )
+    if greedy and not j["identical_tokens"]:
+        console.print(Text(TEXT("near_tie", lang, dtype=report.dtype), style="yellow"))
     if report.weights == "untrained":
         console.print(Text(UI("warning_untrained", lang), style="yellow"))
     real_widths_note(console, report.cfg, report.tokenizer, lang)

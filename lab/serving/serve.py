@@ -8,7 +8,8 @@ One round, for the requests in flight (continuous batching — a finished reques
   3. schedule: the policy turns the confidences [R, k] into verify lengths ℓ_r (`dspark_mini.scheduler`);
   4. verify: ONE target forward over all requests' [anchor, x_1..x_ℓr] rows, each at its own cache length
      (`dspark_mini.ragged`); each request keeps what rejection sampling keeps and commits its own verdict.
-Greedy output of every request equals plain decoding of its prompt, whatever the policy and R (tests).
+Greedy output of every request equals plain decoding of its prompt, whatever the policy and R (tests, float64; in
+bfloat16 up to near-ties, as `generate`: docs/reliability.md).
 
 What stays alive is bounded by the R slots, never by the number of prompts (`serve_stream`):
   - prompts are taken from any iterable one at a time, when a slot is free (a file is read as it is served);
