@@ -32,8 +32,8 @@ from typing import Any
 
 WIDTH = 80
 EXIT_CODES = (
-    "exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C) · 143 terminated (SIGTERM) · 141 output pipe closed "
-    "(e.g. `| head`)"
+    "exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C)\n"
+    "            143 terminated (SIGTERM) · 141 output pipe closed (e.g. `| head`)"
 )
 TEMPERATURE_HELP = "0 = greedy (default); a finite number ≥ 1e-6 samples"
 # lab.realscale.layout.STYLES (a test keeps them equal; --help stays torch-free)

@@ -79,3 +79,5 @@ def test_bad_files_are_named(tmp_path, capsys, content, why):
     assert main(["eval", "--perplexity", str(f)]) == 2
     err = capsys.readouterr().err
     assert "--perplexity" in err and why in err
+    assert main(["eval", "--perplexity", str(f), "--lang", "vi"]) == 2
+    assert "chỉ nhận" in capsys.readouterr().err

@@ -407,8 +407,8 @@ def stall_in_shard_2(tensors, filename, metadata=None):
     real(tensors, filename, metadata=metadata)
     if len(calls) == 2:  # shard 2 written to its temporary file, not yet renamed: stop here until signalled
         marker.write_text(filename)
-        while True:
-            time.sleep(60)
+        while True:  # short naps: a signal taken by another thread is seen at the next one
+            time.sleep(0.1)
 ckpt.save_file = stall_in_shard_2
 sys.exit(main(["checkpoint", "export", "--out", out, "--shards", "3", "--force", "--json"]))
 """

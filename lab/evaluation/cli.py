@@ -26,7 +26,7 @@ EVAL_EXAMPLES = """\
 examples:
   dspark-lab eval                                   τ per drafter and domain, T = 1 and greedy
   dspark-lab eval --drafters dspark,dflash --json   two drafters, as JSON
-  dspark-lab eval --perplexity notes.txt            the target's perplexity on a text file"""
+  dspark-lab eval --perplexity notes.txt   the target's perplexity on a file"""
 
 
 def add_parsers(sub: Any) -> None:
@@ -152,7 +152,7 @@ def main_perplexity(args: argparse.Namespace, console: Console, lang: str) -> di
     from ..weights import training_streams, verified, weight_file
     from .perplexity import perplexity, read_text_file, unigram_log_probs
 
-    text = read_text_file(args.perplexity)
+    text = read_text_file(args.perplexity, lang=lang)
     target = weight_file("target", args.weights_dir)
     verified(target)
     model = load_model(target)

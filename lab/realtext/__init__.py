@@ -45,6 +45,15 @@ class CorpusError(ValueError):
     """An unknown source or split name."""
 
 
+def differing(sums: dict[str, str], folder: Path) -> list[str]:
+    """The files whose sha256 in `sums` (a rebuild's) differs from the committed file's in `folder`; each file's line
+    is printed (`make corpus-check`)."""
+    bad = [n for n, s in sums.items() if hashlib.sha256((folder / n).read_bytes()).hexdigest() != s]
+    for n, s in sums.items():
+        print(f"{'differs' if n in bad else 'same   '}  {s[:16]}  {n}")
+    return bad
+
+
 def check_source(source: str) -> str:
     if source not in SOURCES:
         raise CorpusError(f"source = {source!r} is invalid: allowed {', '.join(SOURCES)}")

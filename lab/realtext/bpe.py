@@ -33,7 +33,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 from dspark_mini.files import write_atomic
 
-from . import HERE, texts
+from . import HERE, differing, texts
 
 FOLDER = HERE / "tokenizer"
 VOCAB_SIZE = 8192
@@ -171,9 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         with tempfile.TemporaryDirectory(prefix="dspark-bpe-") as tmp:
             sums = write(Path(tmp))
-        bad = [n for n, s in sums.items() if hashlib.sha256((FOLDER / n).read_bytes()).hexdigest() != s]
-        for n, s in sums.items():
-            print(f"{'differs' if n in bad else 'same   '}  {s[:16]}  {n}")
+        bad = differing(sums, FOLDER)
         stale = json.loads(STATS.read_text(encoding="utf-8")) != json.loads(json.dumps(measure()))
         print(f"{'differs' if stale else 'same   '}  {STATS.name}")
         return 1 if bad or stale else 0

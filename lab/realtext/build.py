@@ -43,6 +43,8 @@ from pathlib import Path
 
 from dspark_mini.files import write_atomic
 
+from . import differing
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 REPO = HERE.parents[1]
@@ -371,11 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.check:
             with tempfile.TemporaryDirectory(prefix="dspark-corpus-check-") as tmp:
-                sums = build(Path(tmp), args.debs)
-                bad = [n for n, s in sums.items() if hashlib.sha256((DATA / n).read_bytes()).hexdigest() != s]
-                for n, s in sums.items():
-                    print(f"{'differs' if n in bad else 'same   '}  {s[:16]}  {n}")
-                return 1 if bad else 0
+                return 1 if differing(build(Path(tmp), args.debs), DATA) else 0
         sums = build(DATA, args.debs)
         for n, s in sums.items():
             print(f"{s[:16]}  {n}")

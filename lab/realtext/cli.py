@@ -19,8 +19,8 @@ COMMANDS = ("tokenize",)
 MAX_TEXT_CHARS = 100_000  # the text argument: a long chapter; more belongs in a file, not a command line
 EXAMPLES = """\
 examples:
-  dspark-lab tokenize "Hôm nay trời đẹp"          ids and pieces, as a table
-  dspark-lab tokenize "I love my cat 🐈" --json    the same as JSON (emoji bytes: <0xNN>)"""
+  dspark-lab tokenize "Hôm nay trời đẹp"        ids and pieces, as a table
+  dspark-lab tokenize "I love my cat 🐈" --json  the same as JSON (<0xNN>: bytes)"""
 
 TEXT = Texts(
     {
@@ -80,8 +80,9 @@ def tokenize(text: str, tok: Any) -> dict[str, Any]:
     tokens = []
     for i in ids:
         data = tok.token_bytes(i)
-        tokens.append({"id": i, "text": tok.piece(i), "bytes": None if data is None else data.hex(), "partial": False})
-        tokens[-1]["partial"] = tok.is_partial(i)
+        tokens.append(
+            {"id": i, "text": tok.piece(i), "bytes": None if data is None else data.hex(), "partial": tok.is_partial(i)}
+        )
     return {
         "tokenizer": tok.source,
         "text": unicodedata.normalize("NFC", text),
