@@ -97,8 +97,12 @@ corpus-check: install
 	$(PY) -m lab.realtext.build --check $(if $(CORPUS_DEBS),--debs $(CORPUS_DEBS))
 	$(PY) -m lab.realtext.bpe --check
 
+# the whole shipped set from scratch (≈ 90 min on 2 quiet cores), then what the docs say the model can and cannot do
+# (docs/model_card.json: perplexities, sums, sample continuations) and every number the prose quotes
 weights: install
 	$(PY) -m lab train all --out lab/weights --force
+	$(PY) bench/model_card.py --out docs/model_card.json
+	$(PY) -m lab.lesson.prose --write
 
 # the DSpark paper in miniature from the set in lab/weights: runs/paper/*.json and PNGs, docs/paper.md and
 # docs/paper.vi.md (≤ 60 min on 2 cores; `dspark-lab paper --quick` runs every figure's code path in a minute)

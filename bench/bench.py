@@ -123,8 +123,8 @@ def count_ops(step, cache) -> OpCounter:
 
 
 def decode_section(args, model) -> dict:
-    from lab.corpus import DOMAINS
     from lab.evaluation.quality import eval_prompts
+    from lab.realtext import DOMAINS
 
     reps, cache_len = (60 if args.quick else 200), 32
     plain = plain_like(model)
@@ -211,8 +211,8 @@ def print_verify(r: dict) -> None:
 # ---- speculative ÷ plain --------------------------------------------------------------------------------------
 def prompt_sets(n_held: int) -> dict[str, list[torch.Tensor]]:
     from dspark_mini.tokenizer import default_tokenizer
-    from lab.corpus import DOMAINS
     from lab.evaluation.quality import eval_prompts
+    from lab.realtext import DOMAINS
 
     held = [p[None] for d in DOMAINS for p in eval_prompts(d, n_held, 16, seed=5)]  # [1, 16] each
     tok = default_tokenizer()
@@ -273,8 +273,8 @@ def speculative_section(args, model) -> dict:
     from dspark_mini.speculative import generate_plain, generate_speculative
 
     reps, n_held, new = (2, 1, 24) if args.quick else (3, 2, 40)
-    from lab.corpus import DOMAINS
     from lab.evaluation.quality import eval_prompts
+    from lab.realtext import DOMAINS
 
     sets = prompt_sets(n_held)
     costs = step_costs(model, eval_prompts(DOMAINS[0], 1, 32, seed=5), 9 if args.quick else 21)

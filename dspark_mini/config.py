@@ -118,10 +118,10 @@ MARKOV_KINDS = ("vanilla", "rnn")
 class ModelConfig:
     # ---- vocabulary and widths ------------------------------------------------------------------
     name: str = "lab"  # preset name, for display only
-    vocab_size: int = 0  # lab: size of the lab tokenizer (≤ 1,024: 510 readable + 256 bytes) | flash: 129,280
-    dim: int = 64  # hidden size | 5120
+    vocab_size: int = 0  # lab: size of the lab tokenizer (a byte-level BPE of 8,192 ids) | flash: 129,280
+    dim: int = 128  # hidden size | 5120
     n_layers: int = 8  # backbone layers, encoder + decoder | 40 (20 + 20)
-    n_mtp_layers: int = 2  # DSpark draft layers (checkpoint `mtp.*`) | 3
+    n_mtp_layers: int = 3  # DSpark draft layers (checkpoint `mtp.*`) | 3
     # ---- attention (4A) -----------------------------------------------------------------------
     n_heads: int = 4  # query heads; one shared KV latent for all of them (MQA) | 64
     head_dim: int = 64  # width of the shared latent = K = V | 512 (448 nope + 64 rope)
@@ -141,6 +141,7 @@ class ModelConfig:
         1,
         1,
         1,
+        0,
         0,
         0,
     )  # cache each layer reads | [0,0]+[2]*18+[1]*20+[0]*3

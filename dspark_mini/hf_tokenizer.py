@@ -1,9 +1,10 @@
 """A real checkpoint's tokenizer (step 1A at real scale): its `tokenizer.json`, read with the `tokenizers` library.
 
 DeepSeek-V4.1-Flash ships a byte-level BPE of 129,280 ids as `tokenizer.json` (the Hugging Face `tokenizers`
-format); `tokenizers` encodes and decodes it, nothing here re-implements BPE. `HFTokenizer` offers what generation
-and Engram read from the lab's `LabTokenizer`: encode / decode, vocab_size, token_text, the Engram compressed
-vocabulary (compress_map, compressed_vocab_size, compress) and the bos / eos / pad ids.
+format); `tokenizers` encodes and decodes it, nothing here re-implements BPE. The lab's own tokenizer (a byte-level
+BPE of 8,192 ids in dspark_mini/lab_tokenizer/) is read by the same class. `HFTokenizer` offers what generation and
+Engram read: encode / decode, vocab_size, token_text, the Engram compressed vocabulary (compress_map,
+compressed_vocab_size, compress) and the bos / eos / pad (and the lab's noise) ids.
 
 The compressed vocabulary is derived as the reference derives it: every id is decoded on its own with the raw
 tokenizer (special tokens kept); a text holding U+FFFD (a piece of a multi-byte character, e.g. a lone byte
@@ -76,9 +77,11 @@ class HFTokenizer:
         bos: int | None = None,
         eos: int | None = None,
         pad: int | None = None,
+        noise: int | None = None,
         source: str = "tokenizer",
     ):
         self.tokenizer, self.source = tokenizer, source
+        tokenizer.encode_special_tokens = True  # a special token comes from code, never from text ("<bos>" is text)
         self.vocab_size: int = tokenizer.get_vocab_size(with_added_tokens=True)
         check_ids(self.vocab_size, source)
         parts = {part: bounded_part(tokenizer, part, source) for part in ("normalizer", "pre_tokenizer", "decoder")}
@@ -105,10 +108,11 @@ class HFTokenizer:
         self.texts: tuple[str, ...] = tuple(texts)  # [V] each id decoded on its own
         keys = map(self.engram_key, range(self.vocab_size))
         self.compress_map, self.compressed_vocab_size = compressed_vocabulary(keys)  # [V] raw id → compressed id
-        for i in (bos, eos, pad):
+        for i in (bos, eos, pad, noise):
             if i is not None:
                 self._check_id(i)
         self.bos, self.eos, self.pad = bos, eos, pad
+        self.noise = noise  # DSpark's noise token: the lab's own config names it ("noise_token"); a real one has none
         self.specials = frozenset(
             tokenizer.token_to_id(t.content) for t in tokenizer.get_added_tokens_decoder().values() if t.special
         )
@@ -117,7 +121,8 @@ class HFTokenizer:
     @classmethod
     def from_folder(cls, folder: str | os.PathLike, vocab_size: int | None = None) -> HFTokenizer:
         """The tokenizer of a checkpoint folder: `tokenizer.json`, and the bos / eos / pad tokens that
-        `tokenizer_config.json` names when the folder has one (a name or an {"content": name} object each).
+        (and the lab's <noise>) `tokenizer_config.json` names when the folder has one (a name or an {"content": name}
+        object each).
         vocab_size: the ids the model has (its config's); a tokenizer of another size is refused before its
         vocabulary is derived (the costly part of reading one)."""
         folder = Path(folder)
@@ -130,7 +135,7 @@ class HFTokenizer:
                 f"{path}: {tok.get_vocab_size(with_added_tokens=True):,} token ids, but config.json says "
                 f"vocab_size = {vocab_size:,}: allowed the tokenizer of the checkpoint's own vocabulary"
             )
-        specials: dict[str, int | None] = {"bos": None, "eos": None, "pad": None}
+        specials: dict[str, int | None] = {"bos": None, "eos": None, "pad": None, "noise": None}
         config = folder_file(folder, CONFIG_FILE)
         if config is not None:
             try:
@@ -161,8 +166,9 @@ class HFTokenizer:
 
     # ---- text ↔ ids -----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
-        """Text → ids, no special tokens added (the lab tokenizer adds none either). A symbol the vocabulary cannot
-        spell (no byte fallback, no unknown token) is a TokenizerError naming it, never dropped."""
+        """Text → ids, no special tokens added, and none read from the text: "<bos>" in a text is its characters'
+        ids, never id 0. A symbol the vocabulary cannot spell (no byte fallback, no unknown token) is a
+        TokenizerError naming it, never dropped."""
         if not isinstance(text, str):
             raise TokenizerError(f"text must be a str, got {type(text).__name__}")
         self._check_work("encode the text", self.encode_bound, len(text), 1, "normalizer and pre-tokenizer")
@@ -226,11 +232,17 @@ class HFTokenizer:
         return i
 
     def token_text(self, i: int) -> str:
-        """Display form of one token: its text decoded on its own, or its raw string when that is a piece of a
-        character (the decoder would show U+FFFD)."""
+        """Display form of one token: its text decoded on its own; when that holds U+FFFD (a piece of a character),
+        its bytes with each stray byte written `<0xNN>` (as `piece` shows it: a byte-level token's raw string would
+        show byte 0xE0 as "à"), or its raw string when the token's bytes are not known."""
         i = self._check_id(i)
         t = self.texts[i]
-        return self.raw[i] if REPLACEMENT in t else t
+        if REPLACEMENT not in t:
+            return t
+        data = self.token_bytes(i)
+        if data is not None and (self.byte_level or BYTE_TOKEN.fullmatch(self.raw[i])):
+            return show_bytes(data)
+        return self.raw[i]
 
     def token_bytes(self, i: int) -> bytes | None:
         """The bytes token i stands for, or None for a special token (<bos>, <noise>, …). A byte-level token's
@@ -259,7 +271,7 @@ class HFTokenizer:
 
     @property
     def vocab(self) -> tuple[str, ...]:
-        """Every token's display form, by id (as `LabTokenizer.vocab` lists its token texts)."""
+        """Every token's display form (`token_text`), by id."""
         return tuple(self.token_text(i) for i in range(self.vocab_size))
 
     def token_id(self, token: str) -> int:

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 
 from .config import ConfigError, ModelConfig, flash_config, flash_cpu_config, lab_config
+from .hf_tokenizer import HFTokenizer
 from .model import Transformer
-from .tokenizer import LabTokenizer, WiderVocabTokenizer, default_tokenizer
+from .tokenizer import WiderVocabTokenizer, default_tokenizer
 
 PRESETS = ("lab", "flash", "flash-cpu")
 
@@ -31,13 +32,13 @@ def get_config(preset: str = "lab", **changes: Any) -> ModelConfig:
     raise ConfigError("preset", preset, f"one of {PRESETS}")
 
 
-def get_tokenizer(cfg: ModelConfig) -> LabTokenizer | None:
+def get_tokenizer(cfg: ModelConfig) -> HFTokenizer | None:
     """The lab tokenizer when `cfg` reads its vocabulary (its Engram compress map then drives the model)."""
     tok = default_tokenizer()
     return tok if cfg.vocab_size == tok.vocab_size else None
 
 
-def text_tokenizer(cfg: ModelConfig) -> LabTokenizer | WiderVocabTokenizer | None:
+def text_tokenizer(cfg: ModelConfig) -> HFTokenizer | WiderVocabTokenizer | None:
     """What turns text into a run of `cfg` without a tokenizer of its own: the lab tokenizer for `lab`; for a larger
     vocabulary (the untrained real widths) the lab ids inside it (`WiderVocabTokenizer`); None for a smaller one."""
     tok = default_tokenizer()

@@ -296,13 +296,13 @@ def load_drafter(name: str, weights_dir: str | Path | None = None) -> tuple[Tran
     return model, (Eagle3Drafter(module) if name == "eagle3" else MTP1Drafter(module))
 
 
-def training_streams(seed: int, lines_per_domain: int) -> tuple[Any, Any]:
-    """(train, val) token streams of a set's corpus: every domain mixed, a seeded tenth held out (`train all`'s data,
-    and the split the perplexity's unigram baseline is fitted on)."""
-    from .corpus import build_corpus, mix, split, token_stream
+def training_streams(seed: int) -> tuple[Any, Any]:
+    """(train, val) token streams of the lab model's data: the real-text corpus's training documents, every source
+    mixed and shuffled by `seed`, and its `val` documents (`train all`'s data, and the split the perplexity's
+    unigram baseline is fitted on: lab/realtext/).  → ([N] int64, [M] int64)"""
+    from .realtext import token_stream
 
-    train_lines, val_lines = split(mix(build_corpus(seed, lines_per_domain), seed), 0.1, seed)
-    return token_stream(train_lines), token_stream(val_lines)
+    return token_stream("train", seed), token_stream("val")
 
 
 def report(weights_dir: str | Path | None = None) -> dict[str, Any]:

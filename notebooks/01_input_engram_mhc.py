@@ -51,13 +51,33 @@ assert (streams - streams[:, :, :1]).abs().max() == 0  # probe: four identical l
 #
 # **VI** — Bốn làn giống hệt nhau: các khối phía sau mới làm chúng khác đi. Nhìn cột mã Engram: chữ hoa và dấu được gộp.
 #
-# ## 1B · Engram
-# **EN** — "Xin" and "xin" are different tokens but share one compressed id, so they hash to the same table rows.
+# ### The tokenizer: a byte-level BPE / Bộ tách token: BPE mức byte
+# **EN** — The lab reads text with a byte-level BPE of <!--n:corpus.tokenizer.vocab_size:int-->8,192<!--/n--> ids, trained on its English, Vietnamese, code and sums
+# corpus (the real model's is the same kind, with 129,280 ids). Frequent words are one token (" the", " chào"), rarer
+# ones are split into pieces, and a character the merges never saw (an emoji) stays as its UTF-8 bytes, shown `<0xNN>`:
+# any text tokenizes, and decoding gives it back exactly.
 #
-# **VI** — "Xin" và "xin" là hai token khác nhau nhưng chung một mã nén, nên được băm vào cùng các hàng của bảng.
+# **VI** — Lab đọc văn bản bằng một BPE mức byte có <!--n:corpus.tokenizer.vocab_size:int-->8,192<!--/n--> mã, huấn luyện trên kho văn bản tiếng Anh, tiếng Việt, mã
+# nguồn và phép cộng của lab (mô hình thật dùng cùng loại, với 129.280 mã). Từ hay gặp là một token (" the", " chào"),
+# từ hiếm bị tách thành mảnh, và ký tự mà các phép ghép chưa từng thấy (một emoji) giữ nguyên các byte UTF-8, hiện là
+# `<0xNN>`: văn bản nào cũng tách được, và giải mã trả lại đúng văn bản đó.
 
 # %%
-a, b = tok.encode("Xin")[0], tok.encode("xin")[0]
+for text in ("The weather is lovely today.", "Hôm nay trời đẹp quá.", "487 + 256 = 743", "🙂"):
+    ids = tok.encode(text)
+    print(f"{text!r:32} → {len(ids):2} tokens:", " · ".join(tok.piece(i) for i in ids))
+    assert tok.decode(ids) == text  # probe: exact round trip
+print(tr("vocabulary:", "bộ từ vựng:"), tok.vocab_size, tr("ids · Engram compressed ids:", "mã · mã nén Engram:"),
+      tok.compressed_vocab_size)
+
+# %% [markdown]
+# ## 1B · Engram
+# **EN** — " chào" and " Chào" are different tokens but share one compressed id, so they hash to the same table rows.
+#
+# **VI** — " chào" và " Chào" là hai token khác nhau nhưng chung một mã nén, nên được băm vào cùng các hàng của bảng.
+
+# %%
+a, b = tok.encode(" chào")[0], tok.encode(" Chào")[0]
 print(tr("raw ids:", "mã gốc:"), a, b, tr("· compressed ids:", "· mã nén:"), tok.compress_map[a], tok.compress_map[b])
 assert a != b and tok.compress_map[a] == tok.compress_map[b]  # probe
 show(render_view(walk.views["1B"]))

@@ -3,21 +3,27 @@
 # **EN** — Every table and figure of the DSpark paper that the lab can measure, with the paper's numbers beside the
 # lab's. Nothing is trained here: the notebook reads `runs/paper/*.json`, written by `dspark-lab paper` (`make paper`).
 # - Table 1 and Figures 2, 5, 6: the shipped drafters on held-out prompts, one prompt at a time, the whole block.
-# - Figures 3 and 4: extra drafters (1–3 draft layers, blocks 3 to 8), trained against the shipped target, all on the
-#   same target cache and budget.
+# - Figures 3 and 4: extra drafters (DSpark with 1–3 draft layers, DFlash at the shipped DFlash's depth, blocks 3 to
+#   8), trained against the shipped target, all on the same target cache and budget.
 # - Figures 7 and 8: the recorded rounds replayed under load on the shipped SPS table; Appendix A: the scheduler's
 #   counterexample, computed by the lab's scheduler.
-# - Read the *shape* (who leads, what grows, what shrinks). The toy is far smaller than the paper's models, so the
+# - The lab's domains (English, Vietnamese, code, sums) are not the paper's (math, code, chat). Each table keeps its
+#   own; one small table says which lab domain stands beside which paper domain (sums ↔ math, code ↔ code,
+#   English and Vietnamese ↔ chat).
+# - Read the *shape* (who leads, what grows, what shrinks). The lab's model is far smaller than the paper's, so the
 #   sizes of the numbers differ.
 #
 # **VI** — Mọi bảng và hình của bài báo DSpark mà lab đo được, với số của bài báo đặt cạnh số của lab. Notebook này
 # không huấn luyện gì: nó đọc `runs/paper/*.json` do `dspark-lab paper` (`make paper`) ghi ra.
 # - Bảng 1 và Hình 2, 5, 6: các bộ vẽ nháp đi kèm trên prompt giữ lại, từng prompt một, verify cả khối.
-# - Hình 3 và 4: các bộ vẽ nháp thêm (1–3 lớp nháp, khối từ 3 đến 8), huấn luyện theo mô hình mục tiêu đi kèm, tất cả
-#   trên cùng bộ đệm mục tiêu và cùng ngân sách.
+# - Hình 3 và 4: các bộ vẽ nháp thêm (DSpark 1–3 lớp nháp, DFlash ở độ sâu của DFlash đi kèm, khối từ 3 đến 8), huấn
+#   luyện theo mô hình mục tiêu đi kèm, tất cả trên cùng bộ đệm mục tiêu và cùng ngân sách.
 # - Hình 7 và 8: các vòng đã ghi được phát lại dưới tải trên bảng SPS đi kèm; Phụ lục A: phản ví dụ của bộ lập lịch,
 #   tính bằng bộ lập lịch của lab.
-# - Hãy đọc *hình dạng* (ai dẫn đầu, cái gì tăng, cái gì giảm). Mô hình đồ chơi nhỏ hơn rất nhiều so với mô hình của
+# - Các miền của lab (tiếng Anh, tiếng Việt, mã, phép cộng) không phải các miền của bài báo (toán, code, chat). Mỗi
+#   bảng giữ miền của mình; một bảng nhỏ cho biết miền nào của lab đặt cạnh miền nào của bài báo (phép cộng ↔ toán,
+#   mã ↔ code, tiếng Anh và tiếng Việt ↔ chat).
+# - Hãy đọc *hình dạng* (ai dẫn đầu, cái gì tăng, cái gì giảm). Mô hình của lab nhỏ hơn rất nhiều so với mô hình của
 #   bài báo, nên độ lớn các con số khác nhau.
 
 # %%
@@ -31,6 +37,7 @@ from lab.lesson.exercises import check
 from lab.paper import docs
 from lab.paper.figures import figure
 from lab.paper.run import ITEMS
+from lab.paper.texts import lab_domains
 notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt
 
 RUNS = Path("..") / "runs" / "paper"  # the notebook runs in notebooks/
@@ -41,15 +48,17 @@ assert set(items) == set(ITEMS)  # probe: every item of the paper is there
 
 # %% [markdown]
 # ## 1 · Table 1: τ per domain / Bảng 1: τ theo miền
-# **EN** — τ = kept drafts + the target's own token, per round. The paper: DSpark > DFlash > Eagle3 on Qwen3.
+# **EN** — τ = kept drafts + the target's own token, per round. The paper: DSpark > DFlash > Eagle3 on Qwen3. First
+# the domains: the lab's beside the paper's.
 #
 # **VI** — τ = số token nháp được giữ + token của chính mô hình mục tiêu, mỗi vòng. Bài báo: DSpark > DFlash > Eagle3
-# trên Qwen3.
+# trên Qwen3. Trước hết là các miền: của lab cạnh của bài báo.
 
 # %%
-print("\n".join(docs.page_table1(items["table1"], LANG)))
 tau = items["table1"]["lab"]["tau"]
-assert all(1 <= tau[n][d]["t1"] <= 6 for n in tau for d in ("math", "code", "chat"))  # probe: 1 ≤ τ ≤ k + 1
+domains = lab_domains(tau["dspark"])  # the domains the run measured (its records say which)
+print("\n".join(docs.page_domains(domains, LANG) + docs.page_table1(items["table1"], LANG)))
+assert all(1 <= tau[n][d]["t1"] <= 6 for n in tau for d in domains)  # probe: 1 ≤ τ ≤ k + 1
 figure(items["table1"], LANG)
 
 # %% [markdown]
@@ -128,9 +137,9 @@ assert abs(appendix["policies"]["retrospective"]["exact"][0] - 0.85) < 1e-9  # p
 # %% [markdown]
 # ## Summary / Tóm tắt
 # - **EN** — One command measures the paper's items on the lab's drafters and writes them beside the paper's values.
-#   Agreement in shape is the test of the toy, not agreement in size.
+#   Agreement in shape is the test of the lab's small model, not agreement in size.
 # - **VI** — Một lệnh đo các mục của bài báo trên các bộ vẽ nháp của lab và ghi chúng cạnh số của bài báo. Phép thử
-#   của mô hình đồ chơi là khớp về hình dạng, không phải về độ lớn.
+#   của mô hình nhỏ của lab là khớp về hình dạng, không phải về độ lớn.
 #
 # ## Exercise / Bài tập
 # **EN** — In Appendix A, x₁ = A gives c₂ = 0.9, so a₁ = 0.8 and a₂ = 0.8 · 0.9. SPS(3) = 0.45. Compute

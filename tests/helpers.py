@@ -47,3 +47,34 @@ def naive_normalize(text: str) -> str:
     s = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
     s = re.sub(r"[ \t\r\n]+", " ", "".join(c.lower() for c in s if not unicodedata.category(c).startswith("M")))
     return s if s == " " else s.strip(WHITE_SPACE)
+
+
+def gpt2_byte_of() -> dict[str, int]:
+    """GPT-2's byte-level alphabet written out as its paper's code does (`bytes_to_unicode`), inverted: the
+    printable character a byte-level token spells each byte with → the byte."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    chars, n = keep[:], 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars, strict=True)}
+
+
+def shown_bytes(data: bytes) -> str:
+    """Bytes as a reader sees them: each whole UTF-8 character as itself, every other byte as <0xNN> (decoded by
+    hand: a lead byte and its continuation bytes count as a character only when complete and well-formed)."""
+    out, i = [], 0
+    while i < len(data):
+        for n in (4, 3, 2, 1):
+            try:
+                out.append(data[i : i + n].decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+            i += n
+            break
+        else:
+            out.append(f"<0x{data[i]:02X}>")
+            i += 1
+    return "".join(out)

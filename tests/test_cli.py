@@ -14,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from dspark_mini import get_config
+from dspark_mini.tokenizer import default_tokenizer
 from lab.cli import main
 from lab.lesson.steps import STEP_IDS
 from lab.lesson.walk import run_walk
 from lab.text import DEFAULT_PROMPT
 
 ROOT = Path(__file__).resolve().parents[1]
+# generate may add tokens up to max_seq_len behind the default prompt
+MAX_NEW = get_config("lab").max_seq_len - len(default_tokenizer().encode(DEFAULT_PROMPT))
 
 
 def run_json(capsys, *argv: str) -> dict:
@@ -126,8 +130,11 @@ def test_inspect_lab_and_flash_json(capsys) -> None:
         (["generate", "--block", "0"], "--verify-len = 0 is invalid"),
         (["generate", "--temperature", "-0.5"], "--temperature = -0.5 is invalid: allowed 0 (greedy)"),
         (["generate", "--prompt", ""], "prompt is empty"),
-        (["generate", "--max-new-tokens", "0"], "--max-new-tokens = 0 is invalid: allowed an integer in 1..243"),
-        (["generate", "--max-new-tokens", "9999"], "--max-new-tokens = 9999 is invalid: allowed an integer in 1..243"),
+        (["generate", "--max-new-tokens", "0"], f"--max-new-tokens = 0 is invalid: allowed an integer in 1..{MAX_NEW}"),
+        (
+            ["generate", "--max-new-tokens", "9999"],
+            f"--max-new-tokens = 9999 is invalid: allowed an integer in 1..{MAX_NEW}",
+        ),
         (["generate", "--preset", "flash"], "does not fit"),
         (["generate", "--preset", "flash-cpu", "--weights", "trained"], "allowed --weights untrained"),
         (["profile", "--preset", "flash", "--reps", "1"], "does not fit"),
@@ -142,16 +149,20 @@ def test_bad_input_gives_a_clear_error(capsys, argv, needle) -> None:
 
 
 def test_walk_takes_any_text_and_shows_byte_tokens_readably(capsys) -> None:
-    """Byte fallback: a char outside the readable vocabulary is not refused; the 1A table shows one <0xXX> token per
-    UTF-8 byte of it (their names worked out here from Python's own encoder), each with its own Engram id."""
-    out = run_json(capsys, "walk", "--step", "1A", "--prompt", "hi ✓", "--weights", "untrained", "--json")
+    """A character the corpus never saw (𝔸, U+1D538) is not refused: the byte-level BPE spells it with pieces of
+    its UTF-8 bytes, and the 1A table shows each stray byte as <0xXX> (their names worked out here from Python's own
+    encoder), each piece with an Engram id no whole token of the prompt shares."""
+    out = run_json(capsys, "walk", "--step", "1A", "--prompt", "hi 𝔸", "--weights", "untrained", "--json")
     rows = next(t for t in out["steps"]["1A"]["tables"] if t["title"] == "Token")[
         "rows"
     ]  # [position, id, text, engram]
-    want = [f"<0x{b:02X}>" for b in "✓".encode()]  # E2 9C 93
-    assert [r[2] for r in rows] == ["h", "i", "▁", *want] and [r[1] for r in rows] == out["tokens"]
-    engram = [r[3] for r in rows]
-    assert len(set(engram[3:])) == 3 and not set(engram[3:]) & set(engram[:3])  # the bytes keep ids of their own
+    assert [r[1] for r in rows] == out["tokens"] and [r[0] for r in rows] == list(range(len(rows)))
+    want = "".join(f"<0x{b:02X}>" for b in "𝔸".encode())  # <0xF0><0x9D><0x94><0xB8>
+    assert "".join(r[2] for r in rows) == "hi " + want
+    pieces = [r for r in rows if "<0x" in r[2]]
+    assert "".join(r[2] for r in pieces).endswith(want) and len(pieces) >= 2  # no token holds all of 𝔸
+    whole = {r[3] for r in rows if r not in pieces}
+    assert len({r[3] for r in pieces}) == len(pieces) and not whole & {r[3] for r in pieces}
 
 
 def test_walk_reads_nfd_and_nfc_prompts_as_the_same_tokens(capsys) -> None:

@@ -318,7 +318,10 @@ def test_lab_contract() -> None:
     assert cfg.hc_sinkhorn_iters == 20
     assert cfg.n_layers >= 5
     assert 0 < cfg.n_encoder_layers < cfg.n_layers
-    assert cfg.vocab_size == LAB_V <= 1024  # ≈ 510 readable tokens + 256 byte tokens
+    tok = default_tokenizer()  # the byte-level BPE of dspark_mini/lab_tokenizer/: 8,192 ids, <noise> = 3
+    assert cfg.vocab_size == LAB_V == tok.vocab_size == 8192
+    assert cfg.engram_compressed_vocab_size == tok.compressed_vocab_size < cfg.vocab_size
+    assert cfg.dspark_noise_token_id == tok.noise == tok.token_id("<noise>")
     assert len(cfg.compress_ratios) == cfg.n_layers + cfg.n_mtp_layers
     # the ratio-1 source sits at the encoder/decoder boundary, ratio 2 before it, ratio 1 after
     r = cfg.compress_ratios

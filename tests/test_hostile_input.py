@@ -35,11 +35,11 @@ from dspark_mini.hf_tokenizer import (
     HFTokenizer,
     folder_file,
 )
-from dspark_mini.tokenizer import TokenizerError
+from dspark_mini.tokenizer import TokenizerError, default_tokenizer
 from dspark_mini.tokenizer_limits import MAX_GROWTH, MAX_TEXT_WORK
 
 ROOT = Path(__file__).resolve().parents[1]
-LAB_TOKENIZER = ROOT / "lab" / "realtext" / "tokenizer" / "tokenizer.json"
+LAB_TOKENIZER = ROOT / "dspark_mini" / "lab_tokenizer" / "tokenizer.json"
 SECRET = "SECRET-7f3a"  # planted in hostile files: no message may quote it
 BACKTRACKS = r"(?:a|a)*(?=\d)"  # Oniguruma's retry limit ends it with an error, which `tokenizers` turns into a panic
 
@@ -360,33 +360,71 @@ def test_no_tokenizer_error_quotes_the_file(tmp_path) -> None:
 
 
 # ---- one loader for --checkpoint DIR: config, weights and tokenizer together --------------------------------------
+OTHER_VOCAB = 300  # the vocabulary of bpe_checkpoint: a byte-level BPE trained here, not the lab's 8,192 ids
+OTHER_LINES = [
+    "Xin chào các bạn, hôm nay chúng ta học về DSpark.",
+    "the model predicts the next token",
+    "def f(x):\n    return x + 1",
+    "tiếng Việt và tiếng Anh",
+] * 50
+
+
 @pytest.fixture(scope="module")
 def bpe_checkpoint(tmp_path_factory) -> tuple[Path, HFTokenizer]:
-    """A small model of the lab's byte-level BPE vocabulary (8,192 ids, not the lab model's 766), exported with that
-    tokenizer.json and tokenizer_config.json beside its shards."""
+    """A small model of another vocabulary than the lab's: a byte-level BPE of 300 ids trained here (a folder whose
+    ids the lab tokenizer does not give), exported with its tokenizer.json and tokenizer_config.json beside its
+    shards."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     from dspark_mini import build_model, get_config
     from lab.realscale import export_checkpoint
 
-    tok = HFTokenizer.from_folder(LAB_TOKENIZER.parent)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    specials = ["<bos>", "<eos>", "<pad>", "<noise>"]
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=OTHER_VOCAB, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+    )
+    bpe.train_from_iterator(OTHER_LINES, trainer)
+    source = tmp_path_factory.mktemp("other-tokenizer")
+    bpe.save(str(source / "tokenizer.json"))
+    names = {f"{n}_token": t for n, t in zip(("bos", "eos", "pad", "noise"), specials, strict=True)}
+    (source / "tokenizer_config.json").write_text(json.dumps(names), encoding="utf-8")
+    tok = HFTokenizer.from_folder(source)
+    assert tok.vocab_size == OTHER_VOCAB
     cfg = get_config("lab").replace(
         vocab_size=tok.vocab_size,
         engram_compressed_vocab_size=tok.compressed_vocab_size,
         engram_pad_id=tok.pad,
-        dspark_noise_token_id=tok.token_id("<noise>"),
+        dspark_noise_token_id=tok.noise,
     )
     path = export_checkpoint(build_model(cfg, seed=3), tmp_path_factory.mktemp("bpe") / "ckpt", shards=2)
+    assert not (path / "tokenizer.json").exists()  # not the lab's vocabulary: the export writes no tokenizer
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(LAB_TOKENIZER.parent / name, path / name)
+        shutil.copy(source / name, path / name)
     return path, tok
 
 
 @pytest.fixture(scope="module")
 def lab_checkpoint(tmp_path_factory) -> Path:
-    """The shipped lab model exported: the lab's own vocabulary, no tokenizer.json (config.json names it)."""
+    """The shipped lab model exported: the lab's own vocabulary, its tokenizer.json and tokenizer_config.json written
+    beside the weights, and config.json naming the lab's vocabulary."""
     from lab.cli import main
 
     out = tmp_path_factory.mktemp("labckpt") / "ckpt"
     assert main(["checkpoint", "export", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def older_lab_checkpoint(lab_checkpoint, tmp_path_factory) -> Path:
+    """A lab export as written before exports carried the lab tokenizer: no tokenizer.json, config.json names the
+    lab's vocabulary."""
+    out = shutil.copytree(lab_checkpoint, tmp_path_factory.mktemp("older") / "ckpt", symlinks=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (out / name).unlink()
     return out
 
 
@@ -423,6 +461,7 @@ def test_walk_reads_the_folders_tokenizer(bpe_checkpoint, capsys) -> None:
     assert rc == 0, err
     walk = json.loads(out)
     assert walk["tokens"] == tok.encode(prompt)
+    assert walk["tokens"] != default_tokenizer().encode(prompt)  # the lab tokenizer's ids would differ
     assert all(c["ok"] for c in walk["steps"]["6B"]["checks"])
 
 
@@ -446,10 +485,10 @@ def test_serve_reads_the_folders_tokenizer(bpe_checkpoint, tmp_path, capsys) -> 
 
 
 MISSING = {
-    "en": "error: {path!r} is missing: a checkpoint folder holds the tokenizer of its vocabulary (8,192 ids) there "
+    "en": "error: {path!r} is missing: a checkpoint folder holds the tokenizer of its vocabulary (300 ids) there "
     "(its config.json does not name the lab's vocabulary: a folder `dspark-lab checkpoint export` wrote from the lab "
     "model does)",
-    "vi": "error: {path!r} không có: thư mục checkpoint giữ bộ tách từ của bộ từ vựng (8,192 id) ở đó (config.json "
+    "vi": "error: {path!r} không có: thư mục checkpoint giữ bộ tách từ của bộ từ vựng (300 id) ở đó (config.json "
     "của nó không ghi bộ từ vựng của lab: thư mục do `dspark-lab checkpoint export` ghi từ mô hình lab thì có)",
 }
 
@@ -481,10 +520,12 @@ BROKEN = {
 def test_a_broken_tokenizer_json_is_never_replaced_by_the_lab_vocabulary(
     lab_checkpoint, tmp_path, capsys, command, what
 ) -> None:
-    """A lab-vocabulary export needs no tokenizer.json; one that holds a FIFO, a folder or a dangling link under that
-    name is an error naming it (English, and Vietnamese with --lang vi), not the lab's vocabulary in its place."""
+    """A lab-vocabulary export whose config.json names the lab's vocabulary could run without a tokenizer.json; one
+    that holds a FIFO, a folder or a dangling link under that name is an error naming it (English, and Vietnamese
+    with --lang vi), not the lab's vocabulary in its place."""
     path = copy_of(lab_checkpoint, tmp_path / "ckpt")
     target = path / "tokenizer.json"
+    target.unlink()  # the export's own, replaced by what is not a regular file
     {"fifo": os.mkfifo, "folder": os.mkdir, "dangling": lambda p: p.symlink_to(tmp_path / "gone")}[what](target)
     for lang, why in zip(("en", "vi"), BROKEN[what], strict=True):
         rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path), "--lang", lang])
@@ -493,19 +534,29 @@ def test_a_broken_tokenizer_json_is_never_replaced_by_the_lab_vocabulary(
 
 
 def test_a_lab_export_runs_on_the_lab_vocabulary_only_when_its_config_names_it(
-    lab_checkpoint, tmp_path, capsys
+    lab_checkpoint, older_lab_checkpoint, tmp_path, capsys
 ) -> None:
+    from dspark_mini.tokenizer import LAB_TOKENIZER_DIR
     from lab.realscale.export import LAB_VOCABULARY
 
     config = json.loads((lab_checkpoint / "config.json").read_text())
     assert config["dspark_lab"]["tokenizer"] == LAB_VOCABULARY  # written by the export
-    rc, out, err = cli(capsys, ["generate", "--max-new-tokens", "2", "--json", "--checkpoint", str(lab_checkpoint)])
-    assert rc == 0 and json.loads(out)["tokenizer"].startswith("LabTokenizer"), err
-    path = copy_of(lab_checkpoint, tmp_path / "unnamed")
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # … and the lab tokenizer's files, byte for byte
+        assert (lab_checkpoint / name).read_bytes() == (LAB_TOKENIZER_DIR / name).read_bytes()
+    runs = {}
+    for folder in (lab_checkpoint, older_lab_checkpoint):
+        rc, out, err = cli(capsys, ["generate", "--max-new-tokens", "2", "--json", "--checkpoint", str(folder)])
+        assert rc == 0, err
+        runs[folder] = json.loads(out)
+    new, old = runs[lab_checkpoint], runs[older_lab_checkpoint]
+    assert str(lab_checkpoint / "tokenizer.json") in new["tokenizer"]  # the folder's own file, read first
+    assert str(LAB_TOKENIZER_DIR / "tokenizer.json") in old["tokenizer"]  # none there: the lab's, as config names
+    assert new["prompt_ids"] == old["prompt_ids"] and new["plain"]["tokens"] == old["plain"]["tokens"]
+    path = copy_of(older_lab_checkpoint, tmp_path / "unnamed")
     config["dspark_lab"]["tokenizer"] = None
     (path / "config.json").write_text(json.dumps(config))
     rc, out, err = cli(capsys, ["generate", "--max-new-tokens", "2", "--checkpoint", str(path)])
-    assert rc == 2 and "tokenizer.json' is missing" in err and "(766 ids)" in err, err
+    assert rc == 2 and "tokenizer.json' is missing" in err and "(8,192 ids)" in err, err
 
 
 def test_a_missing_config_is_named_before_any_work(bpe_checkpoint, tmp_path, capsys) -> None:

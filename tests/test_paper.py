@@ -1,7 +1,9 @@
 """`dspark-lab paper`: --quick runs every item's code path; each record's structure and invariants, checked against
 independent reasoning (Appendix A's numbers by hand, τ bounds, the threshold sweep's monotone counts, the load
-simulation's identities); the committed docs/paper.md and paper.vi.md are what the generator writes from the
-committed runs/paper JSON; `--help` imports no torch; bad options are one line and exit code 2.
+simulation's identities); the lab's domains (en, vi, code, sums) and the paper's (math, code, chat) each under their
+own names, set side by side only through the one stated correspondence; the committed docs/paper.md and paper.vi.md
+are what the generator writes from the committed runs/paper JSON; `--help` imports no torch; bad options are one
+line and exit code 2.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from dspark_mini import get_config
 from lab.cli import main
-from lab.corpus import DOMAINS
 from lab.paper import docs
-from lab.paper.run import ITEMS, paper_values
+from lab.paper.run import ITEMS, dflash_depth, paper_values
+from lab.paper.texts import PAPER_DOMAIN_OF, lab_domain, paper_domain
+from lab.realtext import DOMAINS
 from lab.weights import DRAFTERS
 
 ROOT = Path(__file__).resolve().parent.parent
 K = 5  # the lab's trained block (lab preset dspark_block_size)
+PAPER_DOMAINS = ("math", "code", "chat")  # the paper's own: means over its benchmarks (paper_values.json)
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +62,14 @@ def test_table1_has_every_drafter_in_every_domain(quick) -> None:
         for d in DOMAINS:
             for t in ("t1", "greedy"):
                 assert 1.0 <= by[d][t] <= most, (name, d, t)
-        assert by["mean"]["t1"] == pytest.approx(sum(by[d]["t1"] for d in DOMAINS) / 3)
+        assert list(by) == [*DOMAINS, "mean"]  # the lab's own domains, never the paper's
+        assert by["mean"]["t1"] == pytest.approx(sum(by[d]["t1"] for d in DOMAINS) / len(DOMAINS))
     r = it["lab"]["ratios"]["dspark/dflash"]["t1"]
     assert r == pytest.approx(tau["dspark"]["mean"]["t1"] / tau["dflash"]["mean"]["t1"])
     # the paper's domain means, computed from its table: Qwen3-4B DSpark math = (6.11 + 5.70 + 4.89) / 3
     assert it["paper"]["domain_means"]["Qwen3-4B"]["dspark"]["math"] == pytest.approx(5.5667, abs=1e-4)
+    for by in it["paper"]["domain_means"].values():  # the paper's own domains, never the lab's
+        assert all(list(m) == [*PAPER_DOMAINS, "mean"] for m in by.values())
     assert it["paper"]["ratios"]["Qwen3-4B"]["dspark/dflash"] == pytest.approx(1.163, abs=1e-3)  # "+16.3 %"
 
 
@@ -79,9 +87,13 @@ def test_fig2_conditional_acceptance_is_a_probability_per_position(quick) -> Non
 
 def test_fig3_and_fig4_variants_share_one_target_cache_and_budget(quick) -> None:
     f3, f4 = item(quick, "fig3")["lab"], item(quick, "fig4")["lab"]
-    assert f3["layers"] == [1, 2, 3] and f3["block"] == K and f3["depth"] == 2
+    cfg = get_config("lab")
+    df = dflash_depth(None, cfg)  # the shipped DFlash's draft layers, read from its file
+    assert f3["layers"] == [1, 2, 3] and f3["block"] == K and f3["depth"] == cfg.n_mtp_layers
+    assert f3["dflash_depth"] == f4["dflash_depth"] == df and f4["depth"] == cfg.n_mtp_layers
     runs = f3["runs"]
-    assert set(runs) == {"dspark_1L", "dspark_2L", "dspark_3L", "dflash_2L"}
+    assert set(runs) == {"dspark_1L", "dspark_2L", "dspark_3L", f"dflash_{df}L"}
+    assert runs[f"dflash_{df}L"]["layers"] == df and all(runs[f"dspark_{n}L"]["layers"] == n for n in (1, 2, 3))
     assert len({r["target_cache_hash"] for r in runs.values()}) == 1
     assert len({(r["steps"], r["tokens_seen"]) for r in runs.values()}) == 1
     params = [runs[f"dspark_{n}L"]["draft_parameters"] for n in (1, 2, 3)]
@@ -89,6 +101,8 @@ def test_fig3_and_fig4_variants_share_one_target_cache_and_budget(quick) -> None
     assert 3 in f4["blocks"] and K in f4["blocks"] and max(f4["blocks"]) == 8  # 8 = the lab's window
     for k in f4["blocks"]:
         pair = f4["runs"][str(k)]
+        assert pair["dspark"]["layers"] == cfg.n_mtp_layers and pair["dflash"]["layers"] == df  # each kind's depth
+        assert pair["dspark"]["block"] == pair["dflash"]["block"] == k
         assert pair["dspark"]["target_cache_hash"] == pair["dflash"]["target_cache_hash"]
         assert pair["dspark"]["tokens_seen"] == pair["dflash"]["tokens_seen"]
         for d in DOMAINS:
@@ -161,10 +175,58 @@ def test_pages_are_generated_from_the_json(quick) -> None:
         sec = item(quick, name)["section"]
         assert sec in en and sec.replace("Table", "Bảng").replace("Figure", "Hình").replace("Appendix", "Phụ lục") in vi
     assert "Bài báo DSpark thu nhỏ" in vi and "paper in miniature" in en
+    cfg = get_config("lab")  # the intro: what the lab is, its sizes from the run's conditions
+    vocab, layers = f"{cfg.vocab_size:,}", cfg.n_mtp_layers
+    assert "trained on real text — English and Vietnamese prose, Python code and multi-digit sums" in en
+    assert f"a vocabulary of {vocab} tokens and a {layers}-layer DSpark draft" in en
+    assert "huấn luyện trên văn bản thật — văn xuôi tiếng Anh và tiếng Việt, mã Python và phép cộng nhiều" in vi
+    assert f"bộ từ vựng {vocab} token và bộ vẽ nháp DSpark {layers} lớp" in vi
+    assert "toy" not in en and "đồ chơi" not in vi
     t1 = item(quick, "table1")["lab"]["tau"]["dspark"]["mean"]["t1"]
     assert f"{t1:.2f}" in en and f"{t1:.2f}" in vi
     assert not list(quick.glob("*.png"))  # --no-pictures
     assert "![" not in en  # no picture, no link
+
+
+def test_lab_and_paper_domains_each_keep_their_own_names(quick) -> None:
+    """The lab's tables show en, vi, code, sums under their labels in the page's language, the paper's rows its
+    math, code, chat; the correspondence (sums ↔ math, code ↔ code, en and vi ↔ chat) is stated once as a table and
+    Figure 2 sets each lab domain beside exactly that paper domain."""
+    assert PAPER_DOMAIN_OF["sums"] == "math" and PAPER_DOMAIN_OF["code"] == "code"
+    assert PAPER_DOMAIN_OF["en"] == PAPER_DOMAIN_OF["vi"] == "chat"
+    labels = {"en": ("English", "Vietnamese", "code", "sums"), "vi": ("tiếng Anh", "tiếng Việt", "mã", "phép cộng")}
+    paper_labels = {"en": ("math", "code", "chat"), "vi": ("toán", "code", "chat")}
+    for lang, page in docs.PAGES.items():
+        text = (quick / "docs" / page).read_text(encoding="utf-8")
+        lines = text.splitlines()
+        assert tuple(lab_domain(d, lang) for d in DOMAINS) == labels[lang]
+        assert tuple(paper_domain(d, lang) for d in PAPER_DOMAINS) == paper_labels[lang]
+        for d in DOMAINS:  # the correspondence, once
+            row = f"| {lab_domain(d, lang)} (`{d}`) | {paper_domain(PAPER_DOMAIN_OF[d], lang)} |"
+            assert sum(line.startswith(row) for line in lines) == 1, (lang, row)
+        # Table 1: the lab's header holds the lab's domains, the paper's header the paper's
+        lab_head = f"| {docs.P('drafter', lang)} | " + " | ".join(labels[lang]) + f" | {docs.P('mean', lang)} |"
+        paper_head = f"| {docs.P('drafter', lang)} | " + " | ".join(paper_labels[lang]) + f" | {docs.P('mean', lang)} |"
+        assert any(line.startswith(lab_head) for line in lines) and paper_head in lines, lang
+        # Figure 2: under each lab domain, the paper's rows name the paper domain it is set beside
+        paper = docs.P("paper", lang)
+        for d in DOMAINS:
+            pd = paper_domain(PAPER_DOMAIN_OF[d], lang)
+            start = lines.index(f"**{lab_domain(d, lang)}** · {paper}: {pd}")
+            block = lines[start + 2 : lines.index("", start + 2)]
+            rows = [line for line in block if f"({paper}" in line]
+            assert len(rows) == 3 and all(f"({paper}, {pd})" in line for line in rows), (lang, d, rows)
+    from lab.paper.figures import figure  # Figure 2's panels: one a lab domain, its paper domain's curves dotted
+
+    it = item(quick, "fig2")
+    fig = figure(it, "en")
+    assert [a.text for a in fig.layout.annotations] == [
+        f"{lab_domain(d, 'en')} ↔ {PAPER_DOMAIN_OF[d]}" for d in DOMAINS
+    ]
+    for i, d in enumerate(DOMAINS):
+        axis = "x" if i == 0 else f"x{i + 1}"
+        dotted = [list(t.y) for t in fig.data if t.xaxis == axis and t.line.dash == "dot"]
+        assert dotted == list(it["paper"]["cond_accept"][PAPER_DOMAIN_OF[d]].values()), d
 
 
 def test_every_figure_is_drawn_in_both_languages(quick) -> None:

@@ -20,7 +20,7 @@ from dspark_mini.tokenizer import default_tokenizer
 from lab.lesson.steps import STEP_IDS
 from lab.lesson.view_6b import naive_lengths
 from lab.present import presenter
-from lab.present.page import asset
+from lab.present.page import asset, page_vocab
 from lab.present.rounds import scheduled_rounds
 from lab.text import DEFAULT_PROMPT, LANGS, UI
 from lab.weights import lab_model
@@ -34,6 +34,26 @@ def trained():
 @pytest.fixture(scope="module")
 def ids() -> list[int]:
     return default_tokenizer().encode(DEFAULT_PROMPT)
+
+
+def test_pages_show_a_leading_space_as_the_legend_says():
+    """The byte-level BPE's tokens hold real spaces (" về"); both pages show a leading one as ▁, as their legend
+    says («▁về» is « về»), and a line break as ↵; the scripts' inverse (▁ at the start → a space) gives the text."""
+    from lab.present.explorer import TEXT
+
+    tok = default_tokenizer()
+    vocab = page_vocab(tok)
+    assert len(vocab) == tok.vocab_size
+    [ve] = tok.encode(" về")
+    [newline] = tok.encode("\n")
+    assert vocab[ve] == "▁về" and vocab[newline] == "↵" and vocab[tok.encode("về")[0]] != "▁về"
+    assert vocab[:4] == ["<bos>", "<eos>", "<pad>", "<noise>"]
+    for i, shown in enumerate(vocab):
+        text = tok.token_text(i)
+        assert not shown.startswith(" ") and "\n" not in shown
+        if not text.startswith("▁"):  # U+2581 typed in a text would read the same: none in this vocabulary
+            assert re.sub("^▁", " ", shown).replace("↵", "\n") == text.replace("↵", "\n"), i
+    assert "«▁về» is « về»" in TEXT["legend_space"]["en"]
 
 
 # two runs: greedy at a small server's load, and sampled at a load that sends everything (more verdict kinds)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import re
 import unicodedata
 
 import pytest
@@ -184,30 +185,68 @@ def test_the_pieces_joined_are_the_prompts_tokens(text):
     assert [i for w in words for i in w.ids] == TOK.encode(text)
 
 
-def test_1a_spells_out_the_words_that_are_not_in_the_vocabulary():
-    walk = run_walk("Hôm nay trời đẹp", steps=("1A",))
-    for lang, title, spelled in (
-        ("en", "How the prompt was tokenized", "spelled out as characters: 5 tokens"),
-        ("vi", "Prompt được tách thành token thế nào", "đánh vần từng ký tự: 5 token"),
+def expected_how(word: str) -> tuple[list[int], str]:
+    """A word's ids (encoded with the space before it) and how the table should call it: split when more than one
+    of its tokens holds a letter or digit, else one token, or a word and its marks."""
+    ids = TOK.encode(word)
+    wordy = sum(any(c.isalnum() for c in TOK.token_text(i)) for i in ids)
+    return ids, "split" if wordy > 1 else ("whole" if len(ids) == 1 else "marks")
+
+
+def test_1a_names_the_words_split_into_pieces():
+    prompt = "Hôm nay trời đẹp, 😀"
+    words = ["Hôm", " nay", " trời", " đẹp,", " 😀"]
+    assert "".join(words) == prompt and sum(len(TOK.encode(w)) for w in words) == len(TOK.encode(prompt))
+    how = {w.strip(): expected_how(w) for w in words}
+    # the prompt has each kind: a whole word, a word and a mark, and a word the vocabulary does not hold whole
+    assert how["nay"][1] == "whole" and how["đẹp,"][1] == "marks" and how["trời"][1] == "split"
+    assert how["😀"][1] == "split"  # an emoji the merges never saw: its four bytes
+    split = [w for w, (_, kind) in how.items() if kind == "split"]
+    walk = run_walk(prompt, steps=("1A",))
+    for lang, title, kinds, note in (
+        (
+            "en",
+            "How the prompt was tokenized",
+            {
+                "whole": "whole word: 1 token",
+                "marks": "word and marks: {n} tokens",
+                "split": "split into pieces: {n} tokens",
+            },
+            "{n} tokens for 5 words",
+        ),
+        (
+            "vi",
+            "Prompt được tách thành token thế nào",
+            {
+                "whole": "nguyên từ: 1 token",
+                "marks": "từ và dấu câu: {n} token",
+                "split": "tách thành mảnh nhỏ: {n} token",
+            },
+            "{n} token cho 5 từ",
+        ),
     ):
         from lab.lesson.walk import build_views
 
         v = build_views(walk, lang, ("1A",)).views["1A"]
         [table] = [t for t in v.tables if t.title == title]
         rows = {row[0]: row for row in table.rows}
-        assert list(rows) == ["Hôm", "nay", "trời", "đẹp"]
-        # a word of the vocabulary is one token; "trời" is not: a space, then its four letters
-        assert rows["nay"][1:3] == ["▁nay", str(TOK.token_id("▁nay"))]
-        assert rows["trời"][1] == "▁ · t · r · ờ · i" and rows["trời"][3] == spelled
-        assert rows["trời"][2] == " · ".join(str(TOK.token_id(c)) for c in " trời")
-        [note] = [n for n in v.notes if "11" in n and "trời, đẹp" in n]
-        assert ("11 tokens for 4 words" if lang == "en" else "11 token cho 4 từ") in note
+        assert list(rows) == list(how)
+        for word, (ids, kind) in how.items():
+            assert rows[word][1] == " · ".join(repr(TOK.token_text(i))[1:-1] for i in ids)
+            assert rows[word][2] == " · ".join(map(str, ids))
+            assert rows[word][3] == kinds[kind].format(n=len(ids)), word
+        # a piece of a character reads as its bytes, never as GPT-2's stand-in letters
+        assert rows["😀"][1] == " · ".join(repr(TOK.token_text(i))[1:-1] for i in TOK.encode(" 😀"))
+        assert "<0xF0>" in rows["😀"][1]
+        [line] = [n for n in v.notes if note.format(n=len(TOK.encode(prompt))) in n]
+        assert line.endswith(", ".join(split) + ".")
 
 
 def test_generate_says_how_the_prompt_was_tokenized(capsys):
     assert main(["generate", "--prompt", NFD, "--max-new-tokens", "2", "--lang", "vi"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "đánh vần từng ký tự" in out and "trời, đẹp" in out
+    split = [w.strip() for w in re.findall(r"\s*\S+", NFC) if expected_how(w)[1] == "split"]
+    assert split and "tách thành các mảnh nhỏ hơn" in out and ", ".join(split) + "." in out
     report = compare(NFC, max_new_tokens=1).to_json()
     assert [w["text"] for w in report["prompt_words"]] == [
         "Hôm",

@@ -163,7 +163,8 @@ def test_packed_load_holds_the_checkpoint_bytes(trained, exported) -> None:
 def test_index_and_shards_are_valid(trained, exported) -> None:
     files = sorted(p.name for p in exported.iterdir())
     shards = [f"model-0000{k}-of-00003.safetensors" for k in (1, 2, 3)]
-    assert files == sorted([OWNER, "config.json", INDEX, *shards])  # OWNER: the lab's list of the files it wrote
+    # OWNER: the lab's list of the files it wrote; the lab tokenizer's files: the model reads the lab's vocabulary
+    assert files == sorted([OWNER, "config.json", INDEX, *shards, "tokenizer.json", "tokenizer_config.json"])
     index = json.loads((exported / INDEX).read_text())
     entries = layout(trained.cfg, "lab")
     assert list(index["weight_map"]) == [s.name for s in entries]
@@ -183,6 +184,35 @@ def test_index_and_shards_are_valid(trained, exported) -> None:
     assert config["architectures"] == ["DeepseekV41ForCausalLM"] and config["model_type"] == "deepseek_v41"
     assert config["text_config"]["hidden_size"] == trained.cfg.dim
     assert config["dspark_lab"]["style"] == "lab"
+
+
+def test_a_lab_export_carries_the_lab_tokenizer(trained, exported, tmp_path) -> None:
+    """A lab-vocabulary export is a standard checkpoint folder: the lab tokenizer's two files, byte for byte, read
+    back through HFTokenizer.from_folder like a real checkpoint's; an older export without them still opens on the
+    lab tokenizer, which its config.json names."""
+    from dspark_mini.hf_tokenizer import HFTokenizer
+    from dspark_mini.tokenizer import LAB_TOKENIZER_DIR, default_tokenizer
+    from lab.realscale.export import folder_tokenizer, read_config
+
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (exported / name).read_bytes() == (LAB_TOKENIZER_DIR / name).read_bytes(), name
+    assert json.loads((exported / "config.json").read_text())["dspark_lab"]["tokenizer"] == "lab"
+    lab = default_tokenizer()
+    text = "Xin chào các bạn 😀 <bos> def f(x):\n\treturn x+1"
+    folder_tok = HFTokenizer.from_folder(exported, vocab_size=trained.cfg.vocab_size)
+    assert folder_tok.encode(text) == lab.encode(text) and folder_tok.decode(lab.encode(text)) == text
+    assert (folder_tok.bos, folder_tok.eos, folder_tok.pad, folder_tok.noise) == (lab.bos, lab.eos, lab.pad, lab.noise)
+    assert folder_tok.compress_map == lab.compress_map
+    cfg, _, section = read_config(exported)
+    found = folder_tokenizer(exported, cfg, section, required=True)
+    assert found is not lab and found.source == str(exported / "tokenizer.json")  # the folder's file, read first
+    assert found.encode(text) == lab.encode(text)
+    loaded = load_checkpoint(exported, tokenizer_required=True)
+    assert loaded.tokenizer.encode(text) == lab.encode(text)
+    older = shutil.copytree(exported, tmp_path / "older")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (older / name).unlink()
+    assert folder_tokenizer(older, cfg, section, required=True) is lab  # "tokenizer": "lab" still reads
 
 
 def test_lazy_load_reads_only_the_requested_tensors(trained, exported, monkeypatch) -> None:

@@ -21,7 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dspark_mini
 from dspark_mini.hf_tokenizer import HFTokenizer, show_bytes
+from dspark_mini.tokenizer import LAB_TOKENIZER_DIR
 from lab import realtext
 from lab.cli import main
 from lab.realtext import bpe, build
@@ -48,7 +50,7 @@ def test_every_corpus_file_is_named_in_the_notice_with_a_licence():
     notice = (realtext.HERE / "NOTICE").read_text(encoding="utf-8")
     files = sorted(p.name for p in realtext.DATA.iterdir())
     assert files == sorted(realtext.SOURCES.values())
-    for name in files + ["everyday/en.txt", "tokenizer/tokenizer.json"]:
+    for name in files + ["everyday/en.txt", "dspark_mini/lab_tokenizer/tokenizer.json"]:
         start = notice.index(name)
         entry = notice[start : notice.find("\n\n", start)]
         assert "Source:" in entry and "Licence:" in entry, name
@@ -175,7 +177,11 @@ def test_it_is_a_byte_level_bpe_of_the_chosen_size_read_by_the_checkpoint_class(
     assert doc["normalizer"]["type"] == "NFC"
     assert tok.vocab_size == bpe.VOCAB_SIZE and tok.byte_level
     assert [tok.raw[i] for i in range(4)] == list(bpe.SPECIALS)
-    assert (tok.bos, tok.eos, tok.pad) == (0, 1, 2) and tok.specials == {0, 1, 2, 3}
+    assert (tok.bos, tok.eos, tok.pad, tok.noise) == (0, 1, 2, 3) and tok.specials == {0, 1, 2, 3}
+    # the model package reads it: bpe.py trains it into dspark_mini/lab_tokenizer/, whose config names all four
+    assert bpe.FOLDER == LAB_TOKENIZER_DIR == Path(dspark_mini.__file__).parent / "lab_tokenizer"
+    config = json.loads((bpe.FOLDER / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config == {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "noise_token": "<noise>"}
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,9 +1,14 @@
-"""Tests for the lab tokenizer (step 1A): vocabulary contents, exact round trip, byte fallback, errors,
-compressed ids."""
+"""Tests for the lab tokenizer (step 1A): the byte-level BPE of dspark_mini/lab_tokenizer/ read by HFTokenizer.
+
+Exact round trip for any text, NFD = NFC, the four specials (never read from text), how a piece of a character is
+shown (<0xNN>), the Engram compressed ids re-derived here from the reference rule, WiderVocabTokenizer, and the lab
+config's vocabulary numbers. What the tokenizer should give is derived here from the files themselves (read as plain
+JSON), GPT-2's byte alphabet written out in tests/helpers.py, and Python's own Unicode and UTF-8 handling.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import json
 import unicodedata
 
 import pytest
@@ -11,239 +16,227 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dspark_mini import get_config
+from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.tokenizer import (
-    BYTE_TOKENS,
-    SPACE_MARK,
-    LabTokenizer,
+    LAB_TOKENIZER_DIR,
+    SPECIALS,
     TokenizerError,
-    decode_utf8,
+    WiderVocabTokenizer,
     default_tokenizer,
     normalize_text,
-    normalize_token,
 )
-from tests.helpers import naive_normalize
+from tests.helpers import gpt2_byte_of, naive_normalize, shown_bytes
 
-# sha256 of "\n".join(vocabulary) of the readable vocabulary as it was before byte fallback (510 ids, computed
-# from that version of the module): the byte tokens were only appended, every readable id stays what it was
-READABLE_VOCAB_SHA256 = "27bbf553709af5eb48557f8b5ba7831b40329e4cd61693e1055fa780eac8c95b"
-READABLE_VOCAB_SIZE = 510
-READABLE_COMPRESSED_SIZE = 291
+TOKENIZER_JSON = json.loads((LAB_TOKENIZER_DIR / "tokenizer.json").read_text(encoding="utf-8"))
+CONFIG_JSON = json.loads((LAB_TOKENIZER_DIR / "tokenizer_config.json").read_text(encoding="utf-8"))
+VOCAB: dict[str, int] = TOKENIZER_JSON["model"]["vocab"]  # raw token string → id, as the file spells it
+RAW: dict[int, str] = {i: s for s, i in VOCAB.items()}
+BYTE_OF = gpt2_byte_of()
+NAMES = ("bos", "eos", "pad", "noise")
 
-TEXTS = [
-    "The model predicts the next token.",
-    "Xin chào các bạn, hôm nay học về DSpark.",
-    "def f(x): return x+1",
-    "def f(x):\n    return x+1\n",
-    "12+7=19",
-    "  two  spaces, trailing space ",
-    "ĐÀ NẴNG, Ưu tiên; ỹ ỵ Ỷ",
-    "",
-    " ",
-    "a_b __init__ x1 2x",
-]
+
+def nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+def bytes_of(i: int) -> bytes:
+    """What token i stands for, from the file alone: its raw string read back through GPT-2's byte alphabet."""
+    return bytes(BYTE_OF[c] for c in RAW[i])
+
+
+def byte_token(b: int) -> int:
+    """The id of the token that is the single byte b (its raw string is the byte's GPT-2 character)."""
+    return VOCAB[next(c for c, v in BYTE_OF.items() if v == b)]
 
 
 @pytest.fixture(scope="module")
-def tok() -> LabTokenizer:
+def tok() -> HFTokenizer:
     return default_tokenizer()
 
 
-def test_vocab_size_and_uniqueness(tok: LabTokenizer) -> None:
-    assert tok.vocab_size == len(tok.vocab) == len(tok) == READABLE_VOCAB_SIZE + 256 <= 1024
+# ---- the files ------------------------------------------------------------------------------------------
+def test_vocabulary_size_and_files(tok: HFTokenizer) -> None:
+    assert TOKENIZER_JSON["model"]["type"] == "BPE"
+    assert sorted(VOCAB.values()) == list(range(8192))  # ids 0..8191, no gap, no duplicate
+    assert tok.vocab_size == len(tok) == len(tok.vocab) == len(VOCAB) == 8192
+    assert default_tokenizer() is tok  # read once
+    assert [tok.raw[i] for i in range(tok.vocab_size)] == [RAW[i] for i in range(8192)]
+    # ids 4..259 are the 256 single bytes, every later id a merge of at least two
+    assert sorted(b for i in range(4, 260) for b in bytes_of(i)) == list(range(256))
+    assert all(len(bytes_of(i)) >= 2 for i in range(260, 8192))
+    # no two tokens stand for the same bytes, so no two read the same on a page either
+    assert len({bytes_of(i) for i in range(4, 8192)}) == 8188
     assert len(set(tok.vocab)) == tok.vocab_size
-    assert tok.byte_offset == READABLE_VOCAB_SIZE  # roughly 230 chars + a few hundred word tokens, then bytes
 
 
-def test_byte_tokens_are_appended(tok: LabTokenizer) -> None:
-    readable = tok.vocab[: tok.byte_offset]
-    assert hashlib.sha256("\n".join(readable).encode()).hexdigest() == READABLE_VOCAB_SHA256
-    assert tok.vocab[tok.byte_offset :] == BYTE_TOKENS
-    assert BYTE_TOKENS[0] == "<0x00>" and BYTE_TOKENS[0xF0] == "<0xF0>" and BYTE_TOKENS[-1] == "<0xFF>"
-    assert [tok.is_byte(i) for i in (0, tok.byte_offset - 1, tok.byte_offset, tok.vocab_size - 1)] == [
-        False,
-        False,
-        True,
-        True,
-    ]
-    assert tok.token_id("<0xF0>") == tok.byte_offset + 0xF0
-    assert tok.token_text(tok.byte_offset + 0xF0) == "<0xF0>"  # readable on every screen
-
-
-def test_byte_fallback_examples(tok: LabTokenizer) -> None:
-    def byte_ids(text: str) -> list[int]:
-        return [tok.byte_offset + b for b in text.encode("utf-8")]
-
-    for ch in ("\t", "😀", "你", "€", "ß", "\u0301"):  # tab, emoji, Chinese, euro, sharp s, a lone combining mark
-        assert tok.encode(ch) == byte_ids(ch), ch
-        assert tok.decode(tok.encode(ch)) == ch
-    assert len(tok.encode("😀")) == 4 and tok.encode("你好") == byte_ids("你好")
-    h, w = tok.encode("hello"), tok.encode("world")
-    assert tok.encode("hello\tworld") == h + byte_ids("\t") + w
-    # inside a word run: " aßb" has no ▁aßb token, so a space, then each char (ß as its two bytes)
-    assert tok.encode("xin  aßb") == tok.encode("xin  ") + tok.encode("a") + byte_ids("ß") + tok.encode("b")
-    assert tok.encode(" 你") == [tok.token_id(" ")] + byte_ids("你")  # no ▁你: a space, then the bytes
-    assert tok.encode("<0xF0>") == [tok.token_id(c) for c in "<0xF0>"]  # the name as text is six chars
-
-
-def test_nfd_and_nfc_give_the_same_ids(tok: LabTokenizer) -> None:
-    for text in ("chào", "Xin chào các bạn", "ĐÀ NẴNG, Ưu tiên", "Ångström", "e\u0301"):
-        nfc, nfd = unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text)
-        assert tok.encode(nfd) == tok.encode(nfc)
-        assert tok.decode(tok.encode(nfd)) == nfc
-    assert tok.encode(unicodedata.normalize("NFD", "chào")) == [tok.token_id("chào")]
-    assert all(not tok.is_byte(i) for i in tok.encode(unicodedata.normalize("NFD", "Việt Nam học")))
-
-
-def test_decode_joins_bytes_and_never_raises(tok: LabTokenizer) -> None:
-    b = tok.byte_offset
-    assert tok.decode([b + x for x in "😀".encode()]) == "😀"
-    assert tok.decode([b + 0xF0, b + 0x9F]) == "\ufffd"  # a cut-off emoji: one replacement char
-    assert tok.decode([b + 0xF0, b + 0x9F, tok.token_id("a"), b + 0xE4]) == "\ufffda\ufffd"  # runs end at a token
-    assert tok.decode([b + 0xFF, b + 0x41]) == "\ufffdA"  # 0xFF is never UTF-8; 0x41 alone is "A"
-    assert tok.decode([b + x for x in "é".encode()] + [tok.token_id("<pad>")]) == "é<pad>"
-    for data in (b"\xe4\xbd", b"\xc3(", b"\xed\xa0\x80", b"a\x80b", b""):  # our rule = Python's "replace"
-        if data != b"\xed\xa0\x80":
-            assert decode_utf8(data) == data.decode("utf-8", "replace")
-    assert decode_utf8("\ud800".encode("utf-8", "surrogatepass")) == "\ud800"  # a lone surrogate comes back
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text())
-def test_round_trip_every_string(text: str) -> None:
-    tok = default_tokenizer()
-    ids = tok.encode(text)
-    assert tok.decode(ids) == unicodedata.normalize("NFC", text)
-    assert all(4 <= i < tok.vocab_size for i in ids)  # never a special
-    assert ids == tok.encode(unicodedata.normalize("NFD", text))
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(0, 1023), max_size=30))
-def test_decode_any_byte_sequence(raw: list[int]) -> None:
-    tok = default_tokenizer()
-    ids = [tok.byte_offset + (x % 256) for x in raw]
-    data = bytes(x % 256 for x in raw)
-    text = tok.decode(ids)
-    assert isinstance(text, str)
-    try:
-        assert text == data.decode("utf-8")
-    except UnicodeDecodeError:
-        assert "\ufffd" in text
-
-
-def test_specials(tok: LabTokenizer) -> None:
+def test_specials_by_name(tok: HFTokenizer) -> None:
+    added = {t["id"]: t for t in TOKENIZER_JSON["added_tokens"]}
+    assert sorted(added) == [0, 1, 2, 3] and all(added[i]["special"] for i in added)
+    assert tuple(added[i]["content"] for i in range(4)) == SPECIALS == ("<bos>", "<eos>", "<pad>", "<noise>")
+    assert CONFIG_JSON == {f"{n}_token": f"<{n}>" for n in NAMES}  # tokenizer_config.json names all four
     assert (tok.bos, tok.eos, tok.pad, tok.noise) == (0, 1, 2, 3)
-    assert tok.vocab[:4] == ("<bos>", "<eos>", "<pad>", "<noise>")
-    assert tok.decode([0, 1, 2, 3]) == "<bos><eos><pad><noise>"
-    assert tok.token_id("<pad>") == 2
-    assert tok.encode("<bos>") != [tok.bos]  # specials only come from code, never from text
+    assert tok.specials == {0, 1, 2, 3}
+    for i, name in enumerate(SPECIALS):
+        assert tok.token_id(name) == i
+        assert tok.token_text(i) == tok.piece(i) == tok.vocab[i] == name
+        assert tok.token_bytes(i) is None and not tok.is_partial(i)
+    assert tok.decode([0, 5, 1, 2, 3]) == "<bos>" + RAW[5] + "<eos><pad><noise>"  # RAW[5] is '"', plain ASCII
 
 
-def test_characters_are_single_tokens(tok: LabTokenizer) -> None:
-    for c in range(32, 127):
-        assert tok.encode(chr(c)) == [tok.token_id(chr(c))]
-    vi = [t for t in tok.vocab if len(t) == 1 and not t.isascii()]
-    assert len(vi) == 2 * 67  # 66 toned/modified vowels + đ, both cases
-    for ch in "ăâđêôơưàáảãạằắẳẵặầấẩẫậèéẻẽẹềếểễệìíỉĩịòóỏõọồốổỗộờớởỡợùúủũụừứửữựỳýỷỹỵ":
-        assert ch in tok.vocab and ch.upper() in tok.vocab
-        assert unicodedata.is_normalized("NFC", ch)
-
-
-def test_required_words(tok: LabTokenizer) -> None:
-    for w in [
-        "Xin",
-        "xin",
-        "▁Xin",
-        "▁xin",
-        "▁chào",
-        "▁the",
-        "The",
-        "▁model",
-        "▁token",
-        "def",
-        "return",
-        "▁return",
-        "▁if",
-        "print",
-        "▁print",
-    ]:
-        assert w in tok.vocab, w
-    words = [t for t in tok.vocab if len(t.replace(SPACE_MARK, "")) > 1 and not t.startswith("<")]
-    distinct = {normalize_token(t) for t in words}
-    assert 200 <= len(distinct) <= 260
-
-
-@pytest.mark.parametrize("text", TEXTS)
-def test_round_trip(tok: LabTokenizer, text: str) -> None:
-    assert tok.decode(tok.encode(text)) == text
-
-
-def test_encoding_examples(tok: LabTokenizer) -> None:
-    def pieces(text: str) -> list[str]:
-        return [tok.vocab[i] for i in tok.encode(text)]
-
-    assert pieces("Xin chào các bạn, hôm nay học về DSpark.") == [
-        "Xin",
-        "▁chào",
-        "▁các",
-        "▁bạn",
-        ",",
-        "▁hôm",
-        "▁nay",
-        "▁học",
-        "▁về",
-        "▁DSpark",
-        ".",
-    ]
-    assert pieces("12+7=19") == list("12+7=19")
-    assert pieces("def f(x): return x+1")[:2] == ["def", "▁f"]
-    assert pieces("the the") == ["the", "▁the"]
-    assert "▁def" not in tok.vocab  # " word" with no ▁word but a bare word: a space, then the word
-    assert pieces("x = def") == ["x", " ", "=", " ", "def"]
-    assert pieces("x  model") == ["x", " ", "▁model"]
-    assert pieces(" zzz") == [" ", "z", "z", "z"]
-    assert tok.token_text(tok.token_id(" ")) == SPACE_MARK
-    assert tok.token_text(tok.token_id("▁model")) == "▁model"
-
-
-_ALPHABET = [chr(c) for c in range(32, 127)] + [t for t in default_tokenizer().vocab if len(t) == 1 and not t.isascii()]
-_FRAGMENTS = [t.replace(SPACE_MARK, " ") for t in default_tokenizer().vocab[4:]]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(_ALPHABET), st.sampled_from(_FRAGMENTS)), max_size=40))
-def test_round_trip_random(parts: list[str]) -> None:
-    tok = default_tokenizer()
-    text = "".join(parts)
+@pytest.mark.parametrize("text", [*SPECIALS, "a<noise>b", "<pad><pad>", " <eos>\n", "<bos"])
+def test_specials_never_come_from_text(tok: HFTokenizer, text: str) -> None:
+    """A special token comes from code: its name in a text is ordinary characters (the pre-tokenizer's pieces:
+    "<bos>" → "<", "bos", ">", each encoded on its own)."""
     ids = tok.encode(text)
-    assert tok.decode(ids) == text
-    assert all(3 < i < tok.byte_offset for i in ids)  # readable text: readable ids only, never a byte token
+    assert all(i >= 4 for i in ids) and tok.decode(ids) == text
+    assert b"".join(bytes_of(i) for i in ids) == text.encode()
 
 
-def test_encode_refuses_only_a_non_string(tok: LabTokenizer) -> None:
-    with pytest.raises(TokenizerError, match="str.*bytes"):
+def test_a_special_name_is_its_pieces(tok: HFTokenizer) -> None:
+    for name in SPECIALS:
+        assert tok.encode(name) == tok.encode("<") + tok.encode(name[1:-1]) + tok.encode(">")
+
+
+# ---- text ↔ ids -----------------------------------------------------------------------------------------
+VIET = "ăâđêôơưàáảãạằắẳẵặầấẩẫậèéẻẽẹềếểễệìíỉĩịòóỏõọồốổỗộờớởỡợùúủũụừứửữựỳýỷỹỵ"
+MARKS = [chr(c) for c in range(0x300, 0x370)]  # combining marks: a lone one, or after any character
+CONTROLS = [chr(c) for c in (*range(0, 32), 127, *range(0x80, 0xA0), 0x200B, 0x200D, 0xFEFF)]
+EMOJI = ["😀", "👍🏽", "👨‍👩‍👧", "🇻🇳", "❤️", "🙂"]
+PIECES = [
+    "Xin chào",
+    " các bạn",
+    "Việt Nam",
+    "def f(x):\n\treturn x+1\n",
+    "12+7=19",
+    "The model",
+    "<bos>",
+    "<noise>",
+    "   ",
+    "\r\n",
+    "\t\t",
+]
+TEXT = st.one_of(
+    st.text(st.characters(codec="utf-8")),  # any code point but a lone surrogate, which no UTF-8 text holds
+    st.lists(
+        st.one_of(
+            st.sampled_from(list(VIET + VIET.upper() + "aeiouyAEIOUYdĐ ")),
+            st.sampled_from(MARKS),
+            st.sampled_from(CONTROLS),
+            st.sampled_from(EMOJI),
+            st.sampled_from(PIECES),
+            st.characters(codec="utf-8"),
+        ),
+        max_size=40,
+    ).map("".join),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT)
+def test_round_trip_every_text(text: str) -> None:
+    tok = default_tokenizer()
+    ids = tok.encode(text)
+    assert tok.decode(ids) == nfc(text)
+    assert all(4 <= i < tok.vocab_size for i in ids)  # never a special
+    assert b"".join(bytes_of(i) for i in ids) == nfc(text).encode()  # the tokens spell the text's UTF-8 bytes
+    assert tok.encode(unicodedata.normalize("NFD", text)) == ids  # NFD and NFC read the same ids
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "The model predicts the next token.",
+        "Xin chào các bạn, hôm nay học về DSpark.",
+        "ĐÀ NẴNG, Ưu tiên; ỹ ỵ Ỷ",
+        "def f(x):\n    return x+1\n",
+        "  two  spaces\tand a tab, trailing space ",
+        "emoji 😀 中文 \u0301 lone mark, \x00 NUL, \x7f DEL",
+    ],
+)
+def test_round_trip_examples(tok: HFTokenizer, text: str) -> None:
+    assert tok.decode(tok.encode(text)) == text  # all of these are NFC already
+
+
+@pytest.mark.parametrize("text", ["chào", "Xin chào các bạn", "ĐÀ NẴNG, Ưu tiên", "Ångström", "Việt Nam học", "é"])
+def test_nfd_and_nfc_give_the_same_ids(tok: HFTokenizer, text: str) -> None:
+    composed, decomposed = nfc(text), unicodedata.normalize("NFD", text)
+    assert composed != decomposed  # each example has a character that decomposes
+    assert tok.encode(decomposed) == tok.encode(composed)
+    assert tok.decode(tok.encode(decomposed)) == composed
+
+
+def test_pieces_follow_the_split_rule(tok: HFTokenizer) -> None:
+    """The text is split first (an optional space + letters | a digit | an optional space + other symbols |
+    spaces), each piece encoded on its own; the merges learned on real text make common words one token."""
+
+    def concat(*pieces: str) -> list[int]:
+        return [i for p in pieces for i in tok.encode(p)]
+
+    assert tok.encode("Xin chào các bạn") == concat("Xin", " chào", " các", " bạn")
+    assert tok.encode("12+7=19") == concat("1", "2", "+", "7", "=", "1", "9")  # one digit a piece
+    assert all(len(tok.encode(d)) == 1 for d in "0123456789")
+    assert tok.encode("x = f(y)") == concat("x", " =", " f", "(", "y", ")")
+    for text in ("The model predicts the next token.", "Xin chào các bạn, hôm nay học về DSpark."):
+        assert len(tok.encode(text)) < len(text.encode()) / 2  # merges were learned on this kind of text
+    for word in (" the", " và", " chào", " của", " return"):
+        assert len(tok.encode(word)) == 1, word  # frequent words of the corpus, one token each
+
+
+def test_encode_and_decode_errors(tok: HFTokenizer) -> None:
+    with pytest.raises(TokenizerError, match="str"):
         tok.encode(b"abc")  # type: ignore[arg-type]
     assert isinstance(TokenizerError("x"), ValueError)
-
-
-def test_decode_bad_id(tok: LabTokenizer) -> None:
+    with pytest.raises(TokenizerError, match="U\\+D800"):  # a lone surrogate has no UTF-8 bytes to spell it with
+        tok.encode("a\ud800")
     for bad in (-1, tok.vocab_size, 10_000):
-        with pytest.raises(TokenizerError) as err:
+        with pytest.raises(TokenizerError, match=f"{bad}.*0..{tok.vocab_size - 1}"):
             tok.decode([5, bad])
-        assert str(bad) in str(err.value) and f"0..{tok.vocab_size - 1}" in str(err.value)
-    with pytest.raises(TokenizerError):
-        tok.token_text(tok.vocab_size)
+        with pytest.raises(TokenizerError, match="out of range"):
+            tok.token_text(bad)
 
 
-def test_normalize_token() -> None:
-    assert normalize_token("▁Xin") == normalize_token("xin") == "xin"
-    assert normalize_token("Đ") == "đ"  # đ is its own letter, not d + mark
-    assert normalize_token("ẫ") == "a"
-    assert normalize_token(" ") == normalize_token("\n") == " "  # a lone space keeps its key (sentinel vs strip)
-    assert normalize_token("▁chào") == "chao"
-    assert normalize_token("<pad>") == "<pad>"
+# ---- pieces of a character ------------------------------------------------------------------------------
+def test_a_lone_byte_shows_as_0xNN(tok: HFTokenizer) -> None:
+    """Byte 0xE0's raw string is "à" (GPT-2's stand-in character): a page must show <0xE0>, not a letter."""
+    for b in range(256):
+        i = byte_token(b)
+        assert tok.token_bytes(i) == bytes([b])
+        if b < 0x80:  # ASCII: a whole character
+            assert tok.token_text(i) == tok.piece(i) == chr(b) and not tok.is_partial(i)
+        else:  # never a whole UTF-8 character alone
+            assert tok.token_text(i) == tok.piece(i) == f"<0x{b:02X}>" and tok.is_partial(i)
+    assert RAW[byte_token(0xE0)] == "à" and tok.token_text(byte_token(0xE0)) == "<0xE0>"
 
 
+def test_every_token_shows_its_bytes(tok: HFTokenizer) -> None:
+    """Every token reads as its bytes, whole characters as themselves and each stray byte <0xNN>."""
+    for i in range(4, tok.vocab_size):
+        data = bytes_of(i)
+        assert tok.token_bytes(i) == data
+        try:
+            whole = data.decode("utf-8")
+        except UnicodeDecodeError:
+            whole = None
+        assert tok.is_partial(i) == (whole is None)
+        assert tok.piece(i) == tok.token_text(i) == tok.vocab[i] == shown_bytes(data)
+        if whole is not None:
+            assert tok.token_text(i) == whole
+
+
+def test_a_character_the_merges_never_saw(tok: HFTokenizer) -> None:
+    """𝔸 (U+1D538, four bytes) is not in the corpus: it is spelled by pieces, each a part of the character."""
+    ids = tok.encode("𝔸")
+    assert b"".join(tok.token_bytes(i) for i in ids) == "𝔸".encode() == b"\xf0\x9d\x94\xb8"
+    assert all(tok.is_partial(i) for i in ids)
+    assert "".join(tok.piece(i) for i in ids) == "<0xF0><0x9D><0x94><0xB8>"
+    assert "".join(tok.token_text(i) for i in ids) == "<0xF0><0x9D><0x94><0xB8>"
+    assert tok.decode(ids) == "𝔸" and tok.decode(ids[:1]) == "\ufffd"  # cut off: one replacement character
+
+
+# ---- Engram compressed ids ------------------------------------------------------------------------------
 EDGE_TEXTS = [
     "ΟΔΟΣ",  # per-character lowercase: σ, not the final ς
     "\x0c",  # a form feed is stripped at the ends but never collapsed into a space
@@ -255,7 +248,9 @@ EDGE_TEXTS = [
     " \t\n ",
     "नमस्ते",  # Devanagari: the vowel signs are spacing marks (Mc), dropped too
     "Chào Đà Nẵng",
-    "▁x",  # U+2581 is a character like any other here (only the lab's token texts use it as a space)
+    "▁x",  # U+2581 is a character like any other
+    " Xin",
+    "\n",
     "",
 ]
 
@@ -265,50 +260,129 @@ def test_normalize_text_follows_the_reference_rule(text: str) -> None:
     assert normalize_text(text) == naive_normalize(text)
 
 
-def test_normalize_token_on_the_lab_vocabulary(tok: LabTokenizer) -> None:
-    """Every lab token: the rule above, with "▁" read as a space; no token normalizes to nothing."""
-    for t in tok.vocab:
-        key = normalize_token(t)
-        assert key == naive_normalize(t.replace(SPACE_MARK, " ")) and key != "", t
+def test_normalize_text_examples() -> None:
+    assert normalize_text(" Xin") == normalize_text("xin") == normalize_text("XIN") == "xin"
+    assert normalize_text("à") == normalize_text("a") == normalize_text("Ặ") == "a"
+    assert normalize_text("Đ") == "đ" != normalize_text("d")  # đ is its own letter, not d + a mark
+    assert normalize_text(" chào") == normalize_text("Chao") == "chao"
+    assert normalize_text(" ") == normalize_text("\n") == normalize_text("\t") == " "  # a lone space is kept
 
 
-def test_compressed_vocabulary(tok: LabTokenizer) -> None:
+def naive_keys(tok: HFTokenizer) -> list[str]:
+    """Each id's Engram key by the reference rule: decoded on its own by the `tokenizers` library (specials
+    written out); a text holding U+FFFD is keyed by the raw token string, any other by the rule (plain Python), or
+    by its text when the rule leaves nothing."""
+    keys = []
+    for i in range(tok.vocab_size):
+        text = tok.tokenizer.decode([i], skip_special_tokens=False)
+        keys.append(RAW[i] if "\ufffd" in text else (naive_normalize(text) or text))
+    return keys
+
+
+def test_compressed_vocabulary_matches_the_reference_rule(tok: HFTokenizer) -> None:
+    keys = naive_keys(tok)
+    assert tok.compressed_vocab_size == len(set(keys)) < tok.vocab_size
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):  # ids handed out in order of first appearance
+        assert tok.compress_map[i] == first.setdefault(key, len(first)), i
+    assert tok.compress_map[:4] == (0, 1, 2, 3)  # the specials keep their names as keys
+
+
+def test_case_and_accent_variants_share_a_compressed_id(tok: HFTokenizer) -> None:
     cm = tok.compress_map
-    assert len(cm) == tok.vocab_size
-    assert tok.compressed_vocab_size == max(cm) + 1 < tok.vocab_size
-    assert tok.compressed_vocab_size == READABLE_COMPRESSED_SIZE + 256
-    # every byte token has its own compressed id, shared with no other token; the readable ids' map is unchanged
-    readable = set(cm[: tok.byte_offset])
-    byte_ids = cm[tok.byte_offset :]
-    assert len(set(byte_ids)) == 256 and not readable & set(byte_ids)
-    assert list(byte_ids) == list(range(READABLE_COMPRESSED_SIZE, READABLE_COMPRESSED_SIZE + 256))
-    emoji = torch.tensor(tok.encode("😀"))  # [4] byte ids
-    assert tok.compress(emoji).tolist() == [READABLE_COMPRESSED_SIZE + b for b in "😀".encode()]
-    # ids are handed out in order of first appearance
-    seen = -1
-    for c in cm:
-        assert c <= seen + 1
-        seen = max(seen, c)
-    xin = [tok.token_id(t) for t in ("Xin", "xin", "▁Xin", "▁xin")]
-    assert len(set(xin)) == 4 and len({cm[i] for i in xin}) == 1
-    assert len({cm[tok.token_id(t)] for t in ("a", "A", "à", "á", "Ặ")}) == 1
-    assert cm[tok.token_id("d")] != cm[tok.token_id("đ")] == cm[tok.token_id("Đ")]
-    # whitespace folds to one protected key: " " and "\n" share it, nothing else does
-    assert {i for i in range(tok.vocab_size) if cm[i] == cm[tok.token_id(" ")]} == {
-        tok.token_id(" "),
-        tok.token_id("\n"),
-    }
-    assert len({cm[i] for i in range(4)}) == 4 and cm[:4] == (0, 1, 2, 3)
+
+    def one(text: str) -> int:
+        ids = tok.encode(text)
+        assert len(ids) == 1, (text, ids)
+        return ids[0]
+
+    groups = [(" the", "the", " The", "The"), ("a", "A", " a", "à", "á", "ạ", "Ặ"), (" chào", " Chào"), ("\n", " ")]
+    for group in groups:
+        ids = [one(t) for t in group]
+        assert len(set(ids)) == len(ids), group  # distinct tokens …
+        assert len({cm[i] for i in ids}) == 1, group  # … one compressed id
+    # " Xin" is one token, "xin" is not: every token whose text is "xin" under the rule shares the id of " Xin",
+    # and "Xin" / "xin", each spelled by two tokens, read the same compressed ids
+    assert {cm[i] for i in range(tok.vocab_size) if normalize_text(tok.texts[i]) == "xin"} == {cm[one(" Xin")]}
+    xin_upper, xin_lower = tok.encode("Xin"), tok.encode("xin")
+    assert xin_upper != xin_lower and [cm[i] for i in xin_upper] == [cm[i] for i in xin_lower]
+    assert cm[one("d")] != cm[one("đ")]
 
 
-def test_compress_tensor(tok: LabTokenizer) -> None:
-    ids = torch.tensor([tok.encode("Xin chào xin Chào"), tok.encode("xin chào xin chào")])  # [2, 4]
+def test_a_partial_byte_keeps_its_own_compressed_id(tok: HFTokenizer) -> None:
+    """Byte 0xE0 alone decodes to U+FFFD: keyed by its raw string "à", not by the rule (which would give "a")."""
+    cm = tok.compress_map
+    e0, a = byte_token(0xE0), tok.encode("a")[0]
+    assert normalize_text(RAW[e0]) == "a" and cm[e0] != cm[a]
+    partial = [i for i in range(tok.vocab_size) if tok.is_partial(i)]
+    assert {byte_token(b) for b in range(0x80, 0x100)} <= set(partial)
+    assert len({cm[i] for i in partial}) == len(partial)  # raw strings differ: each partial token its own id …
+    # … shared with a whole token only when that token's key is the partial one's raw string: byte 0xA3 is spelled
+    # "£" in GPT-2's alphabet, and the token "£" (bytes C2 A3) keys as "£" too
+    for j in range(tok.vocab_size):
+        if not tok.is_partial(j):
+            for i in partial:
+                if cm[i] == cm[j]:
+                    assert (normalize_text(tok.texts[j]) or tok.texts[j]) == RAW[i], (i, j)
+    pound = tok.encode("£")
+    assert len(pound) == 1 and cm[pound[0]] == cm[byte_token(0xA3)] and tok.token_text(byte_token(0xA3)) == "<0xA3>"
+
+
+def test_compress_tensors(tok: HFTokenizer) -> None:
+    a = tok.encode("Xin chào các bạn")
+    b = tok.encode("Xin Chào các Bạn")
+    assert len(a) == len(b) and a != b
+    ids = torch.tensor([a, b])  # [2, S]
     c = tok.compress(ids)
-    assert c.shape == ids.shape and c.dtype == torch.int64
-    assert torch.equal(c[0], c[1]) and not torch.equal(ids[0], ids[1])
+    assert c.shape == ids.shape and c.dtype == torch.int64 and torch.equal(c[0], c[1])
+    assert tok.compress(ids.to(torch.int32)).tolist() == c.tolist()
     assert tok.compress(torch.arange(tok.vocab_size)).tolist() == list(tok.compress_map)
     assert tok.compress(torch.zeros(0, 3, dtype=torch.long)).shape == (0, 3)
-    with pytest.raises(TokenizerError, match=f"{tok.vocab_size}.*0..{tok.vocab_size - 1}"):
-        tok.compress(torch.tensor([[1, tok.vocab_size]]))
-    with pytest.raises(TokenizerError, match="-4"):
-        tok.compress(torch.tensor([-4]))
+
+
+@pytest.mark.parametrize(
+    "ids, match",
+    [
+        (torch.tensor([[1, 8192]]), "8192.*0..8191"),
+        (torch.tensor([-4]), "-4"),
+        (torch.tensor([1.0, 2.0]), "integer tensor.*float"),
+        (torch.tensor([True]), "integer tensor.*bool"),
+        (torch.tensor([1 + 0j]), "integer tensor.*complex"),
+    ],
+)
+def test_compress_refuses_bad_ids(tok: HFTokenizer, ids: torch.Tensor, match: str) -> None:
+    with pytest.raises(TokenizerError, match=match):
+        tok.compress(ids)
+
+
+# ---- a larger id space ----------------------------------------------------------------------------------
+def test_wider_vocabulary(tok: HFTokenizer) -> None:
+    w = WiderVocabTokenizer(tok, 129_280)
+    assert len(w) == w.vocab_size == 129_280 and len(w.vocab) == 129_280
+    assert w.vocab[: tok.vocab_size] == tok.vocab and w.vocab[8192] == "⟨8192⟩" and w.vocab[-1] == "⟨129279⟩"
+    assert (w.bos, w.eos, w.pad, w.noise) == (tok.bos, tok.eos, tok.pad, tok.noise)
+    text = "Xin chào các bạn"
+    assert w.encode(text) == tok.encode(text)
+    assert w.decode(tok.encode(text) + [8192, 129_279]) == text + "⟨8192⟩⟨129279⟩"
+    assert w.token_text(8192) == "⟨8192⟩" and w.token_text(byte_token(0xE0)) == "<0xE0>"
+    # each run of lab ids is decoded as the lab decodes it: a character cut by a wide id stays cut
+    emoji = tok.encode("😀")
+    assert len(emoji) >= 2
+    head, tail = emoji[:1], emoji[1:]
+    assert w.decode([*head, 9000, *tail]) == tok.decode(head) + "⟨9000⟩" + tok.decode(tail)
+    assert "\ufffd" in tok.decode(head)
+    assert w.decode(emoji) == "😀" and w.decode([0, *emoji, 1]) == "<bos>😀<eos>"
+    for bad in (-1, 129_280):
+        with pytest.raises(TokenizerError, match="out of range"):
+            w.decode([bad])
+    with pytest.raises(TokenizerError, match="smaller than the lab vocabulary"):
+        WiderVocabTokenizer(tok, tok.vocab_size - 1)
+    assert WiderVocabTokenizer(tok, tok.vocab_size).vocab == tok.vocab
+
+
+# ---- the lab config -------------------------------------------------------------------------------------
+def test_lab_config_reads_the_tokenizer(tok: HFTokenizer) -> None:
+    cfg = get_config("lab")
+    assert cfg.vocab_size == tok.vocab_size == len(VOCAB)
+    assert cfg.engram_compressed_vocab_size == tok.compressed_vocab_size == len(set(naive_keys(tok)))
+    assert cfg.dspark_noise_token_id == tok.noise == VOCAB[CONFIG_JSON["noise_token"]]

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..corpus import DOMAINS
 from ..options import add_json, add_lang, add_seed, command
+from ..realtext import DOMAINS
 from ..style import print_json
 from ..text import Texts
 
@@ -21,7 +21,7 @@ COMMANDS = ("eval",)
 # Defaults that --help prints (it stays fast: no torch); tests/test_bad_input.py checks them against the
 # recipe of `train all` (training/rebuild.py) and quality.py's defaults.
 EVAL_PROMPTS, EVAL_NEW_TOKENS = 12, 40
-MAX_EVAL_PROMPTS = 1000  # held-out prompts per domain: math has ≈ 1,000 distinct lines, more would repeat
+MAX_EVAL_PROMPTS = 1000  # held-out prompts per domain (fewer held-out lines in a domain: its own error names them)
 EVAL_EXAMPLES = """\
 examples:
   dspark-lab eval                                   τ per drafter and domain, T = 1 and greedy
@@ -157,7 +157,7 @@ def main_perplexity(args: argparse.Namespace, console: Console, lang: str) -> di
     verified(target)
     model = load_model(target)
     recipe = set_report(args.weights_dir)["recipe"]
-    train_ids, _ = training_streams(recipe["seed"], recipe["lines"])
+    train_ids, _ = training_streams(recipe["seed"])
     result = perplexity(model, get_tokenizer(model.cfg), text, unigram_log_probs(train_ids, model.cfg.vocab_size))
     result = {"file": str(args.perplexity)} | result
     if not args.json:

@@ -39,7 +39,7 @@ from dspark_mini import build_model
 from dspark_mini.config import flash_cpu_config
 from dspark_mini.speculative import generate_plain, generate_speculative
 
-from ..corpus import DOMAINS
+from ..realtext import DOMAINS
 from .quality import eval_prompts
 
 # flash-cpu's counts and layer roles, with its widths narrowed (hidden 5120 → 128, heads 64 × 512 → 4 × 64, …)
@@ -164,7 +164,8 @@ def one_forward_delta(model, prompt: torch.Tensor, rows: torch.Tensor) -> float:
 
 
 def lab_prompts(n: int, prompt_tokens: int = 12) -> list[torch.Tensor]:
-    """n distinct prompts [1, prompt_tokens]: held-out lines of math, code and chat in turn, their first tokens."""
+    """n distinct prompts [1, prompt_tokens]: held-out lines of each domain in turn (English, Vietnamese, code,
+    sums), their first tokens."""
     per = -(-n // len(DOMAINS))
     seen: set[tuple[int, ...]] = set()
     out: list[torch.Tensor] = []

@@ -199,7 +199,7 @@ def profile(
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)
     if corpus_ids:
-        from ..corpus import DOMAINS
+        from ..realtext import DOMAINS
         from .quality import eval_prompts
 
         per = -(-prompts // len(DOMAINS))

@@ -1,10 +1,10 @@
 """A mini DeepSpec evaluation: accepted length τ per domain per drafter, conditional acceptance per position,
 a static confidence-threshold sweep, and wall-clock tokens/s of plain vs speculative decoding.
 
-Prompts are held-out lines of each toy domain (a corpus seed that training never uses): the first
-`prompt_tokens` tokens from the start of a line. τ counts the target's own token (kept drafts + 1), as in
-the paper's Table 1. Conditional acceptance at position i = P(draft i kept | drafts 1..i−1 kept) (the paper's
-Figure 2); cumulative = P(drafts 1..i all kept).
+Prompts are held-out lines of each domain of the real-text corpus (English and Vietnamese prose, code, sums:
+the documents of its `test` split, which training never reads), the first `prompt_tokens` tokens of a line.
+τ counts the target's own token (kept drafts + 1), as in the paper's Table 1. Conditional acceptance at
+position i = P(draft i kept | drafts 1..i−1 kept) (the paper's Figure 2); cumulative = P(drafts 1..i all kept).
 
 The threshold sweep (Figure 5) is read off the recorded rounds: a static threshold t verifies only the prefix
 up to the first position with c_i < t. Whether draft i is kept depends only on positions ≤ i, so a round
@@ -24,9 +24,9 @@ from dspark_mini.drafters import Drafter
 from dspark_mini.speculative import Round, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.tokenizer import default_tokenizer
 
-from ..corpus import DOMAINS, check_domain, generate, token_stream
+from ..realtext import DOMAINS, check_domain
+from ..realtext import prompts as held_out_lines
 
-HELD_OUT_SEED = 10_000  # corpus seed offset for evaluation prompts (training uses the seed itself)
 THRESHOLDS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 N_PROMPTS = 12  # held-out prompts per domain (README, train_all.Recipe.eval_prompts)
 MAX_NEW_TOKENS = 40  # new tokens per prompt (README, train_all.Recipe.max_new_tokens)
@@ -35,24 +35,16 @@ PROMPT_TOKENS = 16  # tokens of one held-out prompt
 FREE_FORM = ("hello", "the cat", "x =", "why", "Xin chào", "def f(", "1 + 1 =", "once upon a time")
 
 
-def eval_prompts(domain: str, n: int, prompt_tokens: int = PROMPT_TOKENS, seed: int = 0) -> torch.Tensor:
-    """n held-out prompts of one domain, each the first `prompt_tokens` ids from the start of a line.  → [n, L]"""
+def eval_prompts(
+    domain: str, n: int, prompt_tokens: int = PROMPT_TOKENS, seed: int = 0, split: str = "test"
+) -> torch.Tensor:
+    """n held-out prompts of one domain: the first `prompt_tokens` ids of lines of the corpus's held-out documents
+    (`test`; the STS calibration reads `val`), drawn by `seed`.  → [n, L]"""
     check_domain(domain)
     for name, v in (("n", n), ("prompt_tokens", prompt_tokens)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
-    lines = generate(domain, 4 * n + 8, seed + HELD_OUT_SEED)
-    stream = token_stream(lines)  # [N]
-    tok = default_tokenizer()
-    starts, pos = [], 0
-    for line in lines:
-        if pos + prompt_tokens <= stream.numel():
-            starts.append(pos)
-        pos += len(tok.encode(line))
-    starts = starts[:n]
-    if len(starts) < n:
-        raise ValueError(f"prompt_tokens = {prompt_tokens} is too long for {n} prompts of {domain!r}")
-    return torch.stack([stream[s : s + prompt_tokens] for s in starts])
+    return held_out_lines(domain, n, prompt_tokens, seed, split)
 
 
 def collect_rounds(
@@ -209,11 +201,11 @@ def calibration_rounds(
     seed: int = 1,
     batch: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Held-out verified rounds at temperature 1 for STS (prompts of every domain, another held-out seed than
-    the evaluation's): confidences [N, k] and kept drafts [N] of the rounds that proposed the full block."""
+    """Held-out verified rounds at temperature 1 for STS (prompts of every domain from the `val` documents, not the
+    evaluation's `test` ones): confidences [N, k] and kept drafts [N] of the rounds that proposed the full block."""
     conf, kept = [], []
     for domain in DOMAINS:
-        prompts = eval_prompts(domain, n_prompts, seed=seed)
+        prompts = eval_prompts(domain, n_prompts, seed=seed, split="val")
         for r in collect_rounds(model, drafter, prompts, max_new_tokens, 1.0, seed, batch):
             if r.verify_len == model.cfg.dspark_block_size:
                 conf.append(r.confidence)

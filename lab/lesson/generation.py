@@ -51,7 +51,7 @@ class Comparison:
         return {
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
-            "prompt_words": [{"text": w.text, "ids": w.ids, "spelled": w.spelled} for w in self.words],
+            "prompt_words": [{"text": w.text, "ids": w.ids, "split": w.split} for w in self.words],
             "block": max((r.block for r in self.spec.rows(0)), default=None),  # k: the drafts a round proposes
             "verify_len": self.verify_len,  # ℓ (--verify-len): the first ℓ of them are sent to verify
             "temperature": self.temperature,

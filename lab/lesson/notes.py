@@ -24,19 +24,19 @@ NOTES = {
     "how_split": {"vi": "Cách tách", "en": "How"},
     "whole_word": {"vi": "nguyên từ: 1 token", "en": "whole word: 1 token"},
     "word_marks": {"vi": "từ và dấu câu: {n} token", "en": "word and marks: {n} tokens"},
-    "spelled": {"vi": "đánh vần từng ký tự: {n} token", "en": "spelled out as characters: {n} tokens"},
+    "split": {"vi": "tách thành mảnh nhỏ: {n} token", "en": "split into pieces: {n} tokens"},
     "tokenized_whole": {
         "vi": "Prompt thành {n} token cho {words} từ; mọi từ đều có sẵn nguyên vẹn trong bộ từ vựng của lab.",
         "en": "The prompt became {n} tokens for {words} words; every word is a whole token of the lab vocabulary.",
     },
-    "tokenized_spelled": {
+    "tokenized_split": {
         "vi": (
-            "Prompt thành {n} token cho {words} từ; các từ không có trong bộ từ vựng của lab nên bị đánh vần "
-            "từng ký tự (mỗi ký tự một token): {spelled}."
+            "Prompt thành {n} token cho {words} từ; các từ không có nguyên vẹn trong bộ từ vựng của lab nên được "
+            "tách thành các mảnh nhỏ hơn (một phần của từ, chữ cái hoặc byte): {split}."
         ),
         "en": (
-            "The prompt became {n} tokens for {words} words; spelled out as characters (one token each, not in "
-            "the lab vocabulary): {spelled}."
+            "The prompt became {n} tokens for {words} words; not whole tokens of the lab vocabulary, so split into "
+            "smaller pieces (parts of words, letters or bytes): {split}."
         ),
     },
     "changed_most": {

@@ -23,9 +23,9 @@ from plotly.subplots import make_subplots
 
 from dspark_mini import get_config
 from dspark_mini.config import ModelConfig
+from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
-from dspark_mini.tokenizer import LabTokenizer
 
 from ..style import LOG_FLOOR, finish, none_if, rows_height
 from ..text import UI, Texts, check_lang
@@ -176,7 +176,7 @@ TEXT = Texts(TEXT, "figure")
 
 
 # ---- small helpers ---------------------------------------------------------------------------------
-def token_text(tokenizer: LabTokenizer, token_id: int) -> str:
+def token_text(tokenizer: HFTokenizer, token_id: int) -> str:
     """A token's text for a figure: escapes as `repr` shows them, `<bos>` safe from plotly's HTML."""
     return html.escape(repr(tokenizer.token_text(int(token_id)))[1:-1], quote=False)
 

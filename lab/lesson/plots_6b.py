@@ -13,8 +13,8 @@ from typing import Any
 import plotly.graph_objects as go
 import torch
 
+from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.speculative import ACCEPTED, BONUS, NOT_SENT, NOT_VERIFIED, REJECTED, RESAMPLED, Round
-from dspark_mini.tokenizer import LabTokenizer
 from dspark_mini.validate import check_temperature
 
 from ..evaluation.profiling import reliability
@@ -76,7 +76,7 @@ def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
 
 
 def draft_strip(
-    round_or_rounds: Round | Sequence[Round], tokenizer: LabTokenizer, lang: str = "en", *, temperature: float
+    round_or_rounds: Round | Sequence[Round], tokenizer: HFTokenizer, lang: str = "en", *, temperature: float
 ) -> go.Figure:
     """Step 6B: one row per round, one cell per drafted position d1..dk coloured by what verify did (accepted /
     rejected / not verified; past the round's verify length ℓ, not sent — a dashed line marks ℓ, and the cell

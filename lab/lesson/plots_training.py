@@ -35,9 +35,10 @@ TEMPERATURE_LABELS: tuple[str, ...] = ("t1", "greedy")
 
 
 TEXT: Mapping[str, Mapping[str, str]] = {
-    "dom_math": {"vi": "toán", "en": "math"},
+    "dom_en": {"vi": "tiếng Anh", "en": "English"},
+    "dom_vi": {"vi": "tiếng Việt", "en": "Vietnamese"},
     "dom_code": {"vi": "mã", "en": "code"},
-    "dom_chat": {"vi": "trò chuyện", "en": "chat"},
+    "dom_sums": {"vi": "phép cộng", "en": "sums"},
     "dom_mean": {"vi": "trung bình", "en": "mean"},
     "temp_t1": {"vi": "T = 1", "en": "T = 1"},
     "temp_greedy": {"vi": "greedy (T = 0)", "en": "greedy (T = 0)"},

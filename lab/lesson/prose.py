@@ -31,6 +31,7 @@ from dspark_mini.files import write_atomic
 from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES
 
+from ..realtext import DOMAINS
 from ..serving.schedule import LAG, SIM_ROUNDS, read_streams, read_table, tables_for
 from ..serving.simulate import simulate
 from .nbsync import sources, write_all
@@ -49,11 +50,11 @@ SOURCES = {
     "flash_cpu": "docs/flash_cpu.json",  # bench/flash_cpu.py --walk: the real widths' commands, timed on this CPU
     "bf16_lossless": "docs/bf16_lossless.json",  # bench/bf16_lossless.py: greedy speculative vs plain, logit by logit
     "corpus": "lab/realtext/stats.json",  # `make corpus`: the real-text corpus's sizes and the tokenizer's rates
+    "model_card": "docs/model_card.json",  # bench/model_card.py: the target's perplexities and sample continuations
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
 SIM = "sim"  # not a file: `dspark-lab schedule`'s load simulation on the shipped streams and SPS table, one R at a time
-DOMAINS = ("math", "code", "chat")
 MINUS = "−"  # the prose writes negative numbers with a true minus sign
 
 
@@ -92,6 +93,15 @@ def _minutes(seconds: float) -> str:
     return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s"
 
 
+def _quoted(text: str) -> str:
+    """A model's text inline in Markdown: a line break shown ↵, and the characters Markdown or HTML would read as
+    markup (`|` of a table, `<` of a tag such as <0xE1>, `*`, `_`, a backquote, a backslash) escaped."""
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for c in "\\`*_|[]":
+        out = out.replace(c, "\\" + c)
+    return out.replace("\n", " ↵ ").replace("\t", " ⇥ ")
+
+
 # the formats a measured value may ask for after its path (`flash_cpu.walk.wall_s:min`)
 MEASURED: dict[str, Callable[[Any], str]] = {
     "min": _minutes,
@@ -100,6 +110,7 @@ MEASURED: dict[str, Callable[[Any], str]] = {
     "pct": lambda v: _num(".1f")(100 * v),  # a share → percent
     "mb": lambda v: _num(".2f")(v / 1e6),  # characters or bytes → millions
     "e1": lambda v: format(v, ".1e").replace("e-0", "e-").replace("e+0", "e+"),  # 1.4e-14, 4.4e-6
+    "quote": lambda v: _quoted(v),  # a generated text, inline in Markdown (a table cell): see `_quoted`
     **{f: FORMATS[f] for f in ("f1", "f2", "f3", "int", "g", "text")},
 }
 
@@ -179,7 +190,7 @@ def _sps_point(s: dict, b: str) -> dict:
 
 D = r"(?P<d>[a-z0-9-]+)"
 T = r"(?P<t>t1|greedy)"
-DOM = r"(?P<dom>math|code|chat)"
+DOM = rf"(?P<dom>{'|'.join(DOMAINS)})"
 # THE table: every key a marker may use, what it reads and how it is written
 KEYS: tuple[Key, ...] = (
     Key(
@@ -376,6 +387,13 @@ KEYS: tuple[Key, ...] = (
         lambda d, path, f: MEASURED[f](_path(d, path)),
         "text",
         "a value of lab/realtext/stats.json (dotted path, then :format)",
+    ),
+    Key(
+        rf"model_card\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+        "model_card",
+        lambda d, path, f: MEASURED[f](_path(d, path)),
+        "text",
+        "a value of docs/model_card.json (dotted path, then :format)",
     ),
     Key(
         r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",

@@ -13,10 +13,10 @@ import torch
 
 from dspark_mini import Trace
 from dspark_mini.config import ModelConfig
+from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.kv_cache import KVCache
 from dspark_mini.model import Transformer
 from dspark_mini.speculative import Round
-from dspark_mini.tokenizer import LabTokenizer
 
 from .notes import NOTES
 from .steps import Step
@@ -69,7 +69,7 @@ class Walk:
     """Everything one `walk` run produced: the model, its inputs, the trace and the views."""
 
     cfg: ModelConfig
-    tokenizer: LabTokenizer
+    tokenizer: HFTokenizer
     model: Transformer
     prompt: str
     tokens: torch.Tensor  # [1, S]
@@ -96,15 +96,17 @@ class WordPieces:
 
     text: str
     ids: list[int]
-    pieces: list[str]  # each token's display text ("▁" marks a leading space)
+    pieces: list[str]  # each token's display text (a piece of a character shows its bytes as <0xNN>)
 
     @property
-    def spelled(self) -> bool:
-        """Whether a letter or digit of the word is its own token: the word is not in the lab vocabulary whole."""
-        return any(len(p.lstrip("▁")) == 1 and p.lstrip("▁").isalnum() for p in self.pieces)
+    def split(self) -> bool:
+        """Whether the word's letters or digits spread over more than one token: the vocabulary holds no token for
+        the whole word (with the space before it), so the BPE spelled it with smaller pieces (" trời" → " tr",
+        "ời"; a character it never saw → its bytes). Punctuation after a whole word ("đẹp,") is no split."""
+        return sum(any(c.isalnum() for c in p) for p in self.pieces) > 1
 
 
-def prompt_words(tokenizer: LabTokenizer, text: str) -> list[WordPieces]:
+def prompt_words(tokenizer: HFTokenizer, text: str) -> list[WordPieces]:
     """`text` cut at whitespace, each word with the whitespace before it (trailing whitespace is a piece of its
     own), each piece encoded alone. The tokenizer's chunks never reach from a space back into the word before
     it, so the pieces' ids joined are the ids of the whole text (tests/test_prompt.py checks it)."""
@@ -122,13 +124,13 @@ def shown(text: str) -> str:
 
 
 def tokenization_note(words: list[WordPieces], lang: str) -> str:
-    """One line (walk 1A, generate): how many tokens for how many words, which words were spelled out."""
+    """One line (walk 1A, generate): how many tokens for how many words, which words were split into pieces."""
     n_words = sum(1 for word in words if word.text.strip())
     n_tokens = sum(len(word.ids) for word in words)
-    spelled = [word.text.strip() for word in words if word.spelled]
-    if not spelled:
+    split = [word.text.strip() for word in words if word.split]
+    if not split:
         return NOTES("tokenized_whole", lang, n=n_tokens, words=n_words)
-    return NOTES("tokenized_spelled", lang, n=n_tokens, words=n_words, spelled=", ".join(spelled))
+    return NOTES("tokenized_split", lang, n=n_tokens, words=n_words, split=", ".join(split))
 
 
 # ---- small helpers ---------------------------------------------------------------------------------

@@ -63,11 +63,11 @@ def view_1a(w: Walk, v: StepView) -> StepView:
 
 
 def tokenization_table(w: Walk, lang: str) -> ViewTable:
-    """Word by word, what the prompt became: its tokens (ids) and whether the word was one token or spelled out."""
+    """Word by word, what the prompt became: its tokens (ids) and whether the word was one token or split."""
     rows = []
     for word in prompt_words(w.tokenizer, w.prompt):
         n = len(word.ids)
-        how = "spelled" if word.spelled else ("whole_word" if n == 1 else "word_marks")
+        how = "split" if word.split else ("whole_word" if n == 1 else "word_marks")
         pieces = " · ".join(repr(p)[1:-1] for p in word.pieces)
         rows.append([shown(word.text), pieces, " · ".join(map(str, word.ids)), NOTES(how, lang, n=n)])
     columns = [NOTES("word", lang), NOTES("pieces", lang), UI("token_id", lang), NOTES("how_split", lang)]

@@ -14,9 +14,8 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..corpus import DOMAINS
 from ..style import finish
-from .texts import T
+from .texts import T, lab_domain, lab_domains, paper_domain, paper_pair
 
 DRAFTER_LABEL = {
     "dspark": "DSpark",
@@ -26,20 +25,41 @@ DRAFTER_LABEL = {
     "mtp1": "MTP-1",
 }
 PAPER_LABEL = {"dspark": "DSpark", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash", "eagle3": "Eagle3"}  # the paper's
+# one colour a drafter in every panel (the paper's curves in its lab drafter's colour, dotted)
+COLOUR = {"dspark": "#636efa", "dspark-rnn": "#ef553b", "dflash": "#00cc96", "eagle3": "#ab63fa", "mtp1": "#ffa15a"}
 SIZE = {"width": 1000, "height": 420}
+
+
+def labels(domains: list[str], lang: str) -> list[str]:
+    """The lab domains' readable names in `lang` (the x axis and the subplot titles)."""
+    return [lab_domain(d, lang) for d in domains]
 
 
 def fig_table1(item: dict[str, Any], lang: str) -> go.Figure:
     tau = item["lab"]["tau"]
-    fig = go.Figure([go.Bar(name=DRAFTER_LABEL[n], x=list(DOMAINS), y=[tau[n][d]["t1"] for d in DOMAINS]) for n in tau])
+    domains = lab_domains(next(iter(tau.values())))
+    x = labels(domains, lang)
+    fig = go.Figure(
+        [
+            go.Bar(name=DRAFTER_LABEL[n], x=x, y=[tau[n][d]["t1"] for d in domains], marker_color=COLOUR.get(n))
+            for n in tau
+        ]
+    )
     fig.update_yaxes(title=T("tau", lang))
     return finish(fig, T("t1_title", lang), barmode="group")
 
 
 def fig_fig2(item: dict[str, Any], lang: str) -> go.Figure:
     lab, paper = item["lab"]["cond_accept"]["t1"], item["paper"]["cond_accept"]
-    fig = make_subplots(1, len(DOMAINS), subplot_titles=list(DOMAINS), shared_yaxes=True)
-    for i, d in enumerate(DOMAINS, 1):
+    domains = lab_domains(lab)
+    titles = [  # each lab domain beside its paper domain (texts.PAPER_DOMAIN_OF), whose curves are dotted
+        T("subplot_pair", lang, lab=lab_domain(d, lang), paper=paper_domain(paper_pair(d), lang))
+        if paper_pair(d) in paper
+        else lab_domain(d, lang)
+        for d in domains
+    ]
+    fig = make_subplots(1, len(domains), subplot_titles=titles, shared_yaxes=True)
+    for i, d in enumerate(domains, 1):
         for n, c in lab[d].items():
             fig.add_trace(
                 go.Scatter(
@@ -49,19 +69,20 @@ def fig_fig2(item: dict[str, Any], lang: str) -> go.Figure:
                     legendgroup=n,
                     showlegend=i == 1,
                     mode="lines+markers",
+                    line={"color": COLOUR.get(n)},
                 ),
                 1,
                 i,
             )
-        for n, c in paper[d].items():
+        for n, c in paper.get(paper_pair(d) or "", {}).items():
             fig.add_trace(
                 go.Scatter(
                     x=list(range(1, len(c) + 1)),
                     y=c,
-                    name=f"{PAPER_LABEL[n]} (paper)",
+                    name=T("paper_trace", lang, name=PAPER_LABEL[n]),
                     legendgroup=f"p{n}",
                     showlegend=i == 1,
-                    line={"dash": "dot"},
+                    line={"dash": "dot", "color": COLOUR.get(n)},
                     opacity=0.5,
                 ),
                 1,
@@ -69,21 +90,31 @@ def fig_fig2(item: dict[str, Any], lang: str) -> go.Figure:
             )
         fig.update_xaxes(title=T("position", lang), row=1, col=i)
     fig.update_yaxes(title=T("cond_accept", lang), row=1, col=1)
-    return finish(fig, T("fig2_title", lang, domain=", ".join(DOMAINS)))
+    return finish(fig, T("fig2_title", lang))
 
 
 def fig_fig3(item: dict[str, Any], lang: str) -> go.Figure:
     lab = item["lab"]
-    fig = go.Figure([go.Bar(name=n, x=list(DOMAINS), y=[t[d]["t1"] for d in DOMAINS]) for n, t in lab["tau"].items()])
+    domains = lab_domains(next(iter(lab["tau"].values())))
+    x = labels(domains, lang)
+    fig = go.Figure([go.Bar(name=n, x=x, y=[t[d]["t1"] for d in domains]) for n, t in lab["tau"].items()])
     fig.update_yaxes(title=T("tau", lang))
-    return finish(fig, T("fig3_title", lang, depth=lab["depth"], block=lab["block"]), barmode="group")
+    title = T(
+        "fig3_title",
+        lang,
+        layers=f"{min(lab['layers'])}–{max(lab['layers'])}",
+        depth=lab.get("dflash_depth", lab["depth"]),  # DFlash at the shipped DFlash's depth (records before: the lab's)
+        block=lab["block"],
+    )
+    return finish(fig, title, barmode="group")
 
 
 def fig_fig4(item: dict[str, Any], lang: str) -> go.Figure:
     lab = item["lab"]
     blocks = lab["blocks"]
-    fig = make_subplots(1, len(DOMAINS), subplot_titles=list(DOMAINS), shared_yaxes=True)
-    for i, d in enumerate(DOMAINS, 1):
+    domains = lab_domains(lab["tau"][str(blocks[0])]["dspark"])
+    fig = make_subplots(1, len(domains), subplot_titles=labels(domains, lang), shared_yaxes=True)
+    for i, d in enumerate(domains, 1):
         for kind in ("dspark", "dflash"):
             fig.add_trace(
                 go.Scatter(
@@ -93,19 +124,22 @@ def fig_fig4(item: dict[str, Any], lang: str) -> go.Figure:
                     legendgroup=kind,
                     showlegend=i == 1,
                     mode="lines+markers",
+                    line={"color": COLOUR[kind]},
                 ),
                 1,
                 i,
             )
-        fig.update_xaxes(title=T("block", lang), row=1, col=i)
+        fig.update_xaxes(title=T("block_k", lang), row=1, col=i)
     fig.update_yaxes(title=T("tau", lang), row=1, col=1)
-    return finish(fig, T("fig4_title", lang, depth=lab["depth"]))
+    return finish(fig, T("fig4_title", lang, depth=lab["depth"], dflash=lab.get("dflash_depth", lab["depth"])))
 
 
 def fig_fig5(item: dict[str, Any], lang: str) -> go.Figure:
     sweep = item["lab"]["sweep"]
-    fig = make_subplots(1, len(DOMAINS), subplot_titles=list(DOMAINS), specs=[[{"secondary_y": True}] * 3])
-    for i, d in enumerate(DOMAINS, 1):
+    domains = lab_domains(sweep)
+    specs = [[{"secondary_y": True}] * len(domains)]
+    fig = make_subplots(1, len(domains), subplot_titles=labels(domains, lang), specs=specs)
+    for i, d in enumerate(domains, 1):
         th = [r["threshold"] for r in sweep[d]]
         for key, group, colour in (("verified_per_round", "v", "#9ecae1"), ("tau", "t", "#3182bd")):
             name = T("verified" if key == "verified_per_round" else key, lang)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..corpus import DOMAINS
+from ..realtext import DOMAINS
 from ..weights import DRAFTERS
 from . import measure
 from .variants import Variant
@@ -25,11 +25,12 @@ def record(name: str, paper: dict[str, Any], lab: dict[str, Any], conditions: di
 
 
 def paper_domain_means(t1: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
-    """Table 1 of the paper per target, drafter and lab domain: the mean over the domain's benchmarks."""
+    """Table 1 of the paper per target, drafter and paper domain (math, code, chat: its own, never the lab's): the
+    mean over the domain's benchmarks."""
     idx = {b: i for i, b in enumerate(t1["benchmarks"])}
     return {
         target: {
-            drafter: {d: mean([row[idx[b]] for b in t1["domains"][d]]) for d in DOMAINS} | {"mean": mean(row)}
+            drafter: {d: mean([row[idx[b]] for b in bs]) for d, bs in t1["domains"].items()} | {"mean": mean(row)}
             for drafter, row in rows.items()
         }
         for target, rows in t1["targets"].items()
@@ -72,9 +73,11 @@ def fig3(res: dict[str, Any], paper: dict[str, Any], cond: dict[str, Any], depth
     runs = {}
     for layers in res["depths"]:
         runs[f"dspark_{layers}L"] = res["variants"][Variant("dspark", layers, block).name]
-    runs[f"dflash_{depth}L"] = res["variants"][Variant("dflash", depth, block).name]
+    df = res["dflash_depth"]
+    runs[f"dflash_{df}L"] = res["variants"][Variant("dflash", df, block).name]
     lab = {
         "depth": depth,
+        "dflash_depth": df,
         "block": block,
         "layers": res["depths"],
         "tau": {n: r["tau"] | {"mean": mean_tau(r["tau"])} for n, r in runs.items()},
@@ -86,9 +89,11 @@ def fig3(res: dict[str, Any], paper: dict[str, Any], cond: dict[str, Any], depth
 
 
 def fig4(res: dict[str, Any], paper: dict[str, Any], cond: dict[str, Any], depth: int) -> dict[str, Any]:
-    lab: dict[str, Any] = {"depth": depth, "blocks": res["blocks"], "tau": {}, "gain_percent": {}, "runs": {}}
+    n = res["dflash_depth"]
+    lab: dict[str, Any] = {"depth": depth, "dflash_depth": n, "blocks": res["blocks"], "tau": {}, "gain_percent": {}}
+    lab["runs"] = {}
     for k in res["blocks"]:
-        ds, df = (res["variants"][Variant(kind, depth, k).name] for kind in ("dspark", "dflash"))
+        ds, df = res["variants"][Variant("dspark", depth, k).name], res["variants"][Variant("dflash", n, k).name]
         lab["tau"][str(k)] = {
             "dspark": ds["tau"] | {"mean": mean_tau(ds["tau"])},
             "dflash": df["tau"] | {"mean": mean_tau(df["tau"])},

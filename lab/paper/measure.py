@@ -15,9 +15,9 @@ import torch
 from dspark_mini.scheduler import RETROSPECTIVE, Scheduler, greedy_path, path_throughput, survival
 from dspark_mini.speculative import generate_speculative, verify_block
 
-from ..corpus import DOMAINS
 from ..evaluation.calibration import ece, prefix_labels, to_logits
 from ..evaluation.quality import eval_prompts, heldout_calibration, quality
+from ..realtext import DOMAINS
 from ..serving.simulate import Row, record_streams, simulate
 from ..serving.sps import SPSTable
 from ..weights import load_drafter

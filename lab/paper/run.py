@@ -53,12 +53,12 @@ def budget(name: str, seed: int) -> Budget:
     """The full run (the shipped recipe's draft budget: 600 steps, batch 8, 24 anchors, lr 6e-3), a medium one
     (a quarter of the steps, half the prompts: for a loaded machine) or --quick (every code path, tiny)."""
     if name == "quick":
-        d = DraftBudget(2, 2, 12, 2, 6e-3, 40, 4, 1, 1, 8, seed)
+        d = DraftBudget(2, 2, 12, 2, 6e-3, 4, 1, 1, 8, seed)
         return Budget(name, 1, 8, d, 1, 4, (1, 4, 16), 2000)
     if name == "medium":
-        d = DraftBudget(150, 8, 32, 24, 6e-3, 2000, 256, 6, 4, 40, seed)
+        d = DraftBudget(150, 8, 32, 24, 6e-3, 256, 6, 4, 40, seed)
         return Budget(name, 6, 40, d, 3, 32, SIM_REQUESTS, 20_000)
-    d = DraftBudget(600, 8, 32, 24, 6e-3, 2000, 1024, 6, 12, 40, seed)
+    d = DraftBudget(600, 8, 32, 24, 6e-3, 1024, 6, 12, 40, seed)
     return Budget(name, 12, 40, d, 6, 64, SIM_REQUESTS, 20_000)
 
 
@@ -126,14 +126,23 @@ class LocalQueue(list):
         return self.pop(0)
 
 
+def dflash_depth(weights_dir: str | None, cfg: Any) -> int:
+    """The shipped DFlash's draft layers (its file's config; `Recipe.dflash_layers`): Figures 3 and 4 train DFlash
+    at the depth the set's own DFlash has."""
+    from dspark_mini.checkpoint import read_header
+
+    return int(read_header(weight_file("dflash", weights_dir))["config"].get("n_mtp_layers", cfg.n_mtp_layers))
+
+
 def measure_all(b: Budget, weights_dir: str | None, jobs: int, bar: Any, lang: str = "en") -> dict[str, Any]:
     """Run every job; → {"shipped": {drafter: quality}, "variants": {name: record}, "streams": {...}, ...}."""
     from .. import weights as w
 
     cfg = w.lab_model(weights_dir=weights_dir).cfg
-    variants, depths, blocks = variants_for(cfg)
+    variants, depths, blocks = variants_for(cfg, dflash_depth(weights_dir, cfg))
     d = dataclasses.asdict(b.draft)
     results: dict[str, Any] = {"shipped": {}, "variants": {}, "streams": {}, "depths": depths, "blocks": blocks}
+    results["dflash_depth"] = dflash_depth(weights_dir, cfg)
     results["cache_hash"] = {}
     target = str(weight_file("target", weights_dir))
 

@@ -21,8 +21,8 @@ from dspark_mini import build_model
 from dspark_mini.checkpoint import load_model, part_tensors
 from dspark_mini.drafters import DSparkDrafter
 
-from ..corpus import DOMAINS
 from ..evaluation.quality import quality
+from ..realtext import DOMAINS
 from ..training.rebuild import Recipe, corpus_streams
 from ..training.target_cache import CacheSpec, build_cache
 from ..training.train import train_draft
@@ -51,23 +51,24 @@ class DraftBudget:
     context: int
     anchors: int
     lr: float
-    lines: int  # corpus lines per domain
     distill_prompts: int  # sequences the target writes (one set per block size, shared by every kind)
     distill_rows: int  # of each step's batch windows, drawn from them
     prompts: int  # held-out prompts per domain for τ
     max_new_tokens: int
     seed: int
+    dflash_loss: str = "distill"  # the shipped set's (`Recipe.dflash_loss`): DFlash learns as DSpark does
 
 
-def variants_for(cfg: Any) -> tuple[list[Variant], list[int], list[int]]:
+def variants_for(cfg: Any, dflash_layers: int) -> tuple[list[Variant], list[int], list[int]]:
     """The variants Figures 3 and 4 need for the target's config: DSpark with 1, 2 and 3 draft layers and DFlash
-    at the lab's depth (block = the lab's), and DSpark and DFlash at blocks 3, the lab's and the longest the
-    window allows (lab depth). → (variants without repeats, depths, blocks)"""
+    at the shipped set's depth (`dflash_layers`; block = the lab's), and DSpark (the lab's depth) and DFlash (its
+    own) at blocks 3, the lab's and the longest the window allows. → (variants without repeats, depths, blocks)"""
     depth, block = cfg.n_mtp_layers, cfg.dspark_block_size
     depths = sorted({1, 2, 3, depth})
     blocks = sorted({3, block, cfg.window_size})
-    out = [Variant("dspark", d, block) for d in depths] + [Variant("dflash", depth, block)]
-    out += [Variant(kind, depth, k) for k in blocks if k != block for kind in ("dspark", "dflash")]
+    out = [Variant("dspark", d, block) for d in depths] + [Variant("dflash", dflash_layers, block)]
+    pairs = (("dspark", depth), ("dflash", dflash_layers))
+    out += [Variant(kind, n, k) for k in blocks if k != block for kind, n in pairs]
     return out, depths, blocks
 
 
@@ -93,8 +94,8 @@ def variant_model(target_path: str, v: Variant, seed: int):
 
 
 def train_stream(b: DraftBudget) -> torch.Tensor:
-    """The training token stream `train all` uses (its own corpus_streams: seeded corpus, mixed, 90 % split). → [N]"""
-    return corpus_streams(Recipe(seed=b.seed, lines=b.lines))[0]
+    """The training token stream `train all` uses (the corpus's training documents, shuffled by the seed). → [N]"""
+    return corpus_streams(Recipe(seed=b.seed))[0]
 
 
 def cache_spec(b: DraftBudget, block: int) -> CacheSpec:
@@ -155,6 +156,7 @@ def train_variant(
         anchors=b.anchors,
         on_step=tick,
         schedule=cache,
+        weights=(0.1, 0.9, 0.0) if v.kind == "dflash" and b.dflash_loss == "distill" else None,
     )
     t0 = time.perf_counter()
     q = quality(model, DSparkDrafter(v.kind), DOMAINS, b.prompts, b.max_new_tokens, b.seed)

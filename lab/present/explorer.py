@@ -47,15 +47,15 @@ from dspark_mini.tokenizer import default_tokenizer
 
 from ..evaluation.quality import eval_prompts
 from ..lesson.view_6b import MAX_LOAD, SPS_TABLE, check_load, load_plan, shipped_sps
+from ..realtext import DOMAINS
 from ..text import LANGS, UI
-from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, render
+from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, page_vocab, render
 from .rounds import cache_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = "docs/explorer.html"
 FIX_COMMAND = f"python -m lab.present.explorer --out {PAGE}"
 MAX_BYTES = 3_000_000  # the page must stay small enough to mail or put on a course page
-DOMAINS = ("math", "code", "chat")
 PROMPTS_PER_DOMAIN = 2
 NEW_TOKENS = 24  # greedy tokens per prompt the rounds cover
 SEED_ROUNDS = 200  # re-samples behind the page's acceptance chart
@@ -459,7 +459,7 @@ def build_data(model: Transformer) -> dict[str, Any]:
         "k_max": model.cfg.dspark_block_size,
         "window_size": model.cfg.window_size,
         "max_ngram": model.cfg.engram_max_ngram_size,
-        "vocab": [tok.token_text(i).replace("\n", "↵") for i in range(tok.vocab_size)],
+        "vocab": page_vocab(tok),
         "markov_w1": rounded(w1, DECIMALS["markov"]),
         "markov_w2": rounded(w2, DECIMALS["markov"]),
         "conf_q": rounded(w1.to(w_e.dtype) @ w_e, DECIMALS["confidence"]),  # q[v] = w_e·W1[v]

@@ -70,7 +70,9 @@ def wanted_text() -> str:
     latin1 = "".join(map(chr, range(0xA0, 0x100)))
     equations = "".join(s.equation for s in STEPS)
     every = set(ascii_ + latin1 + vietnamese_letters() + COMBINING + SYMBOLS + vocab + equations)
-    return "".join(sorted(c for c in every if ord(c) >= 0x20))  # no control characters (the vocabulary's "\n")
+    # no control characters: the byte-level vocabulary holds all 33 (bytes 0x00..0x1F, 0x7F: "\n", "\t", …) and no
+    # font draws them
+    return "".join(sorted(c for c in every if unicodedata.category(c) != "Cc"))
 
 
 # ---- reading the committed faces (no fontTools) -----------------------------------------------------------------

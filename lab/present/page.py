@@ -5,6 +5,7 @@ inline(template, parts)        the template with every `/*@MARKER@*/` replaced b
 render(template, data, parts)  inline() with the page's data as JSON under `/*@DATA@*/`
 DEFAULT_REQUESTS, MARKERS      what both pages (the presenter and the Explorer) start from and draw verdicts with
 CACHE_TEXT                     the words of the caches view (caches_view.js) both pages show, vi and en
+page_vocab(tokenizer)          every token as both pages show it: a leading space as ▁, a line break as ↵
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ CACHE_TEXT: dict[str, dict[str, str]] = {  # caches_view.js reads these keys on 
     "pad": {"vi": "đệm", "en": "pad"},
     "empty": {"vi": "trống", "en": "empty"},
 }
+
+
+def page_vocab(tokenizer: Any) -> list[str]:
+    """Every token's text as the pages show it (the legend says so): a space at its start as "▁" (the scripts turn
+    it back into a space inside a strip of text, and keep it inside «quotes», where a space would not show), each
+    line break as "↵" (« về» → «▁về»; a piece of a character already reads <0xNN>)."""
+    out = []
+    for i in range(tokenizer.vocab_size):
+        text = tokenizer.token_text(i)
+        out.append(("▁" + text[1:] if text.startswith(" ") else text).replace("\n", "↵"))
+    return out
 
 
 def asset(name: str) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..lesson.steps import STEP_IDS
 from ..text import LANGS, UI, Texts, check_lang, say_symlink
-from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, render
+from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, page_vocab, render
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -237,7 +237,7 @@ def build_data(
         "map": {code: deck.map_data(code) for code in LANGS},
         "deck": decks,
         "debugger": debug,
-        "vocab": [tok.token_text(i).replace("\n", "↵") for i in range(tok.vocab_size)],
+        "vocab": page_vocab(tok),
         "markers": MARKERS,
         "ui": strings(),
     }

@@ -1,7 +1,8 @@
 """Export a lab model in the official checkpoint layout, and load one back lazily.
 
   export_checkpoint(model, out_dir, shards=N, style="lab")
-      → out_dir/config.json, model.safetensors.index.json, model-0000k-of-0000N.safetensors
+      → out_dir/config.json, model.safetensors.index.json, model-0000k-of-0000N.safetensors (and, for a model of
+        the lab's vocabulary, its tokenizer.json + tokenizer_config.json: a folder like any real checkpoint's)
   load_checkpoint(out_dir, select=None, packed=False)  → a lab Transformer
   CheckpointReader(out_dir)                            → one rank's view: tensors (or row / column slices of
                                                          them) read only when asked for
@@ -30,8 +31,8 @@ from torch.overrides import TorchFunctionMode
 
 from dspark_mini.checkpoint import CheckpointError, check_size, config_from_dict, config_to_dict, write_tensors
 from dspark_mini.config import ModelConfig, shown
-from dspark_mini.files import folder_swap
-from dspark_mini.hf_tokenizer import TOKENIZER_FILE, HFTokenizer, folder_file
+from dspark_mini.files import folder_swap, write_atomic
+from dspark_mini.hf_tokenizer import CONFIG_FILE, TOKENIZER_FILE, HFTokenizer, folder_file
 from dspark_mini.jsonlimits import read_json
 from dspark_mini.model import Transformer
 from dspark_mini.packed import (
@@ -45,7 +46,7 @@ from dspark_mini.packed import (
     unpack,
 )
 from dspark_mini.presets import build_model, get_tokenizer
-from dspark_mini.tokenizer import LabTokenizer, TokenizerError
+from dspark_mini.tokenizer import LAB_TOKENIZER_DIR, TokenizerError
 
 from .layout import (
     LAB_FORMAT,
@@ -85,8 +86,9 @@ LAB_VOCABULARY = "lab"  # config.json's "dspark_lab" → "tokenizer": the model 
 def config_json(cfg: ModelConfig, style: str, confidence_temperatures=None, tokenizer: str | None = None) -> dict:
     """config.json in the official shape (architectures, model_type, quantization_config, text_config), plus the
     lab's full config under "dspark_lab" so the lab model is rebuilt exactly (its fields are a superset).
-    tokenizer: LAB_VOCABULARY when the model reads the lab's built-in vocabulary (the folder then needs no
-    tokenizer.json); None: the folder's tokenizer.json is its vocabulary."""
+    tokenizer: LAB_VOCABULARY when the model reads the lab's built-in vocabulary (an export writes its tokenizer.json
+    beside it; a folder without one, an older export, is read with the lab tokenizer); None: the folder's
+    tokenizer.json is its vocabulary."""
     return {
         "architectures": ["DeepseekV41ForCausalLM"],
         "model_type": "deepseek_v41",
@@ -181,7 +183,9 @@ def export_checkpoint(
     beside `out_dir` and swapped in whole (dspark_mini.files.folder_swap), so a folder with an index is complete
     and an interrupted or out-of-disk export leaves the previous one byte for byte. `overwrite` replaces only a
     folder the lab wrote (its .dspark-lab-files.json lists every file in it); any other non-empty folder — a
-    Hugging Face checkpoint, say — is refused and nothing in it is touched."""
+    Hugging Face checkpoint, say — is refused and nothing in it is touched. A model of the lab's vocabulary gets the
+    lab tokenizer's files too (tokenizer.json, tokenizer_config.json: copies of dspark_mini/lab_tokenizer/), so the
+    folder loads through `HFTokenizer.from_folder` like any real checkpoint."""
     if not isinstance(getattr(model, "cfg", None), ModelConfig):
         raise RealScaleError(f"export needs a dspark_mini Transformer with a .cfg (got {type(model).__name__})")
     out_dir = Path(out_dir)
@@ -196,7 +200,11 @@ def export_checkpoint(
             part = {n: tensors[n] for n, w in zip(names, which, strict=True) if w == k}
             write_tensors(part, work / file, {"format": "pt"})
             weight_map.update(dict.fromkeys(part, file))
-        write_json(work / CONFIG, config_json(model.cfg, style, temps, vocabulary_of(model)))
+        vocabulary = vocabulary_of(model)
+        write_json(work / CONFIG, config_json(model.cfg, style, temps, vocabulary))
+        if vocabulary == LAB_VOCABULARY:
+            for name in (TOKENIZER_FILE, CONFIG_FILE):
+                write_atomic(work / name, (LAB_TOKENIZER_DIR / name).read_bytes())
         write_index(work, weight_map, sum(t.nbytes for t in tensors.values()))
     return out_dir
 
@@ -452,15 +460,15 @@ def vocabulary_of(model: Transformer) -> str | None:
 
 def folder_tokenizer(
     folder: str | os.PathLike, cfg: ModelConfig, lab_section: dict | None = None, required: bool = False
-) -> HFTokenizer | LabTokenizer | None:
+) -> HFTokenizer | None:
     """The checkpoint's tokenizer, the one rule every command that opens a folder follows:
 
     - a `tokenizer.json` in the folder (a regular file inside it: a FIFO, a folder, a dangling link or a link out
       of the folder is an error, never taken as "absent"), read with `tokenizers` (`dspark_mini.hf_tokenizer`);
       its vocabulary must be the config's, and the Engram compressed vocabulary derived from it must have the
       config's size (every Engram hash multiplier depends on that number);
-    - none, in a folder `dspark-lab checkpoint export` wrote from a model of the lab's vocabulary (its config.json
-      says "tokenizer": "lab"): the lab tokenizer;
+    - none, in a folder `dspark-lab checkpoint export` wrote from a model of the lab's vocabulary before exports
+      carried the lab's tokenizer.json (its config.json says "tokenizer": "lab"): the lab tokenizer;
     - otherwise None, or with `required` a RealScaleError naming the missing tokenizer.json (nothing falls back to
       the lab's vocabulary)."""
     folder = Path(folder)

@@ -24,7 +24,13 @@ import functools
 import hashlib
 import json
 import lzma
+import random
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -38,6 +44,10 @@ SOURCES: dict[str, str] = {
     "lesson": "lesson.jsonl.xz",
 }
 SPLITS: tuple[str, ...] = ("train", "val", "test")
+DOMAINS: tuple[str, ...] = ("en", "vi", "code", "sums")  # what the evaluation measures, one domain a source
+# how often each source's documents are read in one pass of the lab model's training stream: Vietnamese (a quarter
+# of English's size) and the lesson's own sentences count twice
+MIX: dict[str, int] = {"en": 1, "vi": 2, "code": 1, "sums": 1, "lesson": 2}
 HELD_OUT_PERCENT = {"val": 4, "test": 4}  # of the documents of each source; the rest is train
 
 
@@ -83,6 +93,88 @@ def texts(source: str, split: str) -> list[str]:
     if split not in SPLITS:
         raise CorpusError(f"split = {split!r} is invalid: allowed {', '.join(SPLITS)}")
     return [text for doc_id, text in documents(source) if split_of(doc_id) == split]
+
+
+def check_domain(domain: str) -> str:
+    if domain not in DOMAINS:
+        raise CorpusError(f"domain = {domain!r} is invalid: allowed {', '.join(DOMAINS)}")
+    return domain
+
+
+@functools.cache
+def _stream(split: str, seed: int) -> tuple[int, ...]:
+    from dspark_mini.tokenizer import default_tokenizer
+
+    tok = default_tokenizer()
+    if split == "train":  # every source MIX times, the documents shuffled (seeded), so no source comes last
+        docs = [t for source, w in MIX.items() for t in texts(source, split) * w]
+        random.Random(seed).shuffle(docs)
+    else:
+        docs = [t for source in MIX for t in texts(source, split)]
+    ids: list[int] = []
+    for text in docs:
+        ids += _encode_document(tok, text) + [tok.eos]  # <eos> closes every document
+    return tuple(ids)
+
+
+def _encode_document(tok, text: str) -> list[int]:
+    """One corpus document → ids, where the text spells a special token ("<eos>" in this project's own code, 12
+    times in the train split) reading it as that token's id, as the shipped weights were trained. Typed text never
+    reads specials (`HFTokenizer.encode`); the stream keeps this so that `make weights` rebuilds the shipped set."""
+    from dspark_mini.tokenizer import SPECIALS
+
+    ids: list[int] = []
+    for part in _SPECIAL_SPLIT.split(text):
+        if part in SPECIALS:
+            ids.append(SPECIALS.index(part))
+        elif part:
+            ids += tok.encode(part)
+    return ids
+
+
+_SPECIAL_SPLIT = re.compile("(<bos>|<eos>|<pad>|<noise>)")  # the lab tokenizer's SPECIALS, ids 0..3
+
+
+def token_stream(split: str, seed: int = 0) -> torch.Tensor:
+    """One split of the corpus as one run of lab-tokenizer ids, each document closed by <eos>: the training stream
+    (`train`, every source MIX times, documents shuffled by `seed`) or a held-out one (`val`, `test`, file order,
+    one time each).  → [N] int64"""
+    if split not in SPLITS:
+        raise CorpusError(f"split = {split!r} is invalid: allowed {', '.join(SPLITS)}")
+    import torch
+
+    return torch.tensor(_stream(split, seed), dtype=torch.long)
+
+
+@functools.cache
+def _paragraph_starts(domain: str, split: str, prompt_tokens: int) -> tuple[tuple[int, ...], ...]:
+    from dspark_mini.tokenizer import default_tokenizer
+
+    tok = default_tokenizer()
+    out = []
+    for text in texts(check_domain(domain), split):
+        for para in text.split("\n"):
+            ids = tok.encode(para.strip())
+            if len(ids) >= prompt_tokens:
+                out.append(tuple(ids[:prompt_tokens]))
+    return tuple(out)
+
+
+def prompts(domain: str, n: int, prompt_tokens: int, seed: int = 0, split: str = "test") -> torch.Tensor:
+    """n held-out prompts of one domain: the first `prompt_tokens` ids of lines (paragraphs, code lines, sums) of
+    the split's documents, n of them drawn by `seed` (another seed, other lines).  → [n, prompt_tokens]"""
+    if split == "train" or split not in SPLITS:
+        raise CorpusError(f"split = {split!r} is invalid: allowed val, test (held out)")
+    starts = _paragraph_starts(domain, split, prompt_tokens)
+    if len(starts) < n:
+        raise CorpusError(
+            f"n = {n} is invalid for {domain!r}: its {split} documents have {len(starts)} lines of ≥ {prompt_tokens} "
+            f"tokens: allowed 1..{len(starts)}"
+        )
+    import torch
+
+    order = torch.randperm(len(starts), generator=torch.Generator().manual_seed(1000 + seed))[:n]
+    return torch.tensor([starts[i] for i in order.tolist()], dtype=torch.long)
 
 
 def everyday(lang: str) -> list[str]:

@@ -1,6 +1,6 @@
 """The lab's tokenizer: a byte-level BPE trained with Hugging Face `tokenizers` on the real-text corpus (step 1A).
 
-    python -m lab.realtext.bpe            # train it again into lab/realtext/tokenizer/ (a few seconds)
+    python -m lab.realtext.bpe            # train it again into dspark_mini/lab_tokenizer/ (a few seconds)
     python -m lab.realtext.bpe --check    # train it into a temporary folder and compare, byte for byte
 
 The same kind of tokenizer as DeepSeek-V4.1-Flash's (a byte-level BPE in a `tokenizer.json`), at lab size, and read by
@@ -32,10 +32,11 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from dspark_mini.files import write_atomic
+from dspark_mini.tokenizer import LAB_TOKENIZER_DIR
 
 from . import HERE, differing, texts
 
-FOLDER = HERE / "tokenizer"
+FOLDER = LAB_TOKENIZER_DIR  # dspark_mini/lab_tokenizer/: the model package reads it (the lab preset's vocabulary)
 VOCAB_SIZE = 8192
 SPECIALS: tuple[str, ...] = ("<bos>", "<eos>", "<pad>", "<noise>")  # ids 0..3; <noise> fills DSpark's draft block
 # how often each source's training documents are read: Vietnamese and the lesson sentences count more than their size
@@ -97,7 +98,8 @@ def write(folder: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, str]:
     files = {
         "tokenizer.json": tok.to_str(pretty=True) + "\n",
         "tokenizer_config.json": json.dumps(
-            {"bos_token": SPECIALS[0], "eos_token": SPECIALS[1], "pad_token": SPECIALS[2]}, indent=1
+            {"bos_token": SPECIALS[0], "eos_token": SPECIALS[1], "pad_token": SPECIALS[2], "noise_token": SPECIALS[3]},
+            indent=1,
         )
         + "\n",
     }

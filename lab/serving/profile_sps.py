@@ -77,8 +77,8 @@ def layout(b: int, rows: int) -> tuple[int, int]:
 
 def corpus_rows(n: int, length: int, seed: int) -> torch.Tensor:
     """n held-out corpus snippets of `length` tokens, the three domains in turn.  → [n, length] int64"""
-    from lab.corpus import DOMAINS
     from lab.evaluation.quality import eval_prompts
+    from lab.realtext import DOMAINS
 
     per = -(-n // len(DOMAINS))
     parts = [eval_prompts(d, per, length, seed) for d in DOMAINS]

@@ -123,8 +123,8 @@ def streams_conditions(path: str | Path | None) -> dict[str, Any]:
 
 def record_default_streams(on_progress: Callable[[str], None] | None = None) -> tuple[list, dict[str, Any]]:
     """Re-record the streams with RECORD_SETTINGS from the shipped trained DSpark drafter. → (streams, conditions)"""
-    from lab.corpus import DOMAINS
     from lab.evaluation.conditions import cpu_model
+    from lab.realtext import DOMAINS
     from lab.weights import WEIGHTS_DIR, load_drafter, read_manifest
 
     model, drafter = load_drafter("dspark")

@@ -123,8 +123,9 @@ def held_out_prompts(tok: Any = None) -> list[list[int]]:
     from dspark_mini.tokenizer import default_tokenizer
 
     from ..evaluation.quality import eval_prompts
+    from ..realtext import DOMAINS
 
-    held = [eval_prompts(d, DEFAULT_PROMPTS_PER_DOMAIN, PROMPT_TOKENS) for d in ("math", "code", "chat")]
+    held = [eval_prompts(d, DEFAULT_PROMPTS_PER_DOMAIN, PROMPT_TOKENS) for d in DOMAINS]
     ids = [p.tolist() for p in torch.cat(held)]
     lab = default_tokenizer()
     if tok is None or tok is lab:

@@ -231,8 +231,8 @@ def record_streams(
     k drafts) are dropped so every row has the same k. Temperature 1 by default, as the paper's offline numbers
     and the STS fit."""
     from dspark_mini.speculative import check_verify_len, drafter_block, generate_speculative
-    from lab.corpus import DOMAINS
     from lab.evaluation.quality import MAX_NEW_TOKENS, eval_prompts
+    from lab.realtext import DOMAINS
     from lab.weights import load_drafter
 
     if model is None:
