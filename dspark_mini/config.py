@@ -188,7 +188,7 @@ class ModelConfig:
     dspark_noise_token_id: int = 0  # id of the noise token filling the block | 128,799
     dspark_target_layer_ids: tuple[int, ...] = (3, 4)  # tap layers (attention inputs) | (37, 38, 39)
     dspark_tap_mix: str = "mean"  # "mean": equal mix of taps | "concat_proj": concat → main_proj
-    dspark_markov_rank: int = 64  # rank r of the Markov head (lab: ≈ V/12 of 766 ids) | 256
+    dspark_markov_rank: int = 64  # rank r of the Markov head (lab: V/128 of 8,192 ids) | 256
     dspark_markov_kind: str = "vanilla"  # "vanilla": bias = W2·W1[x_{k−1}] | "rnn": a gated state (paper eq. 6)
     dspark_n_routed_experts: int = 4  # draft-layer routed experts | 128
     dspark_n_activated_experts: int = 1  # draft-layer top-k | 3

@@ -135,9 +135,7 @@ assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_siz
 # - The seed lesson drafts a block of **3** from taps 3 and 4 with untrained weights (its confidences 0.167, 0.234,
 #   0.173 for tokens 2, 1, 6: all below 0.25, the sign of unlearned weights). Below: the same setting here, the lab's
 #   way — the drafter drafts its whole block of 5 and verifies the first 3 (ℓ = 3).
-# - The lab trains **k = 5**, the real block: at k = 3 DSpark and the DFlash-style drafter come out nearly equal in
-#   this toy (DSpark's τ only 1.10× DFlash's at T = 1, 1.00× greedy, measured on an earlier set; notebook 07 shows
-#   k = 5 from the shipped report).
+# - The lab trains **k = 5**, the real V4-Flash block (notebook 07 shows what the shipped drafters reach with it).
 # - The taps stay the lesson's: layers 3 and 4, mid-stack in the lab's 8 layers (the last encoder layer and the first
 #   decoder layer). The real model taps its last three layers, 37–39, concatenated and projected.
 # - The confidence head here has no bias, c = σ(w·[h; W1[x_prev]]): the DSpark paper's head adds one (+ b), V4.1's
@@ -147,9 +145,7 @@ assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_siz
 # - Bài học gốc vẽ khối **3** token từ lớp 3 và 4 với trọng số chưa huấn luyện (confidence 0.167, 0.234, 0.173 cho
 #   token 2, 1, 6: cả ba dưới 0.25, dấu hiệu trọng số chưa học). Bên dưới: cùng thiết lập đó theo cách của lab — bộ
 #   vẽ vẽ cả khối 5 token rồi verify 3 token đầu (ℓ = 3).
-# - Lab huấn luyện khối **k = 5** như bản thật: với k = 3, DSpark và bộ vẽ kiểu DFlash gần như ngang nhau trong mô hình
-#   đồ chơi này (τ của DSpark chỉ bằng 1.10× của DFlash ở T = 1, 1.00× khi greedy, đo trên một bộ trọng số trước;
-#   notebook 07 cho thấy k = 5 từ báo cáo của bộ đang kèm theo).
+# - Lab huấn luyện khối **k = 5**, khối của V4-Flash thật (notebook 07 cho thấy các bộ vẽ đang kèm theo đạt gì với nó).
 # - Lớp đích giữ như bài học: lớp 3 và 4, nằm giữa chồng 8 lớp của lab (lớp encoder cuối và lớp decoder đầu). Mô hình
 #   thật lấy ba lớp cuối 37–39, nối lại rồi chiếu.
 # - Đầu tin cậy ở đây không có bias, c = σ(w·[h; W1[x_prev]]): bài báo DSpark cộng thêm b, còn checkpoint V4.1 chỉ lưu

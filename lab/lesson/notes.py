@@ -177,14 +177,12 @@ NOTES = {
     "not_verified_lesson": {"vi": "— (bài học chưa verify)", "en": "— (the lesson stops before verify)"},
     "concat": {"vi": "nối → main_proj", "en": "concat → main_proj"},
     "why_k": {
-        "vi": "Vì sao lab huấn luyện k = 5: 5 = [tok, noise×4] là khối của V4-Flash thật; với k = 3, bộ vẽ DSpark "
-        "của lab gần như không hơn bộ vẽ kiểu DFlash (τ 1.10× ở T = 1, 1.00× khi greedy, đo trên một bộ trọng số "
-        "trước), với k = 5 bộ đang kèm theo đạt {t1}× ở T = 1 và {greedy}× khi greedy (report.json; docs/training.md). "
+        "vi": "Vì sao lab huấn luyện k = 5: 5 = [tok, noise×4] là khối của V4-Flash thật; với k = 5 "
+        "DSpark của bộ đang kèm theo đạt τ bằng {t1}× của DFlash ở T = 1 và {greedy}× khi greedy (report.json; docs/training.md). "
         "Lab luôn vẽ đủ 5 token và verify một đoạn đầu ℓ ≤ 5, như các engine phục vụ: "
         "--verify-len 3 (hay thanh trượt ℓ) verify 3 token đầu, bằng khối của bài học.",
-        "en": "Why the lab trains k = 5: 5 = [tok, noise×4] is the real V4-Flash block; at k = 3 the lab's DSpark "
-        "drafter was hardly better than the DFlash-style one (τ 1.10× at T = 1, 1.00× greedy, measured on an earlier "
-        "set), at k = 5 the shipped set reaches {t1}× at T = 1 and {greedy}× greedy (report.json; docs/training.md). "
+        "en": "Why the lab trains k = 5: 5 = [tok, noise×4] is the real V4-Flash block; at k = 5 the shipped "
+        "DSpark reaches τ {t1}× DFlash's at T = 1 and {greedy}× greedy (report.json; docs/training.md). "
         "The lab always drafts all 5 and verifies a prefix ℓ ≤ 5, as serving engines do: "
         "--verify-len 3 (or the ℓ slider) verifies the first 3, the lesson's block size.",
     },

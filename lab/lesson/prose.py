@@ -46,11 +46,11 @@ SOURCES = {
     "sps": "lab/serving/data/sps_lab_cpu.json",
     "streams": "lab/serving/data/streams_dspark.json",
     "parity": "docs/peer_parity.json",
-    "designs": "lab/training/data/designs.json",
     "flash_cpu": "docs/flash_cpu.json",  # bench/flash_cpu.py --walk: the real widths' commands, timed on this CPU
     "bf16_lossless": "docs/bf16_lossless.json",  # bench/bf16_lossless.py: greedy speculative vs plain, logit by logit
     "corpus": "lab/realtext/stats.json",  # `make corpus`: the real-text corpus's sizes and the tokenizer's rates
     "model_card": "docs/model_card.json",  # bench/model_card.py: the target's perplexities and sample continuations
+    "manifest": "lab/weights/manifest.json",  # the shipped set's files, sha256 and bytes
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -178,12 +178,6 @@ def _survival_gap(streams: dict) -> float:
     return max(gaps)
 
 
-def _design(r: dict, name: str, drafter: str) -> dict:
-    """One drafter's run in a design of designs.json; a design that did not retrain it: the shipped recipe's (d0)."""
-    runs = {x["name"]: x["runs"] for x in r["designs"]}
-    return runs[name].get(drafter) or runs["d0"][drafter]
-
-
 def _sps_point(s: dict, b: str) -> dict:
     return next(p for p in s["points"] if p["batch_tokens"] == int(b))
 
@@ -193,20 +187,6 @@ T = r"(?P<t>t1|greedy)"
 DOM = rf"(?P<dom>{'|'.join(DOMAINS)})"
 # THE table: every key a marker may use, what it reads and how it is written
 KEYS: tuple[Key, ...] = (
-    Key(
-        rf"design\.(?P<name>[a-z0-9_]+)\.{D}\.(?P<what>tau_t1|tau_greedy|tau_t1_free_form|tau_greedy_free_form)",
-        "designs",
-        lambda r, name, d, what: _design(r, name, d)[what],
-        "f2",
-        "a design tried (issue 21): τ of one drafter on the selection set",
-    ),
-    Key(
-        r"design\.(?P<name>[a-z0-9_]+)\.(?P<a>[a-z0-9-]+)/(?P<b>[a-z0-9-]+)\.(?P<what>tau_t1|tau_greedy)",
-        "designs",
-        lambda r, name, a, b, what: _design(r, name, a)[what] / _design(r, name, b)[what],
-        "f2",
-        "a design tried: τ of a ÷ b (b from the d0 run when the design did not train it)",
-    ),
     Key(rf"tau\.{D}\.{DOM}\.{T}", "report", lambda r, d, dom, t: _quality(r, d, dom, t)["tau"], "f2", "τ per domain"),
     Key(rf"tau\.{D}\.mean\.{T}", "report", lambda r, d, t: r["summary"]["mean_tau"][d][t], "f2", "mean τ"),
     Key(rf"tau\.{D}\.free\.{T}", "report", lambda r, d, t: r["summary"]["free_form_tau"][d][t], "f2", "free-form τ"),
@@ -251,6 +231,15 @@ KEYS: tuple[Key, ...] = (
         lambda r, d: _mean([r["summary"]["tokens_per_s_ratio"][d][dom] for dom in DOMAINS]),
         "f2",
         "tokens/s spec ÷ plain, mean over domains",
+    ),
+    Key(
+        r"speed\.(?P<a>[a-z0-9-]+)/(?P<b>[a-z0-9-]+)",
+        "report",
+        lambda r, a, b: _mean(
+            [r["summary"]["tokens_per_s_ratio"][a][dom] / r["summary"]["tokens_per_s_ratio"][b][dom] for dom in DOMAINS]
+        ),
+        "f2",
+        "tokens/s of drafter a ÷ drafter b (same plain decoding), mean over domains",
     ),
     Key(
         rf"ece\.{D}\.(?P<when>fit|heldout)\.(?P<lang>vi|en)",
@@ -394,6 +383,20 @@ KEYS: tuple[Key, ...] = (
         lambda d, path, f: MEASURED[f](_path(d, path)),
         "text",
         "a value of docs/model_card.json (dotted path, then :format)",
+    ),
+    Key(
+        rf"report\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+        "report",
+        lambda d, path, f: MEASURED[f](_path(d, path)),
+        "text",
+        "a value of lab/weights/report.json (dotted path, then :format)",
+    ),
+    Key(
+        r"manifest\.mb",
+        "manifest",
+        lambda m: sum(f["bytes"] for f in m["files"].values()) / 1e6,
+        "int",
+        "the shipped set's size on disk, MB",
     ),
     Key(
         r"paper\.(?P<name>[\w-]+)\.(?P<path>[\w.-]+)",
