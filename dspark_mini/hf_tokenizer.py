@@ -39,8 +39,8 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from .compressed_vocab import compressed_vocabulary, normalize_text
 from .jsonlimits import JSONLimitError, checked_text, file_kind, loads, read_bytes, read_json
-from .tokenizer import TokenizerError, compressed_vocabulary, normalize_text
 from .tokenizer_limits import MAX_GROWTH, MAX_TEXT_WORK, MAX_VOCAB_WORK, ONE, Bound, growth, step_name, then
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -66,6 +66,10 @@ def show_bytes(data: bytes) -> str:
     """Bytes as text, each byte that is not part of a whole UTF-8 character written `<0xNN>`."""
     text = data.decode("utf-8", errors="surrogateescape")  # a stray byte b → the lone surrogate U+DC00 + b
     return "".join(f"<0x{ord(c) - 0xDC00:02X}>" if "\udc80" <= c <= "\udcff" else c for c in text)
+
+
+class TokenizerError(ValueError):
+    """A text or id that a tokenizer cannot read (an id out of range, a file that is not a tokenizer)."""
 
 
 class HFTokenizer:

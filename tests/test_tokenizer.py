@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dspark_mini import get_config
+from dspark_mini.compressed_vocab import normalize_text
 from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.tokenizer import (
     LAB_TOKENIZER_DIR,
@@ -24,7 +25,6 @@ from dspark_mini.tokenizer import (
     TokenizerError,
     WiderVocabTokenizer,
     default_tokenizer,
-    normalize_text,
 )
 from tests.helpers import gpt2_byte_of, naive_normalize, shown_bytes
 
