@@ -20,6 +20,7 @@ from lab.evaluation.profiling import chi_square_test
 from lab.lesson.view_6b import load_plan, shipped_sps
 from lab.present import explorer
 from lab.present.explorer import (
+    DECIMALS,
     FIX_COMMAND,
     LOADS,
     MAX_BYTES,
@@ -163,24 +164,33 @@ def test_strings_in_both_languages(data):
 
 
 def test_data_note_quotes_the_vocabulary_it_embeds(data):
-    """The note's vocabulary size is the embedded vocabulary's (no number typed into the text), in both languages."""
+    """The note's numbers are the embedded data's (no number typed into the text), in both languages: the page's
+    words, and the probability the stored rows give to other tokens at T = 1 (mean and largest, in %)."""
     n = len(data["vocab"])
+    mean, most = (f" {100 * data['outside_mass'][k]:.0f} %" for k in ("mean", "max"))
     for lang in ("vi", "en"):
         note = data["ui"]["note_data"][lang]
-        assert f" {n} " in note and "{vocab}" not in note, lang
+        assert f" {n:,} " in note and mean in note and most in note, lang
+        assert not re.search(r"\{\w+\}", note), lang  # every placeholder filled
 
 
 # ---- the data: the trained model's numbers ----------------------------------------------------------------------
 def test_embedded_numbers_match_the_model(data, trained):
     """One prompt, recomputed by a different path than the generator's: a full forward for the target rows, and
-    `draft` on a cache that holds the text up to the anchor for one round's draft logits and confidences."""
+    `draft` on a cache that holds the text up to the anchor for one round's draft logits and confidences. The page
+    keeps only its words (`vocab_ids`: page id → lab id), so the model's rows are read at those ids."""
+    ids = data["vocab_ids"]  # [W]
+    assert ids == sorted(set(ids)) and len(data["vocab"]) == len(ids) == len(data["markov_w1"]) == len(data["conf_q"])
     pr = data["prompts"][0]
     K, start = data["k_max"], pr["prompt_len"]
-    tokens = torch.tensor([pr["tokens"]])
+    tokens = torch.tensor([[ids[t] for t in pr["tokens"]]])  # [1, S] lab ids
     with torch.inference_mode():
         logits = trained(tokens).logits[0]  # [S, V]
-    assert (torch.tensor(pr["target"], dtype=torch.float64) - logits[start:]).abs().max() <= 0.005 + 1e-9
-    assert logits[start:-1].argmax(-1).tolist() == pr["tokens"][start + 1 :]  # the greedy text
+    step = 0.5 * 10 ** -DECIMALS["logits"]
+    assert (torch.tensor(pr["target"], dtype=torch.float64) - logits[start:, ids]).abs().max() <= step + 1e-9
+    assert logits[start:-1].argmax(-1).tolist() == tokens[0, start + 1 :].tolist()  # the greedy text
+    p_out = 1 - torch.softmax(logits[start:].double(), -1)[:, ids].sum(-1)  # [rows] mass outside the page's words
+    assert float(p_out.max()) <= data["outside_mass"]["max"] + 1e-12  # the note's bound holds for these rows
 
     ri = 1
     p = pr["rounds"][ri]["p"]
@@ -188,11 +198,11 @@ def test_embedded_numbers_match_the_model(data, trained):
     with torch.inference_mode():
         trained(tokens[:, :p], cache=cache)
         d = draft(trained, tokens[0, p : p + 1], cache, K, 0.0)
-    assert d.tokens[0].tolist() == pr["rounds"][ri]["greedy"]["draft"]
+    assert d.tokens[0].tolist() == [ids[t] for t in pr["rounds"][ri]["greedy"]["draft"]]
     sr = StoredRound.from_data(data, 0, ri)
-    prev = [sr.anchor] + d.tokens[0, :-1].tolist()
+    prev = [sr.anchor] + [ids.index(t) for t in d.tokens[0, :-1].tolist()]  # page ids of x_{i−1}
     for i in range(K):
-        assert (sr.draft_logits(i, prev[i]) - d.logits[0, i]).abs().max() < 0.02  # base + Markov bias, rounded
+        assert (sr.draft_logits(i, prev[i]) - d.logits[0, i, ids]).abs().max() < 0.02  # base + Markov bias, rounded
         assert abs(sr.confidence(i, prev[i]) - float(d.confidence[0, i])) < 1e-3
 
 

@@ -1,7 +1,7 @@
 """Step 6B in a browser: the DSpark Explorer, one self-contained HTML page (no server, no network, no install).
 
-`python -m lab.present.explorer --out docs/explorer.html` runs the trained lab model on a handful of prompts (two
-held-out prompts per domain and the walk's default prompt), stores what one speculative round needs, and writes a page
+`python -m lab.present.explorer --out docs/explorer.html` runs the trained lab model on a handful of prompts (one
+held-out prompt per domain and the walk's default prompt), stores what one speculative round needs, and writes a page
 whose own JavaScript redoes the draft sampling, the verify-length policy and the verifier on those numbers for any
 temperature T, policy (fixed k, confidence threshold, or the `dspark` scheduler at R requests in flight) and seed.
 `--check` says whether a file is what the generator writes now.
@@ -21,8 +21,8 @@ What is stored, per prompt, along the greedy path (the text greedy decoding prod
   sps     the shipped SPS(B) cost table (lab/serving/data/sps_lab_cpu.json, forced monotone as SPSTable reads it):
           the page's port of dspark_mini/scheduler.py's Algorithm 1 picks ℓ from the round's confidences with it, for
           this request and R − 1 copies of it (the convention of lab/present/rounds.py and the 6B screens).
-Everything is stored as T-independent logits over the full vocabulary (every token, bytes included), rounded (logits
-to 0.01, W1/W2 to 0.001, a and q to 0.0001). The page and the Python twin below (`StoredRound`, `simulate_round`,
+Everything is stored as T-independent logits over the page's words (`page_ids`, re-numbered 0..W − 1), rounded
+(logits and W1/W2 to 0.001, a and q to 0.0001). The page and the Python twin below (`StoredRound`, `simulate_round`,
 which calls `dspark_mini.speculative.verify_block` and plans ℓ with `dspark_mini.scheduler`) sample from exactly those
 stored numbers; the tests run both.
 """
@@ -56,10 +56,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = "docs/explorer.html"
 FIX_COMMAND = f"python -m lab.present.explorer --out {PAGE}"
 MAX_BYTES = 3_000_000  # the page must stay small enough to mail or put on a course page
-PROMPTS_PER_DOMAIN = 2
+PROMPTS_PER_DOMAIN = 1
 NEW_TOKENS = 24  # greedy tokens per prompt the rounds cover
+TOP_PER_ROW = 8  # the page's words: the most likely tokens of every stored row (and every token of the texts)
 SEED_ROUNDS = 200  # re-samples behind the page's acceptance chart
-DECIMALS = {"logits": 2, "markov": 3, "confidence": 4}
+DECIMALS = {"logits": 3, "markov": 3, "confidence": 4}
 POLICIES = ("fixed", "threshold", "dspark")  # the page's verify-length control: dspark_mini/scheduler.py's policies
 LOADS = tuple(2**i for i in range(MAX_LOAD.bit_length()))  # the R slider: 1, 2, 4, …, 256 requests in flight
 
@@ -333,12 +334,20 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "note_data": {
         "vi": (
-            "Dữ liệu: mô hình lab đã huấn luyện (lab/weights), đủ {vocab} token của từ vựng, logits làm tròn 0.01; "
+            "Dữ liệu: mô hình lab đã huấn luyện (lab/weights), logits làm tròn {step}, trên {words} token của trang: "
+            "mọi token của các văn bản và bản nháp greedy, và {top} token khả dĩ nhất của mỗi hàng (từ vựng đủ có "
+            "{vocab} token). Trang lấy mẫu chỉ trong các token ấy: ở T = 0 đúng như mô hình; ở T = 1 các hàng đã lưu "
+            "dành trung bình {mean} % xác suất (nhiều nhất {max} %) cho những token khác, nên T cao ở đây là phân "
+            "phối của mô hình thu hẹp về các token của trang. "
             "trang này và bản Python (lab/present/explorer.py) lấy mẫu trên đúng các số đã lưu, và một test so thống "
             "kê của hai bên. Mỗi vòng ở đây là một vòng riêng lẻ: vòng sau luôn bắt đầu từ văn bản greedy."
         ),
         "en": (
-            "Data: the trained lab model (lab/weights), all {vocab} tokens of the vocabulary, logits rounded to 0.01; "
+            "Data: the trained lab model (lab/weights), logits rounded to {step}, over the page's {words} tokens: "
+            "every token of the greedy texts and drafts, and the {top} most likely tokens of every row (the full "
+            "vocabulary has {vocab}). The page samples among those tokens only: at T = 0 exactly as the model; at "
+            "T = 1 the stored rows give on average {mean} % of their probability (at most {max} %) to other tokens, "
+            "so a high T here is the model's distribution narrowed to the page's tokens. "
             "this page and its Python twin (lab/present/explorer.py) sample from exactly the stored numbers, and a "
             "test compares their statistics. Each round here stands alone: the next round always starts from the "
             "greedy text."
@@ -352,14 +361,21 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-def strings() -> dict[str, dict[str, str]]:
-    """Every string the page shows, {key: {vi, en}}: lab/lesson/steps.py's shared terms and this module's own."""
+def strings(fill: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Every string the page shows, {key: {vi, en}}: lab/lesson/steps.py's shared terms and this module's own, with
+    the data note's numbers (`fill`: words, top, mean, max) filled in."""
     shared = {k: {lang: UI[k][lang] for lang in LANGS} for k in SHARED}
     clash = set(UI) & set(TEXT)
     if clash:
         raise ValueError(f"explorer strings {sorted(clash)} are also lab/lesson/steps.py UI keys: reuse them instead")
-    vocab = str(default_tokenizer().vocab_size)  # the data note quotes the vocabulary's own size
-    own = {k: {lang: v.replace("{vocab}", vocab) for lang, v in t.items()} for k, t in TEXT.items()}
+    fill = {"vocab": f"{default_tokenizer().vocab_size:,}", **(fill or {})}  # the data note quotes the data's numbers
+
+    def filled(v: str) -> str:
+        for key, value in fill.items():
+            v = v.replace("{" + key + "}", value)
+        return v
+
+    own = {k: {lang: filled(v) for lang, v in t.items()} for k, t in TEXT.items()}
     return shared | own
 
 
@@ -376,7 +392,7 @@ def rounded(t: torch.Tensor, decimals: int) -> list:
 
 
 def default_prompts() -> list[dict[str, Any]]:
-    """The page's prompts: two held-out prompts per domain (eval_prompts), then the walk's default."""
+    """The page's prompts: one held-out prompt per domain (eval_prompts), then the walk's default."""
     from ..text import DEFAULT_PROMPT
 
     out = []
@@ -405,7 +421,7 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
         rounds.append(
             {
                 "p": r.position,
-                "base": rounded(trace.get("6B", "base_logits")[0], DECIMALS["logits"]),  # U_i [K, V]
+                "base": trace.get("6B", "base_logits")[0].clone(),  # U_i [K, V] (restricted and rounded later)
                 "a": rounded(h.to(w_h.dtype) @ w_h, DECIMALS["confidence"]),  # w_h·h_i [K]
                 "greedy": {"draft": r.draft, "n": r.n_accepted, "next": r.next_token},
             }
@@ -422,7 +438,7 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
         "domain": domain,
         "prompt_len": start,
         "tokens": text[:end],
-        "target": rounded(logits[start:end], DECIMALS["logits"]),  # row j ↔ position start + j
+        "target": logits[start:end].clone(),  # [rows, V] row j ↔ position start + j (restricted and rounded later)
         "rounds": rounds,
         "caches": prefilled,
     }
@@ -442,6 +458,36 @@ def sps_data() -> dict[str, Any]:
     }
 
 
+def draft_rows(pr: dict[str, Any], w1: torch.Tensor, w2: torch.Tensor) -> list[torch.Tensor]:
+    """Each round's greedy draft logits U_i + W2·W1[x_{i−1}] (x_0 the anchor, then the greedy drafts).  [K, V] each"""
+    out = []
+    for r in pr["rounds"]:
+        prev = [pr["tokens"][r["p"]], *r["greedy"]["draft"][:-1]]  # [K] x_{i−1} of each position
+        out.append(r["base"] + w1[prev].to(r["base"].dtype) @ w2.T.to(r["base"].dtype))
+    return out
+
+
+def page_ids(prompts: list[dict[str, Any]], w1: torch.Tensor, w2: torch.Tensor) -> list[int]:
+    """The page's words: every token of the prompts' greedy texts and drafts, and the TOP_PER_ROW most likely tokens
+    of every stored target row and of every greedy draft row (U_i plus the Markov bias of the greedy previous
+    token), as ascending vocabulary ids. The page samples over these words only (the full 8,192-id vocabulary in
+    every row would make it tens of megabytes).  → [W]"""
+    keep: set[int] = set()
+    for pr in prompts:
+        keep |= set(pr["tokens"])
+        for r in pr["rounds"]:
+            keep |= set(r["greedy"]["draft"]) | {r["greedy"]["next"]}
+        for t in [pr["target"], *draft_rows(pr, w1, w2)]:  # [rows, V] each
+            keep |= set(t.topk(TOP_PER_ROW, dim=-1).indices.flatten().tolist())
+    return sorted(keep)
+
+
+def outside_mass(rows: torch.Tensor, ids: list[int]) -> float:
+    """The largest probability mass (T = 1) that rows [n, V] give to tokens outside the page's words `ids`."""
+    p = torch.softmax(rows.double(), dim=-1)  # [n, V]
+    return float(1 - p[:, ids].sum(-1).min())
+
+
 @torch.inference_mode()
 def build_data(model: Transformer) -> dict[str, Any]:
     """Everything the page embeds: the model's shared draft parts, the prompts' data, the vocabulary, the strings."""
@@ -455,16 +501,30 @@ def build_data(model: Transformer) -> dict[str, Any]:
     w_e = mtp.confidence_head.weight[0, model.cfg.dim :]  # [r]
     sts = mtp.confidence_temperatures or (1.0,) * model.cfg.dspark_block_size
     tok = default_tokenizer()
+    prompts = [prompt_data(model, **p) for p in default_prompts()]
+    ids = page_ids(prompts, w1, w2)  # [W] the page's words, ascending vocabulary ids
+    where = {v: i for i, v in enumerate(ids)}
+    outside = [outside_mass(r, ids) for pr in prompts for r in [pr["target"], *draft_rows(pr, w1, w2)]]
+    for pr in prompts:  # every id → its page id; every row restricted to the page's words, then rounded
+        pr["tokens"] = [where[t] for t in pr["tokens"]]
+        pr["target"] = rounded(pr["target"][:, ids], DECIMALS["logits"])
+        for r in pr["rounds"]:
+            r["base"] = rounded(r["base"][:, ids], DECIMALS["logits"])
+            g = r["greedy"]
+            r["greedy"] = {"draft": [where[t] for t in g["draft"]], "n": g["n"], "next": where[g["next"]]}
+    vocab = page_vocab(tok)
     return {
         "k_max": model.cfg.dspark_block_size,
         "window_size": model.cfg.window_size,
         "max_ngram": model.cfg.engram_max_ngram_size,
-        "vocab": page_vocab(tok),
-        "markov_w1": rounded(w1, DECIMALS["markov"]),
-        "markov_w2": rounded(w2, DECIMALS["markov"]),
-        "conf_q": rounded(w1.to(w_e.dtype) @ w_e, DECIMALS["confidence"]),  # q[v] = w_e·W1[v]
+        "vocab": [vocab[v] for v in ids],  # [W] the page's words, as the pages show them
+        "vocab_ids": ids,  # [W] each page id's id in the lab vocabulary
+        "outside_mass": {"max": max(outside), "mean": sum(outside) / len(outside)},  # p at T = 1 outside the words
+        "markov_w1": rounded(w1[ids], DECIMALS["markov"]),  # [W, r]
+        "markov_w2": rounded(w2[ids], DECIMALS["markov"]),  # [W, r]
+        "conf_q": rounded(w1[ids].to(w_e.dtype) @ w_e, DECIMALS["confidence"]),  # [W] q[v] = w_e·W1[v]
         "conf_sts": list(sts),
-        "prompts": [prompt_data(model, **p) for p in default_prompts()],
+        "prompts": prompts,
         "seed_rounds": SEED_ROUNDS,
         "policies": list(POLICIES),
         "sps": sps_data(),
@@ -472,7 +532,15 @@ def build_data(model: Transformer) -> dict[str, Any]:
         "load_default": DEFAULT_REQUESTS,
         "threshold_default": DEFAULT_THRESHOLD,
         "markers": MARKERS,
-        "ui": strings(),
+        "ui": strings(
+            {
+                "words": f"{len(ids):,}",
+                "top": str(TOP_PER_ROW),
+                "step": f"{10 ** -DECIMALS['logits']:g}",
+                "mean": f"{100 * sum(outside) / len(outside):.0f}",
+                "max": f"{100 * max(outside):.0f}",
+            }
+        ),
         "command": FIX_COMMAND,
     }
 
