@@ -10,7 +10,7 @@ dspark-lab profile --sps             SPS(B): verify steps/s vs batch tokens on t
 dspark-lab schedule                  load simulation of the verify-length policies for R = 1 … 256 requests
 dspark-lab serve                     R requests decoded concurrently with confidence-scheduled verification
 dspark-lab present                   the presenter deck for a class
-dspark-lab data                      the toy corpus: math, code and chat lines, described
+dspark-lab data                      the real-text corpus: each source's sizes, MIX weight and licence
 dspark-lab train target|draft|all    train the tiny target, one drafter against it, or the whole shipped set
 dspark-lab eval                      τ, acceptance per position and tokens/s of the trained drafters
 dspark-lab checkpoint export|headers the official checkpoint layout
@@ -326,7 +326,10 @@ def run(args: argparse.Namespace, console: Any) -> None:
     from .text import check_lang
 
     torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
-    lang = check_lang(args.lang)
+    try:
+        lang = check_lang(args.lang)
+    except ValueError as e:  # the one line names the option, as every other refusal does
+        raise ValueError(f"--lang: {e}") from None
     check_args(args)
     if args.command == "present":
         presenter.main_present(args)

@@ -183,7 +183,7 @@ inspector.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))
 # ## Acceptance by position / Tỉ lệ giữ theo vị trí
 
 # %%
-prompts = torch.cat([eval_prompts(d, 3, 12, seed=SEED) for d in ("math", "code", "chat")])  # held-out lines
+prompts = torch.cat([eval_prompts(d, 3, 12, seed=SEED) for d in ("en", "vi", "code", "sums")])  # held-out lines
 spec = generate_speculative(walk.model, prompts, 24, seed=SEED)
 stats = acceptance_stats([r for rs in spec.rounds for r in rs])
 print(tr("mean accepted length τ =", "độ dài chấp nhận trung bình τ ="), round(stats["mean_accepted_length"], 3),

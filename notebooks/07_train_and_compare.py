@@ -57,23 +57,24 @@ assert tuple(q) == DRAFTERS  # probe: the report covers every shipped drafter
 
 # %% [markdown]
 # ## 1 · What was trained, and how long / Đã huấn luyện gì, mất bao lâu
-# **EN** — `dspark-lab train all --out lab/weights` rebuilds every shipped file: the target on the three toy domains
-# (math, code, chat), alone on the machine; then the target cache: the target's own continuations of seeded
-# free-form and corpus prompts, and one schedule of training windows (DeepSpec's data stage in miniature); then the
-# five drafters against the frozen target (two processes of one thread each), every one on the same windows of that
-# cache, in the same order, for the same optimizer steps; STS temperatures for the two DSpark confidence heads; τ per
-# domain, decoding one prompt at a time, and on short free-form prompts; and tokens/s. Everything is seeded, and a
-# rebuild writes the same bytes (§1 below checks the cache's hash in every drafter's record); only the seconds and
-# tokens/s depend on the machine.
+# **EN** — `dspark-lab train all --out lab/weights` rebuilds every shipped file: the target on the real-text corpus
+# (English and Vietnamese prose, code, sums; `dspark-lab data` describes it), alone on the machine; then the target
+# cache: the target's own continuations of seeded free-form and corpus prompts, and one schedule of training windows
+# (DeepSpec's data stage in miniature); then the five drafters against the frozen target (two processes of one thread
+# each), every one on the same windows of that cache, in the same order, for the same optimizer steps; STS
+# temperatures for the two DSpark confidence heads; τ per domain, decoding one prompt at a time, and on short
+# free-form prompts; and tokens/s. Everything is seeded, and a rebuild writes the same bytes (§1 below checks the
+# cache's hash in every drafter's record); only the seconds and tokens/s depend on the machine.
 #
-# **VI** — `dspark-lab train all --out lab/weights` dựng lại mọi tệp đi kèm: mô hình mục tiêu trên ba miền đồ chơi
-# (toán, mã, trò chuyện), chạy một mình trên máy; rồi bộ đệm của mô hình mục tiêu: chính các đoạn mô hình mục tiêu
-# viết tiếp từ các prompt tự do và prompt của kho ngữ liệu có seed, cùng một lịch các cửa sổ huấn luyện (giai đoạn dữ
-# liệu của DeepSpec ở dạng thu nhỏ); rồi năm bộ vẽ nháp trên mô hình mục tiêu đã đóng băng (hai tiến trình, mỗi tiến
-# trình một luồng), bộ nào cũng học trên cùng các cửa sổ của bộ đệm đó, cùng thứ tự, cùng số bước tối ưu; nhiệt độ STS
-# cho hai đầu tin cậy của DSpark; τ theo miền, giải mã từng prompt một, và trên các prompt tự do ngắn; và token/s.
-# Mọi thứ đều có seed, và dựng lại thì ghi ra đúng từng byte (§1 dưới đây kiểm tra mã băm của bộ đệm trong bản ghi của
-# từng bộ vẽ nháp); chỉ số giây và token/s phụ thuộc vào máy.
+# **VI** — `dspark-lab train all --out lab/weights` dựng lại mọi tệp đi kèm: mô hình mục tiêu trên kho văn bản thật
+# (văn xuôi tiếng Anh và tiếng Việt, mã, phép tính; `dspark-lab data` mô tả nó), chạy một mình trên máy; rồi bộ đệm
+# của mô hình mục tiêu: chính các đoạn mô hình mục tiêu viết tiếp từ các prompt tự do và prompt của kho ngữ liệu có
+# seed, cùng một lịch các cửa sổ huấn luyện (giai đoạn dữ liệu của DeepSpec ở dạng thu nhỏ); rồi năm bộ vẽ nháp trên
+# mô hình mục tiêu đã đóng băng (hai tiến trình, mỗi tiến trình một luồng), bộ nào cũng học trên cùng các cửa sổ của
+# bộ đệm đó, cùng thứ tự, cùng số bước tối ưu; nhiệt độ STS cho hai đầu tin cậy của DSpark; τ theo miền, giải mã từng
+# prompt một, và trên các prompt tự do ngắn; và token/s. Mọi thứ đều có seed, và dựng lại thì ghi ra đúng từng byte
+# (§1 dưới đây kiểm tra mã băm của bộ đệm trong bản ghi của từng bộ vẽ nháp); chỉ số giây và token/s phụ thuộc vào
+# máy.
 
 # %%
 r = rep["recipe"]
@@ -132,9 +133,9 @@ assert min(drops) > 0 and drops[-1] < drops[0]  # probe: still falling at the en
 plots_training.target_curve(rep, LANG)
 
 # %% [markdown]
-# **EN** — The loss still falls at the end, more slowly: the target has learned most of the toy grammars.
+# **EN** — The loss still falls at the end, more slowly: most of what the target learns comes in the first steps.
 #
-# **VI** — Loss vẫn giảm ở cuối nhưng chậm dần: mô hình mục tiêu đã học được phần lớn các văn phạm đồ chơi.
+# **VI** — Loss vẫn giảm ở cuối nhưng chậm dần: phần lớn những gì mô hình mục tiêu học được đến từ các bước đầu.
 #
 # ## 2 · Table 1 in miniature: τ per domain / Bảng 1 thu nhỏ: τ theo miền
 # **EN** — τ = tokens committed per round (kept drafts + the target's own token), over 12 held-out prompts per domain

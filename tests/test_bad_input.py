@@ -2,8 +2,9 @@
 never a hang, never a half-written file (issue 9, "Every bad input").
 
 The classes: NaN / ±inf where a float comes in · a bool where an int belongs · an unknown config field · a seed
-outside 0 ≤ seed < 2**63 · an integer option outside its range · a path that cannot be used · Ctrl-C · a closed
-pipe · JSON that would hold NaN or Infinity · help and defaults that must agree with the code.
+outside 0 ≤ seed < 2**63 · an integer option outside its range · a language other than vi and en · a path that
+cannot be used · Ctrl-C · a closed pipe · JSON that would hold NaN or Infinity · help and defaults that must agree
+with the code.
 The CLI cases run in-process (`lab.cli.main`) in an empty working folder that must stay unchanged; only the
 closed pipe needs a real process.
 """
@@ -51,7 +52,7 @@ CLI_CASES = [
     ("seed", ["inspect", "--seed", str(2**63)], "--seed", "0 ≤ seed < 2**63"),
     ("seed", ["generate", "--seed", str(2**64)], "--seed", "0 ≤ seed < 2**63"),
     ("seed", ["profile", "--seed", "-1"], "--seed", "0 ≤ seed < 2**63"),
-    ("seed", ["data", "--seed", "-1", "--out", "corpus"], "--seed", "0 ≤ seed < 2**63"),
+    ("seed", ["train", "draft", "--seed", "-1", "--out", "d.safetensors"], "--seed", "0 ≤ seed < 2**63"),
     ("seed", ["train", "target", "--seed", str(2**63), "--out", "t.safetensors"], "--seed", "0 ≤ seed < 2**63"),
     ("seed", ["eval", "--seed", "-5"], "--seed", "0 ≤ seed < 2**63"),
     # ---- integer options: each names its range ------------------------------------------------------------
@@ -59,9 +60,6 @@ CLI_CASES = [
     ("range", ["profile", "--cache-length", "0"], "--cache-length", "1..250"),
     ("range", ["profile", "--reps", "0"], "--reps", "1..1000"),
     ("range", ["profile", "--reps", "1001"], "--reps", "1..1000"),
-    ("range", ["data", "--lines", "0"], "--lines", "1..100000"),
-    ("range", ["data", "--lines", "100001", "--out", "corpus"], "--lines", "1..100000"),
-    ("range", ["train", "target", "--lines", "100001"], "--lines", "1..100000"),
     ("range", ["generate", "--max-new-tokens", "0"], "--max-new-tokens", "1..243"),
     ("range", ["generate", "--max-new-tokens", "9999"], "--max-new-tokens", "1..243"),
     ("range", ["eval", "--max-new-tokens", "241"], "--max-new-tokens", "1..240"),
@@ -79,6 +77,10 @@ CLI_CASES = [
     ("range", ["train", "draft", "--kind", "mtp1", "--seq-len", "250"], "--seq-len", "1..249"),
     ("range", ["walk", "--verify-len", "0"], "--verify-len", "1..5"),
     ("range", ["generate", "--verify-len", "6"], "--verify-len", "1..5"),
+    # ---- a language that is not the lab's: every command names --lang and what is allowed --------------------
+    ("lang", ["data", "--lang", "fr", "--out", "corpus"], "--lang", "allowed 'vi', 'en'"),
+    ("lang", ["data", "--json", "--lang", "de"], "--lang", "allowed 'vi', 'en'"),
+    ("lang", ["train", "target", "--lang", "fr", "--out", "t.safetensors"], "--lang", "allowed 'vi', 'en'"),
     # ---- where the model runs: --device and --dtype (generate, profile, serve) ------------------------------
     ("device", ["generate", "--device", "gpu"], "--device", "allowed cpu, cuda or cuda:N"),
     ("device", ["profile", "--device", "cuda:x"], "--device", "allowed cpu, cuda or cuda:N"),
@@ -88,7 +90,7 @@ CLI_CASES = [
     ("device", ["profile", "--sps", "--dtype", "float32"], "--dtype", "their defaults with --sps"),
     # ---- paths: a file where a folder should be, a missing file ---------------------------------------------
     ("path", ["data", "--out", "a_file"], "--out", "a folder"),
-    ("path", ["data", "--out", "a_file/corpus", "--lines", "5"], "--out", "a_file/corpus"),
+    ("path", ["data", "--out", "a_file/corpus"], "--out", "a_file/corpus"),
     ("path", ["eval", "--weights-dir", "missing"], "--weights-dir", "missing/target.safetensors"),
     ("path", ["eval", "--weights-dir", "a_file"], "--weights-dir", "a_file/target.safetensors"),
     ("path", ["train", "draft", "--target", "missing.safetensors", "--out", "d.safetensors"], "--target", "missing"),
@@ -221,7 +223,7 @@ def test_ctrl_c_in_walk_is_one_line_and_130(workdir, capsys, monkeypatch) -> Non
 def test_ctrl_c_during_training_leaves_no_checkpoint(workdir, capsys, monkeypatch) -> None:
     monkeypatch.setattr("lab.training.commands.train_target", interrupt)
     before = snapshot(workdir)
-    argv = ["train", "target", "--steps", "2", "--lines", "20", "--seq-len", "16", "--out", "t.safetensors"]
+    argv = ["train", "target", "--steps", "2", "--seq-len", "16", "--out", "t.safetensors"]
     assert cli.main(argv) == 130
     assert flat(capsys.readouterr().err) == "interrupted"
     assert snapshot(workdir) == before
@@ -315,14 +317,24 @@ def test_top_level_help_says_what_train_trains(capsys) -> None:
 
 
 def test_help_ranges_match_the_model(capsys) -> None:
-    from lab.corpus import MAX_LINES_PER_DOMAIN
     from lab.evaluation.quality import PROMPT_TOKENS
 
     cfg = get_config("lab")
     assert f"1..{cfg.max_seq_len - cfg.dspark_block_size - 1} " in help_of(capsys, "profile")
     assert f"1..{cfg.max_seq_len - PROMPT_TOKENS} " in help_of(capsys, "eval")
-    assert f"1..{MAX_LINES_PER_DOMAIN:,}" in help_of(capsys, "data")
     assert "0 ≤ seed < 2**63" in help_of(capsys, "walk")
+    data = help_of(capsys, "data")  # the real-text corpus is what it is: no size, no seed to choose
+    assert "--out FOLDER" in data and "--json" in data and "vi or en" in data
+    assert "--lines" not in data and "--seed" not in data and "--lines" not in help_of(capsys, "train")
+
+
+@pytest.mark.parametrize(
+    "argv", [["data", "--lines", "5"], ["data", "--seed", "1"], ["train", "target", "--lines", "5"]]
+)
+def test_data_and_train_take_no_corpus_size_or_seed(capsys, argv) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_the_largest_cache_length_runs(lab_model) -> None:

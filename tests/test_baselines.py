@@ -28,7 +28,7 @@ from dspark_mini.baselines import (
 from dspark_mini.checkpoint import CheckpointError, config_to_dict
 from dspark_mini.checkpoint import save as save_model
 from dspark_mini.speculative import generate_plain, generate_speculative
-from lab.corpus import build_corpus, mix, token_stream
+from lab.realtext import token_stream
 from lab.training.baselines import eagle3_losses, mtp1_losses, train_eagle3, train_mtp1
 
 LAB_V = get_config("lab").vocab_size
@@ -45,7 +45,7 @@ def ids(cfg, batch: int, seqlen: int, seed: int) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def stream():
-    return token_stream(mix(build_corpus(0, 40), 0))  # ≈ 3 k ids
+    return token_stream("train")[:3000]  # the first 3 k ids of the real-text training stream
 
 
 @pytest.fixture(scope="module")

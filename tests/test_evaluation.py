@@ -9,8 +9,8 @@ from dspark_mini import build_model, get_config
 from dspark_mini.drafters import DSparkDrafter
 from dspark_mini.speculative import ACCEPTED, NOT_VERIFIED, REJECTED, Round
 from dspark_mini.tokenizer import default_tokenizer
-from lab.corpus import build_corpus
 from lab.evaluation.quality import collect_rounds, decay, eval_prompts, speed, summarize, threshold_sweep
+from lab.realtext import texts
 
 
 def fake_round(n: int, conf: list[float]) -> Round:
@@ -48,19 +48,19 @@ def test_eval_prompts_are_held_out_lines() -> None:
     assert torch.equal(p, eval_prompts("code", 5, 10))  # deterministic
     assert not torch.equal(p, eval_prompts("code", 5, 10, seed=1))
     tok = default_tokenizer()
-    # each prompt starts at a line start: its first token begins a code line
-    starts = {tok.decode(tok.encode(line)[:1]) for line in build_corpus(0, 200)["code"]}
-    assert all(tok.decode(row[:1].tolist()) in starts for row in p)
-    with pytest.raises(ValueError, match="unknown domain"):
+    # each prompt is the start of a line of a held-out (test) code document: its first 10 tokens
+    starts = {tuple(tok.encode(line.strip())[:10]) for doc in texts("code", "test") for line in doc.split("\n")}
+    assert all(tuple(row.tolist()) in starts for row in p)
+    with pytest.raises(ValueError, match="domain = 'poetry' is invalid"):
         eval_prompts("poetry", 2)
     with pytest.raises(ValueError, match="n = 0 is invalid"):
-        eval_prompts("math", 0)
+        eval_prompts("code", 0)
 
 
 def test_collect_rounds_and_speed_on_a_small_model() -> None:
     torch.set_num_threads(1)
     m = build_model(get_config("lab"), seed=0)
-    prompts = eval_prompts("math", 3, 8)
+    prompts = eval_prompts("sums", 3, 8)
     rounds = collect_rounds(m, DSparkDrafter(), prompts, 6, 1.0, batch=2)
     assert rounds and all(1 <= r.tau <= r.verify_len + 1 for r in rounds)
     s = speed(m, DSparkDrafter(), prompts[:1], 6)

@@ -363,14 +363,14 @@ def test_data_and_present_out_refuse_a_folder_the_lab_did_not_write(tmp_path, ca
     folder.mkdir()
     (folder / "math.txt").write_text("my own math notes\n")
     before = tree(tmp_path)
-    code, _, err = run_main(capsys, ["data", "--out", str(folder), "--lines", "5"])
+    code, _, err = run_main(capsys, ["data", "--out", str(folder)])
     assert code == 2 and f"--out = {str(folder)!r}" in one_line(err) and "'math.txt'" in err
     monkeypatch.setattr(presenter, "build_data", lambda *a, **k: pytest.fail("ran the model for a refused --out"))
     code, _, err = run_main(capsys, ["present", "--out", str(folder)])
     assert code == 2 and f"--out = {str(folder)!r}" in one_line(err)
     assert tree(tmp_path) == before
-    assert run_main(capsys, ["data", "--out", str(tmp_path / "corpus"), "--lines", "5", "--json"])[0] == 0
-    assert run_main(capsys, ["data", "--out", str(tmp_path / "corpus"), "--lines", "6", "--json"])[0] == 0  # its own
+    assert run_main(capsys, ["data", "--out", str(tmp_path / "corpus"), "--json"])[0] == 0
+    assert run_main(capsys, ["data", "--out", str(tmp_path / "corpus"), "--json"])[0] == 0  # its own: replaced
 
 
 # ---- an interrupted export -----------------------------------------------------------------------------------------

@@ -286,7 +286,7 @@ def test_every_writer_refuses_a_device_node_or_fifo_naming_its_option(tmp_path, 
             (["train", "target", "--out", str(node), "--json"], "a regular file or a new path"),
             (["checkpoint", "export", "--out", str(node), "--json"], "a folder"),
             (["present", "--out", str(node)], "a folder"),
-            (["data", "--out", str(node), "--lines", "5"], "a folder"),
+            (["data", "--out", str(node)], "a folder"),
             (["paper", "--quick", "--out", str(node)], "a folder"),
             (["paper", "--quick", "--out", str(tmp_path / "r"), "--docs", str(node)], "a folder"),
         ):
@@ -300,7 +300,7 @@ def test_every_writer_refuses_a_device_node_or_fifo_naming_its_option(tmp_path, 
 
 def test_data_out_empty_is_refused_not_ignored(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, _, err = run_main(capsys, ["data", "--out", "", "--lines", "5", "--json"])
+    code, _, err = run_main(capsys, ["data", "--out", "", "--json"])
     assert (
         code == 2
         and one_line(err)

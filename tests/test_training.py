@@ -13,15 +13,15 @@ import torch
 from dspark_mini import build_model, get_config
 from dspark_mini.checkpoint import load_model, read_header
 from lab.cli import main
-from lab.corpus import build_corpus, mix, split, token_stream
+from lab.realtext import SOURCES, token_stream
 from lab.training.train import evaluate, train_target, windows
+from lab.weights import training_streams
 
 
 @pytest.fixture(scope="module")
 def streams():
-    corpus = build_corpus(0, 120)
-    train, val = split(mix(corpus, 0), 0.2, 0)
-    return token_stream(train), token_stream(val)
+    """The first ids of the real-text corpus's training and held-out streams: small, so the tests stay fast."""
+    return token_stream("train")[:4000], token_stream("val")[:1200]
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,6 @@ def test_cli_trains_saves_and_the_checkpoint_reproduces_its_numbers(tmp_path, ca
         "4",
         "--seq-len",
         "24",
-        "--lines",
-        "60",
         "--seed",
         "2",
         "--out",
@@ -87,9 +85,9 @@ def test_cli_trains_saves_and_the_checkpoint_reproduces_its_numbers(tmp_path, ca
     head = read_header(out)
     assert head["part"] == "target" and head["meta"]["steps"] == 6
     model = load_model(out)
-    corpus = build_corpus(2, 60)
-    _, val = split(mix(corpus, 2), 0.1, 2)
-    loss, acc = evaluate(model, token_stream(val), 24)
+    train, val = training_streams(2)
+    assert head["meta"]["corpus"] == "lab/realtext" and head["meta"]["train_tokens"] == train.numel()
+    loss, acc = evaluate(model, val, 24)
     assert abs(loss - report["meta"]["val_loss"]) < 1e-4 and abs(acc - report["meta"]["val_accuracy"]) < 1e-9
 
 
@@ -98,8 +96,8 @@ def test_cli_trains_saves_and_the_checkpoint_reproduces_its_numbers(tmp_path, ca
     [
         (["train", "target", "--steps", "0"], "steps = 0 is invalid"),
         (["train", "target", "--out", "weights.pt"], "ending in .safetensors"),
-        (["train", "target", "--lines", "0"], "--lines = 0"),
-        (["data", "--lines", "0"], "--lines = 0"),
+        (["train", "target", "--seq-len", "0"], "--seq-len = 0 is invalid"),
+        (["data", "--lang", "fr"], "--lang"),
     ],
 )
 def test_bad_training_input(capsys, argv, needle) -> None:
@@ -108,9 +106,10 @@ def test_bad_training_input(capsys, argv, needle) -> None:
 
 
 def test_data_command_json(capsys) -> None:
-    assert main(["data", "--json", "--lines", "40"]) == 0
+    assert main(["data", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert set(d["domains"]) >= {"math", "code", "chat"}
+    assert list(d["sources"]) == list(SOURCES) and d["corpus"] == "lab/realtext"
+    assert d["train_stream_tokens"] == token_stream("train").numel()  # what `train target` reads
 
 
 def test_draft_losses_match_a_naive_computation() -> None:
@@ -151,7 +150,7 @@ def test_draft_training_changes_only_the_draft_and_raises_acceptance(trained, st
 
 def test_cli_trains_a_draft_against_a_saved_target(tmp_path, capsys) -> None:
     target, draft = tmp_path / "t.safetensors", tmp_path / "d.safetensors"
-    common = ["--batch", "4", "--seq-len", "16", "--lines", "40", "--json"]
+    common = ["--batch", "4", "--seq-len", "16", "--json"]
     assert main(["train", "target", "--steps", "3", "--out", str(target), *common]) == 0
     capsys.readouterr()
     assert main(["train", "draft", "--target", str(target), "--steps", "4", "--out", str(draft), *common]) == 0
@@ -191,7 +190,7 @@ def test_cli_trains_every_drafter_kind(tmp_path, capsys, kind) -> None:
     from lab.weights import load_drafter
 
     target = tmp_path / "target.safetensors"
-    common = ["--batch", "2", "--seq-len", "16", "--lines", "40", "--json"]
+    common = ["--batch", "2", "--seq-len", "16", "--json"]
     assert main(["train", "target", "--steps", "2", "--out", str(target), *common]) == 0
     capsys.readouterr()
     out = tmp_path / f"{kind}.safetensors"
@@ -326,7 +325,7 @@ def test_draft_selection_keeps_its_best_held_out_checkpoint(streams) -> None:
 def test_the_recipe_selection_set_is_the_held_out_split() -> None:
     from lab.training.rebuild import QUICK, corpus_streams, selection
 
-    assert selection(QUICK, 20) is None  # select_every 0: off, as the shipped set was built
+    assert selection(dataclasses.replace(QUICK, select_every=0), 20) is None  # select_every 0: off
     r = dataclasses.replace(QUICK, select_every=2, select_windows=3)
     s = selection(r, 20)
     _, val_ids = corpus_streams(r)

@@ -284,7 +284,7 @@ def no_training(monkeypatch):
 def test_the_shipped_folder_needs_force(shipped_copy, monkeypatch, capsys, no_training):
     monkeypatch.setattr(weights_mod, "WEIGHTS_DIR", shipped_copy)  # a copy stands in for lab/weights
     before = snapshot(shipped_copy)
-    quick = ["--steps", "1", "--batch", "2", "--seq-len", "16", "--lines", "40", "--json"]
+    quick = ["--steps", "1", "--batch", "2", "--seq-len", "16", "--json"]
     target = str(shipped_copy / "target.safetensors")
     for argv in (
         ["train", "all", "--quick", "--out", str(shipped_copy)],
@@ -302,7 +302,7 @@ def test_force_writes_one_file_and_the_set_stays_honest(shipped_copy, monkeypatc
     drafters, trained against the previous target, are then refused."""
     monkeypatch.setattr(weights_mod, "WEIGHTS_DIR", shipped_copy)
     target = shipped_copy / "target.safetensors"
-    argv = ["train", "target", "--steps", "1", "--batch", "2", "--seq-len", "16", "--lines", "40", "--json"]
+    argv = ["train", "target", "--steps", "1", "--batch", "2", "--seq-len", "16", "--json"]
     assert main([*argv, "--out", str(target), "--force"]) == 0
     assert read_manifest(shipped_copy)["target.safetensors"]["sha256"] == file_sha256(target)
     with pytest.raises(WeightSetError, match="trained against another target"):

@@ -1,5 +1,5 @@
 """`dspark-lab train` and `dspark-lab data`: their options and checks (the handlers are commands.py and
-lab/corpus.py). Nothing here imports torch, so `--help` stays fast.
+lab/realtext/describe.py). Nothing here imports torch, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..corpus import DEFAULT_LINES_PER_DOMAIN, MAX_LINES_PER_DOMAIN, add_data_arguments
 from ..options import add_json, add_lang, add_seed, command
+from ..realtext import describe
 from ..style import print_json
 
 COMMANDS = ("data", "train")
 # Defaults that --help prints (it stays fast: no torch). tests/test_bad_input.py checks them against
 # training/rebuild.py's Recipe (target_steps, draft_steps: one budget for every drafter).
-TRAIN_STEPS = {"target": 400, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 600, "mtp1": 600}
+TRAIN_STEPS = {"target": 1800, "dspark": 600, "dspark-rnn": 600, "dflash": 600, "eagle3": 600, "mtp1": 600}
 SHIPPED_REPORT = Path(__file__).resolve().parents[1] / "weights" / "report.json"  # lab/weights.py's, without torch
 # the recipe field (report.json's `recipe`, training/rebuild.py's Recipe) each option's default comes from: the
 # target's own, and one for every drafter (they all train on the same windows of one target cache, same budget)
@@ -43,43 +43,48 @@ def shipped_defaults(report: Path = SHIPPED_REPORT) -> dict[str, dict[str, float
 
 
 # Upper bounds of the options that have no natural one (the model-dependent ones come from the lab config).
-MAX_STEPS = 100_000  # 250× the shipped target recipe
+MAX_STEPS = 100_000  # ≈ 55× the shipped target recipe
 MAX_BATCH = 256  # sequences per step: 16× the default (memory grows with batch × seq-len)
 MAX_LR = 1.0  # Adam moves every weight by about lr per step: above 1 it throws the weights away
 
 DATA_EXAMPLES = """\
 examples:
-  dspark-lab data                                   describe the toy corpus (3 domains)
-  dspark-lab data --out runs/corpus --lang vi       write it, one file a domain"""
+  dspark-lab data                    sizes, MIX and licence of each source
+  dspark-lab data --out runs/corpus  its text: one file a source and split
+  dspark-lab data --lang vi          the same tables, in Vietnamese"""
 TRAIN_EXAMPLES = """\
 examples:
-  dspark-lab train target --steps 400 --out runs/target.safetensors
-  dspark-lab train draft --kind eagle3 --target runs/target.safetensors --out runs/eagle3.safetensors
-  dspark-lab train all --out lab/weights --force    rebuild every shipped weight file
-  dspark-lab train all --quick --out runs/quick     the same pipeline, tiny (a minute)"""
+  dspark-lab train target --out runs/target.safetensors     1,800 steps
+  dspark-lab train draft --kind eagle3 --out runs/eagle3.safetensors
+                       one drafter against --target runs/target.safetensors
+  dspark-lab train all --out lab/weights --force   rebuild every shipped file
+  dspark-lab train all --quick --out runs/quick    the same, tiny (a minute)"""
 
 
 def add_parsers(sub: Any) -> None:
     d = command(
         sub,
         "data",
-        "build, describe and write the toy corpus (math / code / chat)",
-        "Three toy domains that differ in predictability, like the DSpark paper's math / code / chat: arithmetic "
-        "facts, a small code-like language and a branching vi/en chat grammar. Deterministic, no downloads.",
+        "describe the real-text corpus (sizes, MIX, licences) or write its text",
+        "The lab model's data (lab/realtext): English and Vietnamese prose, code, sums and the lab's own sentences, "
+        "committed with the repository (lab/realtext/NOTICE names every source and licence). Per source and split "
+        "(train, val, test): documents, characters and lab-tokenizer tokens, the source's MIX weight and licence, "
+        "the totals and the training stream's length. --out writes the text, one file a source and split, with a "
+        "README naming the sources and licences. Nothing is downloaded.",
         DATA_EXAMPLES,
     )
-    add_data_arguments(d)
+    describe.add_arguments(d)
 
     t = command(
         sub,
         "train",
         "train the tiny target, one drafter against it, or every shipped file (all)",
-        "Train the `lab` target on the toy corpus (next-token cross-entropy with QAT through the FP8/FP4 "
-        "simulation; the router bias by the loss-free balancing rule) and save a safetensors checkpoint with its "
-        "config and loss curve; or one drafter against the frozen target (DSpark: the paper's three losses with "
-        "DeepSpec's released weights, CE 0.1 / L1 0.9 / confidence BCE 1.0, position weights exp(−(k−1)/4), a "
-        "teacher-forced Markov head); or `all`: the target, the five drafters, their calibration and evaluation, "
-        "as shipped in lab/weights.",
+        "Train the `lab` target on the real-text corpus (lab/realtext: `dspark-lab data` describes it; next-token "
+        "cross-entropy with QAT through the FP8/FP4 simulation; the router bias by the loss-free balancing rule) and "
+        "save a safetensors checkpoint with its config and loss curve; or one drafter against the frozen target "
+        "(DSpark: the paper's three losses with DeepSpec's released weights, CE 0.1 / L1 0.9 / confidence BCE 1.0, "
+        "position weights exp(−(k−1)/4), a teacher-forced Markov head); or `all`: the target, the five drafters, "
+        "their calibration and evaluation, as shipped in lab/weights.",
         TRAIN_EXAMPLES,
     )
     t.add_argument(
@@ -137,14 +142,7 @@ def add_parsers(sub: Any) -> None:
         help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g}; {as_shipped} target {d['lr']['target']:g}, "
         f"every drafter {d['lr']['draft']:g}",
     )
-    add_seed(t, "seed of the weights, the corpus and the batches")
-    t.add_argument(
-        "--lines",
-        type=int,
-        default=DEFAULT_LINES_PER_DOMAIN,
-        help=f"(target, draft) corpus lines per domain: 1..{MAX_LINES_PER_DOMAIN:,} "
-        f"(default {DEFAULT_LINES_PER_DOMAIN})",
-    )
+    add_seed(t, "seed of the weights, the order of the training documents and the batches")
     t.add_argument(
         "--out",
         default=None,
@@ -159,11 +157,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:
-    from pathlib import Path
-
     if args.command == "data":
-        if args.out is not None and Path(args.out).is_file():  # a device node or a FIFO: refused by main_data
-            raise ValueError(f"--out = {args.out!r} is a file: allowed a folder (data writes <domain>.txt into it)")
+        describe.check(args)
     else:
         check_train_args(args, cfg)
 
@@ -191,7 +186,6 @@ def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
         why = f"max_seq_len − block {cfg.dspark_block_size} − 2"
         check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len - cfg.dspark_block_size - 2, why)
     check_float(args.lr, "--lr", 0.0, MAX_LR, lo_open=True)
-    check_int(args.lines, "--lines", 1, MAX_LINES_PER_DOMAIN, "lines per domain")
 
 
 def fill_shipped_defaults(args: argparse.Namespace) -> None:
@@ -211,9 +205,7 @@ def fill_shipped_defaults(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:
     if args.command == "data":
-        from ..corpus import main_data
-
-        main_data(args, console)
+        describe.main(args, console)
         return
     from .commands import main_train  # torch: only when the command runs
 

@@ -1,5 +1,5 @@
-"""The handlers of `dspark-lab train target | draft | all`: corpus → training with a progress bar → a safetensors
-checkpoint and its report (the options and their checks are cli.py's)."""
+"""The handlers of `dspark-lab train target | draft | all`: the real-text corpus's streams (lab/realtext) → training
+with a progress bar → a safetensors checkpoint and its report (the options and their checks are cli.py's)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from rich.table import Table
 from dspark_mini import get_config
 from dspark_mini.checkpoint import save
 
-from ..corpus import build_corpus, mix, split, token_stream
 from ..text import check_lang, say_symlink
-from ..weights import check_out, file_sha256, record_file
+from ..weights import check_out, file_sha256, record_file, training_streams
 from .train import evaluate, model_for_draft, train_draft, train_target
 
 
@@ -39,15 +38,11 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     out = Path(args.out or ("runs/target.safetensors" if args.what == "target" else f"runs/{args.kind}.safetensors"))
     if out.suffix != ".safetensors":
         raise ValueError(f"--out = {args.out!r}: allowed a path ending in .safetensors")
-    if isinstance(args.lines, bool) or args.lines < 1:
-        raise ValueError(f"--lines = {args.lines!r}: allowed an integer ≥ 1")
     check_out(out, folder=False, force=args.force)  # before the long run, not after it
     if args.what == "draft":
         return main_train_draft(args, console, lang, out)
     cfg = get_config("lab")
-    corpus = build_corpus(args.seed, args.lines)
-    train_lines, val_lines = split(mix(corpus, args.seed), 0.1, args.seed)
-    train_ids, val_ids = token_stream(train_lines), token_stream(val_lines)
+    train_ids, val_ids = training_streams(args.seed)  # the corpus's train documents shuffled by the seed; val
     label = "huấn luyện mô hình mục tiêu" if lang == "vi" else "training the target"
     with progress(console, args.json) as bar:
         task = bar.add_task(label, total=args.steps, loss=float("nan"))
@@ -72,7 +67,7 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "seq_len": args.seq_len,
         "lr": args.lr,
         "seed": args.seed,
-        "corpus_lines_per_domain": args.lines,
+        "corpus": "lab/realtext",
         "train_tokens": int(train_ids.numel()),
         "val_loss": val_loss,
         "val_accuracy": val_acc,
@@ -137,9 +132,7 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
         return main_train_baseline(args, console, lang, out, load_model(args.target))
     target = model_for_draft(args.target, args.kind, args.seed)
     target_sha256 = file_sha256(args.target)  # recorded in the draft's header: it loads only beside this target
-    corpus = build_corpus(args.seed, args.lines)
-    train_lines, _ = split(mix(corpus, args.seed), 0.1, args.seed)
-    train_ids = token_stream(train_lines)
+    train_ids, _ = training_streams(args.seed)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 1)
     label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"
     with progress(console, args.json) as bar:
@@ -197,8 +190,7 @@ def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, o
     from .baselines import train_eagle3, train_mtp1
 
     target_sha256 = file_sha256(args.target)  # recorded in the module's header: it loads only beside this target
-    corpus = build_corpus(args.seed, args.lines)
-    train_ids = token_stream(split(mix(corpus, args.seed), 0.1, args.seed)[0])
+    train_ids, _ = training_streams(args.seed)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 2)
     trainer = train_eagle3 if args.kind == "eagle3" else train_mtp1
     label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"

@@ -1,12 +1,13 @@
 """`dspark-lab train all`: rebuild every shipped weight file from scratch, calibrate, evaluate, write the report.
 
-  1. corpus (seeded, in the repo) → 2. the target → 3. the target cache (`target_cache`: the target's own
-  continuations of seeded free-form and corpus prompts, and the window schedule every drafter trains on) → 4. five
-  drafters against the frozen target, two at a time (dspark, dspark-rnn, dflash, eagle3, mtp1; each process one
-  thread; all on the same windows of the cache, in the same order, for the same steps) → 5. STS temperatures for
-  the DSpark confidence heads from held-out rounds → 6. quality (τ, acceptance, threshold sweep; τ on free-form prompts)
-  per drafter → 7. wall-clock tokens/s of plain vs speculative decoding, alone on the machine, one drafter after
-  the other → `report.json` beside the weights → `manifest.json` (every file's sha256; lab/weights.py).
+  1. the real-text corpus (lab/realtext, in the repo; its training documents shuffled by the seed) → 2. the target →
+  3. the target cache (`target_cache`: the target's own continuations of seeded free-form and corpus prompts, and the
+  window schedule every drafter trains on) → 4. five drafters against the frozen target, two at a time (dspark,
+  dspark-rnn, dflash, eagle3, mtp1; each process one thread; all on the same windows of the cache, in the same order,
+  for the same steps) → 5. STS temperatures for the DSpark confidence heads from held-out rounds → 6. quality (τ,
+  acceptance, threshold sweep; τ on free-form prompts) per drafter → 7. wall-clock tokens/s of plain vs speculative
+  decoding, alone on the machine, one drafter after the other → `report.json` beside the weights → `manifest.json`
+  (every file's sha256; lab/weights.py).
 All of it is written into a fresh sibling folder and swapped in at the very end, so an interrupted run (Ctrl-C,
 a kill, a full disk) leaves the previous set exactly as it was.
 Everything is seeded and single-threaded, so a rerun writes the same weights and the same τ; only the seconds

@@ -5,7 +5,7 @@ Eagle3 then all train on that one cache (docs/sources.md: where this is describe
 seeded prompts:
 
   1. prompts (`train.distill_prompts`): a `free` share free-form (1–6 random ids, or 1–3 random lower-case
-     words: text outside every corpus template), the rest the first 1–16 ids of a training line;
+     words: text from outside the corpus), the rest the first 1–16 ids of a line of the training stream;
   2. sequences: the frozen target continues every prompt to one training window of `length` ids (prompt included),
      the first `sampled` share at temperature 1, the rest greedy (`train.self_distill`)   → [N, L]
   3. the window schedule: for each of `steps` optimizer steps, `batch` windows in a fixed order — first

@@ -1,4 +1,4 @@
-"""Train the tiny target on the toy corpus (next-token cross-entropy, QAT through the FP8/FP4 simulation).
+"""Train the tiny target on the real-text corpus (next-token cross-entropy, QAT through the FP8/FP4 simulation).
 
 What learns how:
 - every projection, norm, mHC coefficient, expert and Engram table: AdamW on the cross-entropy, with
@@ -291,7 +291,7 @@ def block_rings(target: Transformer, taps: dict[int, torch.Tensor], ring_pos: to
 def distill_prompts(
     train_ids: torch.Tensor, n: int, seed: int, vocab_size: int, free_share: float = 0.5, max_len: int = 16
 ) -> list[list[int]]:
-    """Prompts for `self_distill`, seeded: the first `free_share` of them free-form, outside every corpus template
+    """Prompts for `self_distill`, seeded: the first `free_share` of them free-form, text from outside the corpus
     (alternately 1–6 ids drawn uniformly from the non-special vocabulary, and 1–3 random lower-case words of 1–6
     letters: "hello"-like text), the rest the first 1–`max_len` ids of a training line. → a list of n id lists"""
     from dspark_mini.tokenizer import SPECIALS, default_tokenizer
@@ -322,7 +322,7 @@ def self_distill(
     target: Transformer, prompts: list[list[int]], length: int, temperature: float = 0.0, seed: int = 0
 ) -> torch.Tensor:
     """The target's own continuations of `prompts`, each to `length` ids (prompt included): draft-training data
-    that follows what the target writes, where the corpus only shows what the grammar writes. Prompts of one
+    that follows what the target writes, where the corpus only shows what its authors wrote. Prompts of one
     length decode together (`generate_plain`, batch ≤ 256, in the order given). → [len(prompts), length]"""
     from dspark_mini.speculative import generate_plain
 
