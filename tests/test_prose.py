@@ -86,7 +86,11 @@ def test_after_a_retrain_one_write_brings_every_page_back(tmp_path) -> None:
     text = (root / "docs" / "training.md").read_text(encoding="utf-8")
     assert f"<!--n:tau.dspark.mean.t1-->{new_tau}<!--/n-->" in text
     held = report["drafters"]["dspark"]["heldout_calibration"]
-    lower = [h for h in held if h["ece_sts"] < h["ece_raw"]]  # where STS now helps, position 5 among them
+    lower = []  # the run of positions where STS now helps that ends at position 5 (the one just changed)
+    for h in reversed(held):
+        if h["ece_sts"] >= h["ece_raw"]:
+            break
+        lower.insert(0, h)
     first, last = lower[0]["position"], lower[-1]["position"]
     assert last == 5 and all(h["position"] == first + i for i, h in enumerate(lower))  # one run of positions …
     pairs = ", ".join(f"{100 * h['ece_raw']:.1f} → {100 * h['ece_sts']:.1f}" for h in lower)

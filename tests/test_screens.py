@@ -378,7 +378,7 @@ def test_lesson_column_is_the_untrained_model_verifying_3(walk, raw):
     less = V6.lesson_round(walk)
     assert less.verify_len == 3 and less.draft == V6.lesson_round(raw).draft  # the same untrained init, either way
     assert less.block == walk.cfg.dspark_block_size and less.status[3:] == ["not sent"] * 2  # drafts 5, sends 3
-    assert max(less.draft_probs) < 20 / walk.cfg.vocab_size  # noise: a few times 1/V
+    assert max(less.draft_probs) < 0.1 * max(walk.round.draft_probs)  # noise: far below the trained draft's
     assert walk.lesson is less  # computed once per walk
     for lang in ("en", "vi"):
         v = view(walk, "6B", lang)
@@ -405,9 +405,9 @@ def test_scheduler_section_shows_l_at_four_loads_and_its_check_holds(walk):
         assert check(v, "Algorithm 1").ok
         what_for = "What the confidence c is for" if lang == "en" else "Đầu tin cậy c dùng để làm gì"
         assert any(what_for in n for n in v.notes)
-    # this prompt: everything verified with few requests, a short prefix at 256
+    # more requests in flight never lengthen ℓ, and at 256 the prefix is shorter than with one request
     ls = [row[1] for row in titled(view(walk, "6B"), SCHED_TITLE).rows]
-    assert ls[0] == walk.round.block and ls[-1] < ls[0]
+    assert all(a >= b for a, b in zip(ls, ls[1:])) and ls[-1] < ls[0]
 
 
 def test_scheduler_table_agrees_with_a_plain_loop_on_random_rounds():

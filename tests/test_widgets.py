@@ -156,7 +156,7 @@ def test_switching_weights_reruns_the_forward_and_changes_the_draft(walk):
     assert state.weights == "trained"
     assert state.update(weights="untrained") == {"forward", "draft", "views"}
     untrained = state.walk.round
-    assert state.walk.weights == "untrained" and max(untrained.draft_probs) < 20 / walk.cfg.vocab_size
+    assert state.walk.weights == "untrained" and max(untrained.draft_probs) < 0.1 * max(walk.round.draft_probs)
     state.update(weights="trained")
     assert state.walk.round.draft_probs == walk.round.draft_probs  # back to the same trained numbers
 
@@ -302,7 +302,8 @@ def test_inspector_load_slider_shrinks_l_and_marks_the_drafts_sent(state):
         assert shown.value.count("dspark-load-sent") == ell
         assert shown.value.count("dspark-load-not-sent") == content["k"] - ell
         assert "stacked R times" in shown.value
-    assert seen[1] == 5 and seen[256] < seen[1]  # this prompt: all 5 alone, fewer under load
+    ells = [seen[r] for r in sorted(seen)]
+    assert all(a >= b for a, b in zip(ells, ells[1:])) and seen[256] < seen[1]  # more load, never a longer ℓ
     assert state.runs == runs  # display only
     state.update(lang="vi")
     assert "yêu cầu đang chạy" in shown.value and load.description == "Số yêu cầu đang chạy R"
