@@ -194,18 +194,22 @@ def recompute_06(nb) -> list[tuple[str, str, list[str]]]:
 
 
 def recompute_07(nb) -> list[tuple[str, str, list[str]]]:
-    """07's live part (b), re-computed with the notebook's settings: DSpark and DFlash, greedy, the first 4 of the
-    report's 12 held-out math prompts, one at a time and in a lockstep batch of 4 → τ and commits per round.
+    """07's live part (b), re-computed with the notebook's settings: DSpark and DFlash, greedy, the first FEW of the
+    report's held-out prompts of the notebook's DOMAIN (both read from its `DOMAIN, FEW = …` line), one at a time
+    and in a lockstep batch of FEW → τ and commits per round.
 
-    Its line (a) (DSpark, 12 prompts, one at a time) is compared inside the notebook by a probe with the report
-    (τ to 1e-9, the same number of rounds, every conditional acceptance): a run that printed other numbers there
-    fails already. Every other number 07 prints is read from the shipped report.json."""
+    Its line (a) (DSpark, all the report's prompts of that domain, one at a time) is compared inside the notebook by
+    a probe with the report (τ to 1e-9, the same number of rounds, every conditional acceptance): a run that printed
+    other numbers there fails already. Every other number 07 prints is read from the shipped report.json."""
     from lab.evaluation.quality import collect_rounds, eval_prompts, summarize
     from lab.weights import load_drafter, report
 
     r = report()["recipe"]
-    few = 4
-    prompts = eval_prompts("math", r["eval_prompts"], seed=r["seed"])[:few]  # the first 4 of the report's prompts
+    code = next(c.source for c in nb.cells if c.cell_type == "code" and "DOMAIN, FEW" in c.source)
+    setting = re.search(r'^DOMAIN, FEW = "([a-z]+)", (\d+)$', code, re.M)
+    assert setting, '07 should set `DOMAIN, FEW = "<domain>", <n>` on one line: update the test'
+    domain, few = setting.group(1), int(setting.group(2))
+    prompts = eval_prompts(domain, r["eval_prompts"], seed=r["seed"])[:few]  # the first FEW of the report's prompts
     out = []
     for name in ("dspark", "dflash"):
         model, drafter = load_drafter(name)
