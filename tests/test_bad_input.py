@@ -27,12 +27,16 @@ from dspark_mini import get_config
 from dspark_mini.config import ConfigError
 from dspark_mini.sampling import token_distribution
 from dspark_mini.speculative import generate_plain, generate_speculative
+from dspark_mini.tokenizer import default_tokenizer
 from dspark_mini.validate import check_float, check_int, check_seed, check_temperature
 from lab.evaluation.profiling import profile
 from lab.lesson.generation import compare
 from lab.lesson.walk import run_walk
+from lab.text import DEFAULT_PROMPT
 
 ROOT = Path(__file__).resolve().parents[1]
+# generate's room for new tokens: max_seq_len − the default prompt's tokens (the lab tokenizer's count of it)
+ROOM = get_config("lab").max_seq_len - len(default_tokenizer().encode(DEFAULT_PROMPT))
 NAN, INF = float("nan"), float("inf")
 
 # (class, argv, the option the message must name, a fragment of what is allowed). Paths are relative to an
@@ -60,8 +64,8 @@ CLI_CASES = [
     ("range", ["profile", "--cache-length", "0"], "--cache-length", "1..250"),
     ("range", ["profile", "--reps", "0"], "--reps", "1..1000"),
     ("range", ["profile", "--reps", "1001"], "--reps", "1..1000"),
-    ("range", ["generate", "--max-new-tokens", "0"], "--max-new-tokens", "1..243"),
-    ("range", ["generate", "--max-new-tokens", "9999"], "--max-new-tokens", "1..243"),
+    ("range", ["generate", "--max-new-tokens", "0"], "--max-new-tokens", f"1..{ROOM}"),
+    ("range", ["generate", "--max-new-tokens", "9999"], "--max-new-tokens", f"1..{ROOM}"),
     ("range", ["eval", "--max-new-tokens", "241"], "--max-new-tokens", "1..240"),
     ("range", ["eval", "--prompts", "0"], "--prompts", "1..1000"),
     ("range", ["eval", "--prompts", "1001"], "--prompts", "1..1000"),
