@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 
 import torch
-from lab.train_all import Recipe, corpus_streams
 
 from dspark_mini import Transformer, build_model
-from lab.evaluation import MAX_NEW_TOKENS, N_PROMPTS, free_form_quality, quality
-from lab.training import evaluate
-from lab.weights import load_drafter
+from lab.evaluation.quality import MAX_NEW_TOKENS, N_PROMPTS, free_form_quality, quality
+from lab.training.rebuild import Recipe
+from lab.training.train import evaluate
+from lab.weights import load_drafter, training_streams
 
 
 def with_act_quant(model: Transformer, on: bool) -> Transformer:
@@ -43,7 +43,7 @@ def with_act_quant(model: Transformer, on: bool) -> Transformer:
 
 def measure(model: Transformer, drafter, prompts: int, max_new_tokens: int, seed: int) -> dict:
     recipe = Recipe()
-    _, val_ids = corpus_streams(recipe)
+    _, val_ids = training_streams(recipe.seed)
     t0 = time.perf_counter()
     loss, acc = evaluate(model, val_ids, recipe.target_seq_len)
     q = quality(model, drafter, n_prompts=prompts, max_new_tokens=max_new_tokens, seed=seed)

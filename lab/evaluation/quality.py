@@ -28,8 +28,8 @@ from ..realtext import DOMAINS, check_domain
 from ..realtext import prompts as held_out_lines
 
 THRESHOLDS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-N_PROMPTS = 12  # held-out prompts per domain (README, train_all.Recipe.eval_prompts)
-MAX_NEW_TOKENS = 40  # new tokens per prompt (README, train_all.Recipe.max_new_tokens)
+N_PROMPTS = 12  # held-out prompts per domain (README, training/rebuild.py Recipe.eval_prompts)
+MAX_NEW_TOKENS = 40  # new tokens per prompt (README, training/rebuild.py Recipe.max_new_tokens)
 PROMPT_TOKENS = 16  # tokens of one held-out prompt
 # short prompts outside every corpus template (bench/bench.py measures speculative ÷ plain on the same ones)
 FREE_FORM = ("hello", "the cat", "x =", "why", "Xin chào", "def f(", "1 + 1 =", "once upon a time")
