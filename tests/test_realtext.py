@@ -276,3 +276,25 @@ def test_tokenize_refuses_an_empty_text_naming_it(capsys):
     assert "TEXT has 0 characters: allowed 1..100,000" in capsys.readouterr().err
     assert main(["tokenize", "", "--lang", "vi"]) == 2
     assert "TEXT có 0 ký tự" in capsys.readouterr().err
+
+
+def test_the_training_stream_reads_the_specials_the_corpus_spells_and_typed_text_never_does():
+    """The code source spells the special tokens ("<eos>" in this project's own Python). The training stream reads
+    each as its id, the way the `tokenizers` library splits added tokens out of a text (checked here through the
+    library itself, on a tokenizer loaded separately), so `make weights` rebuilds the shipped set; a text a user types
+    never reads one (`HFTokenizer.encode`)."""
+    from tokenizers import Tokenizer
+
+    from dspark_mini.tokenizer import SPECIALS, default_tokenizer
+    from lab.realtext import _encode_document
+
+    tok = default_tokenizer()
+    lib = Tokenizer.from_file(str(LAB_TOKENIZER_DIR / "tokenizer.json"))  # encode_special_tokens off: specials read
+    spelled = [t for t in realtext.texts("code", "train") if re.search("|".join(map(re.escape, SPECIALS)), t)]
+    assert spelled, "the code source no longer spells a special token: the stream's rule can go"
+    for text in spelled:
+        ids = _encode_document(tok, text)
+        assert ids == lib.encode(text, add_special_tokens=False).ids
+        assert set(ids) & {0, 1, 2, 3}  # a special id, read from the text
+    assert [0, 1, 2, 3] == [tok.tokenizer.token_to_id(s) for s in SPECIALS]
+    assert not set(tok.encode("<bos> <eos> <pad> <noise>")) & {0, 1, 2, 3}  # typed: characters, never the ids
