@@ -7,6 +7,7 @@ import json
 import pytest
 
 from lab.cli import main
+from lab.realtext import DOMAINS
 
 SMALL = ["--prompts", "1", "--max-new-tokens", "6", "--speed-prompts", "1"]
 
@@ -17,22 +18,23 @@ def test_eval_json_has_tau_cond_accept_and_the_speed_ratio(capsys) -> None:
     assert set(out["drafters"]) == {"dspark", "mtp1"}
     for name, k in (("dspark", 5), ("mtp1", 1)):
         rows = out["drafters"][name]
-        for domain in ("math", "code", "chat"):
+        for domain in DOMAINS:
             r = rows[domain]
             assert set(r["tau"]) == {"t1", "greedy"} and all(1 <= t <= k + 1 for t in r["tau"].values())
             assert len(r["cond_accept"]["t1"]) == k and len(r["cond_accept"]["greedy"]) == k
             s = r["tokens_per_s"]
             assert r["tokens_per_s_ratio"] == pytest.approx(s["speculative"] / s["plain"])
-        assert rows["mean_tau"]["t1"] == pytest.approx(sum(rows[d]["tau"]["t1"] for d in ("math", "code", "chat")) / 3)
-    assert "threshold_sweep" in out["drafters"]["dspark"]["math"]  # a confidence head: the Figure 5 sweep
-    assert "threshold_sweep" not in out["drafters"]["mtp1"]["math"]
+        mean = sum(rows[d]["tau"]["t1"] for d in DOMAINS) / len(DOMAINS)
+        assert rows["mean_tau"]["t1"] == pytest.approx(mean)
+    assert "threshold_sweep" in out["drafters"]["dspark"]["sums"]  # a confidence head: the Figure 5 sweep
+    assert "threshold_sweep" not in out["drafters"]["mtp1"]["sums"]
     assert out["conditions"]["n_prompts"] == 1 and out["conditions"]["threads"] == 1
 
 
 def test_eval_tables_in_vietnamese(capsys) -> None:
     assert main(["eval", "--drafters", "dflash", *SMALL, "--lang", "vi"]) == 0
     out = capsys.readouterr().out
-    assert "độ dài chấp nhận τ" in out and "token/giây" in out and "dflash · chat" in out
+    assert "độ dài chấp nhận τ" in out and "token/giây" in out and "dflash · vi" in out
 
 
 @pytest.mark.parametrize(
@@ -64,7 +66,7 @@ def eval_view(k: int = 2) -> dict:
         "tokens_per_s_ratio": 2.0,
     }
     conditions = {"n_prompts": 1, "max_new_tokens": 6, "seed": 0, "threads": 1, "torch": "x", "cpu": "c", "speed": "s"}
-    drafter = {d: row for d in ("math", "code", "chat")} | {"mean_tau": {"t1": 2.0, "greedy": 2.5}}
+    drafter = {d: row for d in DOMAINS} | {"mean_tau": {"t1": 2.0, "greedy": 2.5}}
     return {"drafters": {"dspark": drafter}, "conditions": conditions}
 
 

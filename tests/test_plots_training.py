@@ -67,20 +67,20 @@ def report() -> dict:
                     {"position": 2, "ece_raw": 0.06, "ece_sts": 0.04, "n": 40},
                 ],
                 "quality": {
-                    "math": quality(2.5, 3.0, [0.6, 0.5, 0.4], 1.2, sweep=True),
-                    "chat": quality(2.5, 3.0, [0.7, None, None], 1.4, sweep=True),
+                    "en": quality(2.5, 3.0, [0.6, 0.5, 0.4], 1.2, sweep=True),
+                    "vi": quality(2.5, 3.0, [0.7, None, None], 1.4, sweep=True),
                 },
             },
             "dflash": {
                 "train": {},
                 "quality": {
-                    "math": quality(2.0, 2.0, [0.5, 0.3, 0.2], 1.1),
-                    "chat": quality(2.0, 2.0, [0.6, 0.4, 0.1], 1.3),
+                    "en": quality(2.0, 2.0, [0.5, 0.3, 0.2], 1.1),
+                    "vi": quality(2.0, 2.0, [0.6, 0.4, 0.1], 1.3),
                 },
             },
             "mtp1": {
                 "train": {},
-                "quality": {"math": quality(1.5, 1.75, [0.5], 1.5), "chat": quality(1.75, 1.5, [0.75], 1.6)},
+                "quality": {"en": quality(1.5, 1.75, [0.5], 1.5), "vi": quality(1.75, 1.5, [0.75], 1.6)},
             },
         },
         "conditions": {"cpu": "Test CPU", "threads": 1, "torch": "2.x", "speed_prompts": 2, "max_new_tokens": 48},
@@ -113,8 +113,8 @@ def test_titles_and_labels_follow_the_language(report):
         assert a.layout.title.text != b.layout.title.text
     assert en[1].layout.title.text.startswith("Accepted length τ per round")
     assert vi[1].layout.title.text.startswith("Độ dài được giữ τ mỗi vòng")
-    assert [a.text for a in vi[2].layout.annotations] == ["toán", "trò chuyện"]  # subplot titles: the domains
-    assert list(vi[1].data[0].x) == ["toán", "trò chuyện", "trung bình"]
+    assert [a.text for a in vi[2].layout.annotations] == ["tiếng Anh", "tiếng Việt"]  # subplot titles: the domains
+    assert list(vi[1].data[0].x) == ["tiếng Anh", "tiếng Việt", "trung bình"]
     assert "Hình 2" in vi[2].layout.title.text and "Figure 2" in en[2].layout.title.text
     assert "greedy (T = 0)" in en[3].layout.title.text
 
@@ -123,7 +123,7 @@ def test_tau_bars_draw_tau_per_domain_and_the_mean(report):
     fig = plots_training.tau_bars(report, "en")
     assert len(fig.data) == 2 * 3  # two temperatures × three drafters
     first = fig.data[0]  # DSpark at T = 1
-    assert first.name == "DSpark" and list(first.x) == ["math", "chat", "mean"]
+    assert first.name == "DSpark" and list(first.x) == ["English", "Vietnamese", "mean"]
     assert list(first.y) == [2.5, 2.5, 2.5]
     mtp1_greedy = fig.data[5]
     assert mtp1_greedy.name == "MTP-1" and list(mtp1_greedy.y) == pytest.approx([1.75, 1.5, 1.625])
@@ -229,7 +229,7 @@ def test_bad_arguments_raise_naming_what_is_allowed(report):
         plots_training.tau_bars(report, "fr")
     with pytest.raises(ValueError, match="target.curve"):
         plots_training.target_curve({"drafters": report["drafters"]}, "en")
-    del report["drafters"]["mtp1"]["quality"]["chat"]["speed"]
+    del report["drafters"]["mtp1"]["quality"]["vi"]["speed"]
     with pytest.raises(ValueError, match="tokens/s"):
         plots_training.speed_bars(report, "en")
 

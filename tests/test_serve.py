@@ -16,6 +16,7 @@ from dspark_mini.model import forward_ragged
 from dspark_mini.speculative import NOT_SENT, draft_requests, generate_plain, verify_ragged
 from lab.cli import main
 from lab.evaluation.quality import eval_prompts
+from lab.realtext import DOMAINS
 from lab.serving.serve import serve
 from lab.weights import lab_model
 from tests.helpers import assert_same_snapshot
@@ -32,7 +33,7 @@ def trained():
 def prompts_and_plain(trained):
     """21 held-out prompts of three domains, cut to different lengths (3..10 tokens), and each one's plain
     greedy continuation — the reference every policy and R must reproduce token for token."""
-    ps = [p.tolist() for d in ("math", "code", "chat") for p in eval_prompts(d, 7, 10, seed=11)]
+    ps = [p.tolist() for d in DOMAINS for p in eval_prompts(d, 7, 10, seed=11)]
     ps = [p[: 3 + (i * 5) % 8] for i, p in enumerate(ps)]  # ragged: continuous batching mixes lengths
     plain = [generate_plain(trained, torch.tensor([p]), N_NEW).tokens[0] for p in ps]
     return ps, plain

@@ -9,6 +9,7 @@ import torch
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.evaluation.quality import decay, eval_prompts, quality
 from lab.lesson.walk import run_walk
+from lab.realtext import DOMAINS
 from lab.training.rebuild import Recipe, check_shipped, corpus_streams
 from lab.training.train import evaluate
 from lab.weights import DRAFTERS, WEIGHTS_DIR, lab_model, load_drafter, report
@@ -22,24 +23,26 @@ def recorded():
 def test_every_shipped_file_is_there_and_small():
     assert check_shipped(WEIGHTS_DIR) == []
     total = sum(p.stat().st_size for p in WEIGHTS_DIR.iterdir())
-    assert total < 32 * 2**20  # the whole set stays a small download
+    assert total < 80 * 2**20  # the whole set (float64 weights, an 8,192-id head) stays a reasonable clone
 
 
 def test_target_reproduces_its_recorded_accuracy(recorded):
     recipe = Recipe(**recorded["recipe"])
-    _, val_ids = corpus_streams(recipe)
+    train_ids, val_ids = corpus_streams(recipe)
     loss, acc = evaluate(lab_model("trained"), val_ids, recorded["target"]["val_seq_len"])
     assert acc == pytest.approx(recorded["target"]["val_accuracy"], abs=1e-9)
     assert loss == pytest.approx(recorded["target"]["val_loss"], abs=1e-6)
-    assert acc > 0.6  # far above chance (1/V): the target learned the grammars
+    # far above always guessing the training stream's most frequent token (real text: no grammar to learn by heart)
+    majority = float((val_ids == torch.bincount(train_ids).argmax()).double().mean())
+    assert acc > 4 * majority, (acc, majority)
 
 
 # The rows re-measured: one domain per drafter, both temperatures each (Recipe's prompts, tokens and seed). A row is
 # a deterministic function of the weights and the code, one prompt at a time, so re-measuring 2 of the 6 rows
 # proves the code still computes what the report recorded, at a third of the cost of all six: every drafter ×
 # temperature path runs (DSpark with its Markov and confidence heads, DFlash with the Markov head off; sampled
-# and greedy verify). DSpark · math · greedy is re-measured exactly by notebook 07's probe as well.
-REMEASURE = {"dspark": "code", "dflash": "chat"}
+# and greedy verify). DSpark · en · greedy is re-measured exactly by notebook 07's probe as well.
+REMEASURE = {"dspark": "code", "dflash": "en"}
 
 
 @pytest.fixture(scope="module")
@@ -83,20 +86,19 @@ def test_every_drafter_trained_on_the_same_target_cache_with_the_same_budget(rec
 
 def test_dspark_against_dflash_on_equal_data(recorded, remeasured):
     """Measured one prompt at a time (batch 1), every drafter on the same target cache. At T = 1 DSpark's mean τ is
-    ≥ 1.15 × DFlash's (the paper's gap) and its conditional acceptance decays less after position 1 (decay = c₁ −
-    mean(c₂..c_k), averaged over the domains); greedy it still leads, but by less than 1.15 × (issue 21 stays open
-    on that bar: docs/training.md has the designs tried). The rows are the report's, with the re-measured ones in
-    their place. Can still fail: a shipped set or re-measured rows that lose either ordering."""
+    ≥ 1.15 × DFlash's at T = 1 and greedy (the paper's gap) and its conditional acceptance decays less after
+    position 1 (decay = c₁ − mean(c₂..c_k), averaged over the domains). The rows are the report's, with the
+    re-measured ones in their place. Can still fail: a shipped set or re-measured rows that lose either ordering."""
     rows = {n: dict(recorded["drafters"][n]["quality"]) for n in ("dspark", "dflash")}
     for n, fresh in remeasured.items():
         rows[n].update(fresh)
-    assert all(set(r) == {"math", "code", "chat"} for r in rows.values())
+    assert all(set(r) == set(DOMAINS) for r in rows.values())
     mean = {
         label: {n: sum(r[label]["tau"] for r in rs.values()) / len(rs) for n, rs in rows.items()}
         for label in ("t1", "greedy")
     }
     assert mean["t1"]["dspark"] >= 1.15 * mean["t1"]["dflash"], mean
-    assert mean["greedy"]["dspark"] > mean["greedy"]["dflash"], mean
+    assert mean["greedy"]["dspark"] >= 1.15 * mean["greedy"]["dflash"], mean
     dec = {n: sum(decay(r["t1"]["cond_accept"]) for r in rs.values()) / len(rs) for n, rs in rows.items()}
     assert dec["dspark"] < dec["dflash"], dec
 
@@ -106,7 +108,7 @@ def test_the_recorded_speedups_and_calibration_are_consistent(recorded):
     made (tokens/s are measured by `train all` and `bench/`, not in a timed test); STS was judged on held-out
     rounds."""
     ratios = recorded["summary"]["tokens_per_s_ratio"]["dspark"]
-    assert set(ratios) == {"math", "code", "chat"} and min(ratios.values()) > 1.0
+    assert set(ratios) == set(DOMAINS) and min(ratios.values()) > 1.0
     for d, row in recorded["drafters"]["dspark"]["quality"].items():
         assert row["speed"]["ratio"] == pytest.approx(row["speed"]["spec_tok_s"] / row["speed"]["plain_tok_s"]), d
     held = recorded["drafters"]["dspark"]["heldout_calibration"]
@@ -117,7 +119,7 @@ def test_the_recorded_speedups_and_calibration_are_consistent(recorded):
 @pytest.mark.parametrize("name", DRAFTERS)
 def test_trained_drafters_stay_lossless(name):
     model, drafter = load_drafter(name)
-    prompts = torch.cat([eval_prompts(d, 2, 10, seed=7) for d in ("math", "code", "chat")])
+    prompts = torch.cat([eval_prompts(d, 2, 10, seed=7) for d in DOMAINS])
     spec = generate_speculative(model, prompts, 40, drafter=drafter)
     assert spec.tokens == generate_plain(model, prompts, 40).tokens
     assert sum(r.n_accepted for rs in spec.rounds for r in rs) > 0  # trained drafts do get kept
@@ -128,7 +130,7 @@ def test_walk_6b_on_trained_weights_is_far_above_the_untrained_level():
     V = trained.cfg.vocab_size
     for w in (trained, untrained):
         assert len(w.round.draft) == w.cfg.dspark_block_size
-    assert max(untrained.round.draft_probs) < 20 / V  # noise: a few times 1/V
+    assert max(untrained.round.draft_probs) < 0.1 * max(trained.round.draft_probs)  # noise, far below trained
     assert sum(trained.round.draft_probs) / len(trained.round.draft_probs) > 100 / V
     assert trained.round.confidence[0] > 0.5 and trained.round.n_accepted >= 1
     facts = dict(trained.views["6B"].facts)

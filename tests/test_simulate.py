@@ -184,11 +184,11 @@ def test_record_streams_from_a_model():
     torch.set_num_threads(1)
     cfg = get_config("lab")
     model = build_model(cfg, seed=0).eval()
-    out = record_streams(model, DSparkDrafter(), domains=("math",), n_prompts=1, max_new_tokens=12)
+    out = record_streams(model, DSparkDrafter(), domains=("sums",), n_prompts=1, max_new_tokens=12)
     confs, ns, k = check_streams(out)
     assert len(out) == 1 and k == cfg.dspark_block_size and confs[0].shape[0] >= 1
     with pytest.raises(ValueError, match="confidence head"):
-        record_streams(model, DSparkDrafter("dflash"), domains=("math",), n_prompts=1, max_new_tokens=12)
+        record_streams(model, DSparkDrafter("dflash"), domains=("sums",), n_prompts=1, max_new_tokens=12)
 
 
 def test_plan_cost_on_a_fake_clock():
