@@ -178,7 +178,8 @@ NOTES = {
     "concat": {"vi": "nối → main_proj", "en": "concat → main_proj"},
     "why_k": {
         "vi": "Vì sao lab huấn luyện k = 5: 5 = [tok, noise×4] là khối của V4-Flash thật; với k = 5 "
-        "DSpark của bộ đang kèm theo đạt τ bằng {t1}× của DFlash ở T = 1 và {greedy}× khi greedy (report.json; docs/training.md). "
+        "DSpark của bộ đang kèm theo đạt τ bằng {t1}× của DFlash ở T = 1 và {greedy}× khi greedy "
+        "(report.json; docs/training.md). "
         "Lab luôn vẽ đủ 5 token và verify một đoạn đầu ℓ ≤ 5, như các engine phục vụ: "
         "--verify-len 3 (hay thanh trượt ℓ) verify 3 token đầu, bằng khối của bài học.",
         "en": "Why the lab trains k = 5: 5 = [tok, noise×4] is the real V4-Flash block; at k = 5 the shipped "
