@@ -37,6 +37,7 @@ from dspark_mini.speculative import (
     verify_block,
     verify_greedy,
 )
+from dspark_mini.tokenizer import default_tokenizer
 from tests.helpers import assert_same_snapshot
 
 LAB_V = get_config("lab").vocab_size  # the lab vocabulary (words, characters, 256 bytes)
@@ -238,8 +239,13 @@ def model_k5():
 
 @pytest.fixture(scope="module")
 def fast_k5():
-    """The lab preset with a draft block of up to 5 (the real model's block), for the 250 × 64-token lossless runs."""
-    return build_model(get_config("lab", dspark_block_size=5), seed=0).eval()
+    """The trained lab model (its draft block is 5, the real model's), for the 30 × 64-token lossless runs: its
+    drafts are often kept, so the accept path runs (an untrained draft over 8,192 ids is almost never kept)."""
+    from lab.weights import lab_model
+
+    m = lab_model("trained")
+    assert m.cfg.dspark_block_size == 5
+    return m
 
 
 # block size → prompt length: each block size runs one batch of 30 prompts of its own length
@@ -286,7 +292,7 @@ def test_greedy_speculative_equals_plain(fast_k5, greedy_reference, k):
         for r in rs:
             check_greedy_round(r, kk)
     accepted = sum(r.n_accepted for rs in spec.rounds for r in rs)
-    assert accepted > 0  # the accept path ran (untrained drafts still match the target now and then)
+    assert accepted > 0  # the accept path ran (the trained drafts are often kept)
 
 
 def test_greedy_lossless_batch1_default_config_crossing_boundaries(lab_model, lab_cfg):
@@ -366,17 +372,17 @@ def test_greedy_lossless_with_a_mostly_right_draft(model_k5, forced_case, monkey
 
 @pytest.fixture(scope="module")
 def peaked():
-    """A lab model with the LM head ×2 (shared with the draft): a target peaked enough that ~100 bins hold
-    ≥ 5 expected counts at N = 4000, while the draft still overlaps it by ~20 % (with ×4 the overlap drops
-    to 0.2 % and the broken verifier becomes indistinguishable from the correct one)."""
-    cfg = get_config("lab", max_seq_len=16)  # small cache capacity: 4000 sequences fit easily
-    m = build_model(cfg, seed=0).eval()
+    """The trained lab model on an everyday Vietnamese prompt: a target peaked enough that ~60 bins hold ≥ 5 expected
+    counts at N = 4000, while the trained draft overlaps it by about half — enough for the broken verifier (no
+    residual) to be told apart from the correct one by far. (A seeded untrained model spreads both over the 8,192
+    ids: their overlap is a few %, and the two verifiers become indistinguishable at this N.)"""
+    from lab.weights import lab_model
+
+    m = lab_model("trained")
+    ids = default_tokenizer().encode("Xin chào các bạn")
+    prompt, anchor = torch.tensor([ids[:-1]]), ids[-1]
     with torch.no_grad():
-        m.head.weight.mul_(2.0)
-    prompt = torch.tensor([[5, 17, 42, 99, 7, 250]])
-    anchor = 300
-    with torch.no_grad():
-        pt = torch.softmax(m(torch.cat([prompt, torch.tensor([[anchor]])], 1)).logits[0, -1], -1)
+        pt = torch.softmax(m(torch.tensor([ids])).logits[0, -1], -1)
         c1 = m.new_cache(1)
         m(prompt, cache=c1)
         # the whole trained block, as speculative_round drafts it (the block is bidirectional: its length matters)
