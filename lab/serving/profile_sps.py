@@ -76,13 +76,17 @@ def layout(b: int, rows: int) -> tuple[int, int]:
 
 
 def corpus_rows(n: int, length: int, seed: int) -> torch.Tensor:
-    """n held-out corpus snippets of `length` tokens, the three domains in turn.  → [n, length] int64"""
-    from lab.evaluation.quality import eval_prompts
-    from lab.realtext import DOMAINS
+    """n held-out corpus snippets of `length` tokens: seeded windows of the test split's token stream (every source
+    of the real-text corpus, documents closed by <eos>; a sum is shorter than a verify window's context, so the
+    windows may cross documents).  → [n, length] int64"""
+    from lab.realtext import token_stream
 
-    per = -(-n // len(DOMAINS))
-    parts = [eval_prompts(d, per, length, seed) for d in DOMAINS]
-    return torch.stack([parts[i % len(DOMAINS)][i // len(DOMAINS)] for i in range(n)])
+    stream = token_stream("test")  # [N]
+    if stream.numel() <= length:
+        raise ValueError(f"length = {length} is invalid: allowed 1..{stream.numel() - 1} (the test split's tokens)")
+    gen = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, stream.numel() - length, (n,), generator=gen)  # [n]
+    return torch.stack([stream[s : s + length] for s in starts.tolist()])
 
 
 @torch.no_grad()
