@@ -223,12 +223,12 @@ plots.throughput_vs_requests(report, lang=LANG)
 plots.verify_len_vs_requests(report, lang=LANG)
 
 # %% [markdown]
-# **EN** — At R = 1 every policy verifies nearly the whole block. At R = 256 on the measured table, dspark verifies
-# about <!--n:sim.measured.dspark.256.verify_len1-->0.5<!--/n--> drafts per request and commits <!--n:sim.measured.dspark/fixed.256-->2.0<!--/n-->× the tokens per second of fixed. The static threshold
-# keeps ℓ ≈ <!--n:sim.measured.threshold.256.verify_len1-->4.4<!--/n--> at every load, so it cannot follow the machine.
+# **EN** — At R = 1 the four policies are close in throughput. At R = 256 on the measured table, dspark verifies
+# about <!--n:sim.measured.dspark.256.verify_len1-->0.1<!--/n--> drafts per request and commits <!--n:sim.measured.dspark/fixed.256-->2.5<!--/n-->× the tokens per second of fixed. The static threshold
+# keeps ℓ ≈ <!--n:sim.measured.threshold.256.verify_len1-->3.6<!--/n--> at every load, so it cannot follow the machine.
 #
-# **VI** — Ở R = 1, mọi chính sách verify gần như cả khối. Ở R = 256 trên bảng đo, dspark chỉ verify khoảng <!--n:sim.measured.dspark.256.verify_len1-->0.5<!--/n--> token
-# nháp mỗi yêu cầu và ghi được số token mỗi giây bằng <!--n:sim.measured.dspark/fixed.256-->2.0<!--/n-->× của fixed. Ngưỡng cố định giữ ℓ ≈ <!--n:sim.measured.threshold.256.verify_len1-->4.4<!--/n--> ở mọi mức tải, nên
+# **VI** — Ở R = 1, bốn chính sách có thông lượng gần nhau. Ở R = 256 trên bảng đo, dspark chỉ verify khoảng <!--n:sim.measured.dspark.256.verify_len1-->0.1<!--/n--> token
+# nháp mỗi yêu cầu và ghi được số token mỗi giây bằng <!--n:sim.measured.dspark/fixed.256-->2.5<!--/n-->× của fixed. Ngưỡng cố định giữ ℓ ≈ <!--n:sim.measured.threshold.256.verify_len1-->3.6<!--/n--> ở mọi mức tải, nên
 # không theo được máy.
 #
 # ## 6 · The staircase: early stop stalls, async does not / Bậc thang: dừng sớm bị kẹt, async thì không
@@ -313,12 +313,12 @@ for policy in ("dspark", "retrospective"):
 # ## Summary / Tóm tắt
 # - **EN** — c estimates survival; a = Π c is the expected tokens a draft adds. Sorting all (request, position)
 #   candidates by a gives the greedy path. Algorithm 1 walks it and stops when one more batch token would lower
-#   Θ = τ*·SPS(B). Under load it cuts the verify length and raises throughput (<!--n:sim.measured.dspark/fixed.256-->2.0<!--/n-->× fixed at R = 256 on this
+#   Θ = τ*·SPS(B). Under load it cuts the verify length and raises throughput (<!--n:sim.measured.dspark/fixed.256-->2.5<!--/n-->× fixed at R = 256 on this
 #   machine). On a CUDA-graph staircase it can stall, and the async global search does not. Both shipped policies
 #   stay exact; a retrospective search does not.
 # - **VI** — c ước lượng khả năng sống sót; a = Π c là số token kỳ vọng một token nháp đem lại. Sắp mọi ứng viên
 #   (yêu cầu, vị trí) theo a được đường tham lam. Algorithm 1 đi dọc đường đó và dừng khi thêm một token vào batch sẽ
-#   làm giảm Θ = τ*·SPS(B). Khi tải cao, nó cắt ngắn độ dài verify và tăng thông lượng (<!--n:sim.measured.dspark/fixed.256-->2.0<!--/n-->× fixed ở R = 256 trên máy
+#   làm giảm Θ = τ*·SPS(B). Khi tải cao, nó cắt ngắn độ dài verify và tăng thông lượng (<!--n:sim.measured.dspark/fixed.256-->2.5<!--/n-->× fixed ở R = 256 trên máy
 #   này). Trên bảng bậc thang kiểu CUDA graph, nó có thể bị kẹt, còn phép tìm toàn cục bất đồng bộ thì không. Cả hai
 #   chính sách đi kèm đều chính xác; phép tìm hồi cứu thì không.
 #
