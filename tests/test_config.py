@@ -22,7 +22,8 @@ from dspark_mini.presets import build_model, get_config
 from dspark_mini.tokenizer import default_tokenizer
 
 LAB_V = default_tokenizer().vocab_size  # the lab config takes its vocabulary size from the tokenizer
-LAB_RATIOS = (0, 2, 2, 2, 1, 1, 1, 1, 0, 0)  # lab: 8 backbone + 2 draft layers
+LAB_DRAFT = (0,) * get_config("lab").n_mtp_layers  # draft layers read no compressed cache
+LAB_RATIOS = (0, 2, 2, 2, 1, 1, 1, 1) + LAB_DRAFT  # lab: 8 backbone layers, then the draft layers
 FLASH_RATIOS = (0, 0) + (2,) * 18 + (1,) * 20 + (0,) * 3
 
 
@@ -81,7 +82,13 @@ INVALID = [
     ("beta_fast_lt_slow", lab(beta_fast=2, beta_slow=4), "beta_fast", 2, "> beta_slow (4)"),
     ("dtype_unknown", lab(dtype="float16"), "dtype", "float16", "one of"),
     # ---- CED / CSA2 schedule ------------------------------------------------------------------------
-    ("ratios_too_short", lab(compress_ratios=LAB_RATIOS[:-1]), "compress_ratios", None, "n_layers + n_mtp_layers = 10"),
+    (
+        "ratios_too_short",
+        lab(compress_ratios=LAB_RATIOS[:-1]),
+        "compress_ratios",
+        None,
+        f"n_layers + n_mtp_layers = {len(LAB_RATIOS)}",
+    ),
     (
         "ratios_too_short_flash",
         flash(compress_ratios=FLASH_RATIOS[:-1]),
@@ -90,7 +97,13 @@ INVALID = [
         "n_layers + n_mtp_layers = 43",
     ),
     ("ratios_list_not_tuple", lab(compress_ratios=list(LAB_RATIOS)), "compress_ratios", None, "a tuple"),
-    ("ratio_3", lab(compress_ratios=(0, 3, 3, 3, 1, 1, 1, 1, 0, 0)), "compress_ratios", None, "entries in {0, 1, 2}"),
+    (
+        "ratio_3",
+        lab(compress_ratios=(0, 3, 3, 3, 1, 1, 1, 1) + LAB_DRAFT),
+        "compress_ratios",
+        None,
+        "entries in {0, 1, 2}",
+    ),
     (
         "draft_ratio_nonzero",
         lab(compress_ratios=LAB_RATIOS[:-1] + (1,)),
@@ -129,7 +142,7 @@ INVALID = [
     ),
     (
         "consumer_ratio_differs_from_source",
-        lab(compress_ratios=(0, 2, 1, 2, 1, 1, 1, 1, 0, 0)),
+        lab(compress_ratios=(0, 2, 1, 2, 1, 1, 1, 1) + LAB_DRAFT),
         "compress_ratios",
         None,
         "at layer 2 equal to its KV source layer 1's ratio 2",
@@ -150,7 +163,11 @@ INVALID = [
     ),
     (
         "ratio1_source_not_last",
-        lab(compress_ratios=(0, 2, 2, 1, 1, 2, 2, 2, 0, 0), kv_source_layers=(1, 3, 5), index_source_layers=(1, 3, 5)),
+        lab(
+            compress_ratios=(0, 2, 2, 1, 1, 2, 2, 2) + LAB_DRAFT,
+            kv_source_layers=(1, 3, 5),
+            index_source_layers=(1, 3, 5),
+        ),
         "kv_source_layers",
         None,
         "the ratio-1 source as the last KV source",
@@ -495,7 +512,7 @@ def test_replace_returns_validated_copy() -> None:
     new = base.replace(dim=96, dspark_block_size=2)
     assert new is not base and isinstance(new, ModelConfig)
     assert (new.dim, new.dspark_block_size) == (96, 2)
-    assert (base.dim, base.dspark_block_size) == (64, 5)
+    assert (base.dim, base.dspark_block_size) == (128, 5)
     assert dataclasses.asdict(base) == before
     assert new.validate() is new
     # every other field carried over
