@@ -257,7 +257,7 @@ def test_kv_bytes_lab_by_hand() -> None:
     assert b["index_k_per_token"] == 17 / 2 + 17 / 2 + 17 == 34
     assert b["global_per_token"] == 106
     assert b["window_per_sequence_backbone"] == cfg.n_layers * W * window_entry == 8 * 8 * 66
-    assert b["window_per_sequence"] == (cfg.n_layers + cfg.n_mtp_layers) * W * window_entry == 10 * 8 * 66
+    assert b["window_per_sequence"] == (cfg.n_layers + cfg.n_mtp_layers) * W * window_entry == (8 + 3) * 8 * 66
 
 
 # ---- KVCache.bytes_stored after a lab prefill -----------------------------------------------------------------
@@ -285,11 +285,11 @@ def test_bytes_stored_after_prefill(lab_model, S) -> None:
         lab_model(tokens, cache)
     got = cache.bytes_stored()
     assert got == expected_stored(cfg, B, S)
-    if S == 21:  # literal arithmetic for one case: 8 layers · 8 slots · 66 B (+ 2 draft rings);
+    if S == 21:  # literal arithmetic for one case: 8 layers · 8 slots · 66 B (+ 3 draft rings);
         # sources (1, 3, 4) hold 10 + 10 + 21
         assert got == {
             "window": 2 * 8 * 8 * 66,
-            "draft_window": 2 * 2 * 8 * 66,
+            "draft_window": 2 * 3 * 8 * 66,
             "compressed_kv": 2 * 41 * 36,
             "index_k": 2 * 41 * 17,
         }

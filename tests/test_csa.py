@@ -112,8 +112,7 @@ def test_layer_roles_lab(lab_cfg):
         (5, "Reuse", 1, "decoder", 4, 4),
         (6, "Reindex", 1, "decoder", 4, 6),
         (7, "Reuse", 1, "decoder", 4, 6),
-        (8, "Draft (SWA)", 0, "draft", None, None),
-        (9, "Draft (SWA)", 0, "draft", None, None),
+        *[(8 + i, "Draft (SWA)", 0, "draft", None, None) for i in range(lab_cfg.n_mtp_layers)],
     ]
     assert [r.layer for r in roles if r.owns_index_k] == [1, 3, 4]
     assert [r.layer for r in roles if r.is_candidate_source] == [4]

@@ -124,7 +124,7 @@ def test_draft_rings_hold_target_latents_of_the_last_window(lab_model, lab_cfg, 
         main_x = lab_model.mtp.main_x(out.taps)
         for i, blk in enumerate(lab_model.mtp.layers):
             layer = lab_cfg.n_layers + i
-            assert blk.layer_id == layer and layer in (8, 9)
+            assert blk.layer_id == layer and lab_cfg.n_layers <= layer < lab_cfg.n_layers + lab_cfg.n_mtp_layers
             ring = cache.windows[layer]
             expected = blk.attn.latent(main_x, positions)[1]  # [B, S, Dh], FP8-QDQ'd
             kept = list(range(max(0, S - W), S))
@@ -149,20 +149,24 @@ def test_draft_pass_does_not_touch_the_cache(lab_model, lab_cfg):
 @pytest.mark.parametrize("n", [0, 1, 2, 4])
 def test_partial_commit_writes_draft_ring_rows_only_for_committed_positions(lab_model, lab_cfg, n):
     S, W = 10, lab_cfg.window_size
+    draft_layers = range(lab_cfg.n_layers, lab_cfg.n_layers + lab_cfg.n_mtp_layers)
     tokens = rand_ids(lab_cfg, 2, S + 4, seed=9)
     cache, _ = prefill(lab_model, tokens[:, :S])
-    old = {l: (cache.windows[l].kv.clone(), cache.windows[l].pos.clone()) for l in (8, 9)}
+    old = {
+        l: (cache.windows[l].kv.clone(), cache.windows[l].pos.clone())
+        for l in range(lab_cfg.n_layers, lab_cfg.n_layers + lab_cfg.n_mtp_layers)
+    }
     with torch.no_grad():
         out = lab_model(tokens[:, S:], cache=cache, commit=False)
-        assert cache.length == S and all(torch.equal(cache.windows[l].pos, old[l][1]) for l in (8, 9))
+        assert cache.length == S and all(torch.equal(cache.windows[l].pos, old[l][1]) for l in draft_layers)
         # the pending rows are the draft layers' latents of main_x at the verified positions
         main_x = lab_model.mtp.main_x(out.taps)
         rows = lab_model.mtp.ring_rows(main_x, torch.arange(S, S + 4))
-        for l in (8, 9):
+        for l in draft_layers:
             torch.testing.assert_close(out.pending.window[l], rows[l], rtol=0, atol=0)
         cache.commit(out.pending, n)
     assert cache.length == S + n
-    for l in (8, 9):
+    for l in draft_layers:
         ring, (old_kv, old_pos) = cache.windows[l], old[l]
         for j in range(4):
             slot = (S + j) % W
@@ -174,7 +178,7 @@ def test_partial_commit_writes_draft_ring_rows_only_for_committed_positions(lab_
                 assert torch.equal(ring.kv[:, slot], old_kv[:, slot])
     # and the rings equal those of a cache that only ever saw the committed tokens
     plain, _ = prefill(lab_model, tokens[:, : S + n])
-    for l in (8, 9):
+    for l in draft_layers:
         assert torch.equal(cache.windows[l].pos, plain.windows[l].pos)
         valid = plain.windows[l].pos >= 0
         torch.testing.assert_close(cache.windows[l].kv[:, valid], plain.windows[l].kv[:, valid], rtol=0, atol=1e-12)
@@ -187,7 +191,7 @@ def test_draft_reads_only_filled_ring_slots(lab_model, lab_cfg):
     with torch.no_grad():
         ref = draft(lab_model, anchor, cache, 3)
         poisoned = copy.deepcopy(cache)
-        for l in (8, 9):
+        for l in range(lab_cfg.n_layers, lab_cfg.n_layers + lab_cfg.n_mtp_layers):
             ring = poisoned.windows[l]
             ring.kv[:, ring.pos < 0] = 1e3
         got = draft(lab_model, anchor, poisoned, 3)
@@ -216,7 +220,7 @@ def test_draft_block_attention_is_bidirectional(lab_model, lab_cfg, monkeypatch)
     with torch.no_grad():
         draft(lab_model, torch.tensor([50, 60]), cache, k, trace=tr)
     assert len(masks) == lab_cfg.n_mtp_layers  # only the draft layers attend in a draft pass
-    for l, mask in zip((8, 9), masks, strict=True):
+    for l, mask in zip(range(lab_cfg.n_layers, lab_cfg.n_layers + lab_cfg.n_mtp_layers), masks, strict=True):
         assert mask.shape == (2, k, W + k)  # [ring ‖ block]
         ring_filled = cache.windows[l].pos >= 0
         assert int(cache.windows[l].pos.max()) == S - 1  # context strictly before the anchor (at S)
