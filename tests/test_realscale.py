@@ -123,8 +123,9 @@ def test_name_mapping_of_the_lab() -> None:
     assert checkpoint_name("layers.3.hc_ffn.scale", cfg) == "layers.3.hc_ffn_scale"
     assert checkpoint_name("mtp.layers.1.attn.wq_a.weight", cfg) == "mtp.1.attn.wq_a.weight"
     assert checkpoint_name("mtp.main_norm.weight", cfg) == "mtp.0.main_norm.weight"
-    assert checkpoint_name("mtp.norm.weight", cfg) == "mtp.1.norm.weight"
-    assert checkpoint_name("mtp.confidence_head.weight", cfg) == "mtp.1.confidence_head.proj.weight"
+    last = cfg.n_mtp_layers - 1  # the final norm and the confidence head sit on the last draft layer
+    assert checkpoint_name("mtp.norm.weight", cfg) == f"mtp.{last}.norm.weight"
+    assert checkpoint_name("mtp.confidence_head.weight", cfg) == f"mtp.{last}.confidence_head.proj.weight"
     assert checkpoint_name("layers.0.engram.embed.weight", cfg) == "layers.0.engram.embed.weight"
     names = [s.name for s in layout(cfg, "lab")]
     assert len(names) == len(set(names))
@@ -246,7 +247,7 @@ def test_lazy_load_reads_only_the_requested_tensors(trained, exported, monkeypat
     reads.clear()
     reader = CheckpointReader(exported)
     t = reader.lab_value("layers.0.engram.q_weight", torch.float64)
-    assert reads == ["layers.0.engram.q_weight"] and t.shape == (4, 64)
+    assert reads == ["layers.0.engram.q_weight"] and t.shape == (4, get_config("lab").dim)
 
 
 def test_official_style_loads_packed_or_not_alike(trained, tmp_path) -> None:
@@ -305,7 +306,8 @@ def test_inspect_reports_every_tampered_tensor(copy_of) -> None:
     assert r["unexpected"] == ["layers.2.attn.extra.weight"]
     assert {m["name"] for m in r["mismatched"]} == {retyped, reshaped}
     assert f"{retyped!r}" in text and "is F32 [8]: allowed F64 [8]" in text
-    assert f"{reshaped!r}" in text and "[64, 32]: allowed F64 [64, 64]" in text
+    D = get_config("lab").dim  # wo_b is [dim, o_groups · o_lora_rank]: 64 columns, cut to 32
+    assert f"{reshaped!r}" in text and f"[{D}, 32]: allowed F64 [{D}, 64]" in text
     assert f"lacks 1 tensor(s) the index maps to it: {gone!r}" in text
     assert "is in" in text and "layers.2.attn.extra.weight" in text  # in a shard, not in the index
     assert "total_size" in text  # the index's total no longer matches the headers
@@ -360,7 +362,8 @@ def test_wrong_dtype_of_a_packed_tensor(copy_of) -> None:
     index = json.loads((copy_of / INDEX).read_text())["weight_map"]
     name = "layers.1.ffn.experts.0.w2.scale"
     _rewrite(copy_of / index[name], lambda t: t.__setitem__(name, t[name].view(torch.uint8)))
-    pattern = re.escape(f"tensor {name!r} in ") + ".*is U8 \\[64, 1\\]: allowed F8_E8M0"
+    D = get_config("lab").dim  # w2 is [dim, inter]: one E8M0 scale a row per 32 columns of inter 32
+    pattern = re.escape(f"tensor {name!r} in ") + f".*is U8 \\[{D}, 1\\]: allowed F8_E8M0"
     with pytest.raises(RealScaleError, match=pattern):
         load_checkpoint(copy_of)
 
