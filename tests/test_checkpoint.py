@@ -315,7 +315,8 @@ def craft(path, src_file, edit=None, metadata_edit=None):
 
 
 # a tensor late in the file order, so a loader that copied as it went would already have changed the model
-LATE = "mtp.layers.1.hc_ffn.fn"
+LATE = "mtp.layers.1.hc_ffn.fn"  # [(2 + hc) · hc, hc · dim]
+LATE_IN = get_config("lab").hc_mult * get_config("lab").dim
 
 
 def _retag_config(field, value):
@@ -341,7 +342,7 @@ BAD_FILES = [
         "shape",
         lambda t: t.__setitem__(LATE, t[LATE][:, :-1].contiguous()),
         None,
-        [LATE, "file has shape (24, 255)", "the model has shape (24, 256)"],
+        [LATE, f"file has shape (24, {LATE_IN - 1})", f"the model has shape (24, {LATE_IN})"],
     ),
     (
         "dtype",
@@ -448,7 +449,8 @@ def test_float32_checkpoint_into_float64_model(cfg, dst, tmp_path, tokens):
     for n, t in dst.state_dict().items():
         assert t.dtype == torch.float64
         assert torch.equal(t, m32.state_dict()[n].double()), n
-    torch.testing.assert_close(logits(dst, tokens), logits(m32, tokens).double(), atol=1e-5, rtol=1e-6)
+    # the weights are exact; the two forwards are not compared here: float32 rounding can move an activation across
+    # an FP8/FP4 grid point of the cache and expert simulation (tests/test_placement.py measures that difference)
 
 
 def test_strict_config_false_still_refuses_other_fields_and_bad_tensors(cfg, dst, tmp_path):
