@@ -44,8 +44,8 @@ from .quality import eval_prompts
 
 # flash-cpu's counts and layer roles, with its widths narrowed (hidden 5120 → 128, heads 64 × 512 → 4 × 64, …)
 NARROW_FLASH: dict[str, Any] = {
-    "vocab_size": 1024,  # above the lab tokenizer's ids
-    "dspark_noise_token_id": 1000,
+    "vocab_size": 8448,  # above the lab tokenizer's 8,192 ids
+    "dspark_noise_token_id": 8400,  # not a lab id: the noise token is its own, as in the real model
     "dim": 128,
     "n_heads": 4,
     "head_dim": 64,
