@@ -39,6 +39,7 @@ import heapq
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -228,8 +229,14 @@ def test_present_out_on_a_full_disk_keeps_the_old_site(tmpfs, capsys, monkeypatc
     assert tree(disk) == before  # index.html and plotly.min.js whole, no partial folder beside them
 
 
+def mib(n_bytes: int) -> str:
+    """A tmpfs size for `n_bytes`, in whole MiB (rounded up)."""
+    return f"{-(-n_bytes // 2**20)}m"
+
+
 def test_export_on_a_full_disk_keeps_the_previous_export(tmpfs, capsys):
-    disk = tmpfs("16m")
+    # room for two exports side by side (the swap writes the new one beside the old), each about the target's size
+    disk = tmpfs(mib(3 * (WEIGHTS_DIR / "target.safetensors").stat().st_size))
     out = disk / "ckpt"
     assert export_to(capsys, out, "--shards", "3")[0] == 0
     fill(disk)
@@ -264,7 +271,7 @@ def fake_phases(monkeypatch, write_target=None):
 
 
 def test_train_all_on_a_full_disk_keeps_the_old_set(tmpfs, capsys, monkeypatch):
-    disk = tmpfs("24m")
+    disk = tmpfs(mib(sum(p.stat().st_size for p in WEIGHTS_DIR.iterdir()) + 8 * 2**20))  # the set, and a little
     out = shutil.copytree(WEIGHTS_DIR, disk / "weights")
     model = load_model(WEIGHTS_DIR / "target.safetensors")
     fake_phases(monkeypatch, lambda work: save(model, work / "target.safetensors", part="target"))  # the lab's writer
@@ -698,7 +705,9 @@ def test_a_400_digit_width_in_a_lab_weight_file(tmp_path, capsys) -> None:
     target = weights / "target.safetensors"
     with safe_open(str(target), "pt") as f:
         config = f.metadata()["config"]
-    rewrite_metadata(target, config=config.replace('"dim": 64', '"dim": ' + "7" * 400))
+    wide = re.sub(r'"dim": \d+', '"dim": ' + "7" * 400, config)
+    assert wide != config
+    rewrite_metadata(target, config=wide)
     sha = hashlib.sha256(target.read_bytes()).hexdigest()
     for drafter in weights.glob("*.safetensors"):
         if drafter != target and drafter.name != "target_cache.safetensors":  # the drafters, not the data
