@@ -15,6 +15,7 @@ from safetensors import safe_open
 
 from dspark_mini.speculative import generate_plain, generate_speculative
 from lab.cli import main
+from lab.realtext import DOMAINS
 from lab.training.rebuild import (
     QUICK,
     Recipe,
@@ -54,7 +55,7 @@ def test_quick_rebuild_writes_every_file_and_a_report(quick_run):
     assert set(report["drafters"]) == set(DRAFTERS)
     for name in DRAFTERS:
         q = report["drafters"][name]["quality"]
-        for domain in ("math", "code", "chat"):
+        for domain in DOMAINS:
             for label in ("t1", "greedy"):
                 assert 1.0 <= q[domain][label]["tau"] <= 1 + (1 if name == "mtp1" else 5)
             assert q[domain]["speed"]["plain_tok_s"] > 0
