@@ -275,7 +275,7 @@ def test_invalid_config_raises(make, field_name, bad, allowed_fragment) -> None:
 
 def test_invalid_change_leaves_field_value_in_error() -> None:
     """The ConfigError of an invalid tuple field carries the whole tuple that was passed."""
-    bad = (0, 3, 3, 3, 1, 1, 1, 1, 0, 0)
+    bad = (0, 3, 3, 3, 1, 1, 1, 1) + LAB_DRAFT  # the right length: refused for the ratio 3
     with pytest.raises(ConfigError) as info:
         get_config("lab").replace(compress_ratios=bad)
     assert info.value.value == bad and repr(bad) in str(info.value)
@@ -302,7 +302,7 @@ ACCEPTED_BUT_INVALID = [
     pytest.param({"rope_factor": float("inf")}, "rope_factor", id="rope_factor_inf"),
     pytest.param({"swiglu_limit": float("inf")}, "swiglu_limit", id="swiglu_limit_inf"),
     pytest.param({"engram_layer_ids": (False, 3)}, "engram_layer_ids", id="layer_id_bool"),
-    pytest.param({"compress_ratios": (0, True, 2, 2, 1, 1, 1, 1, 0, 0)}, "compress_ratios", id="ratio_bool"),
+    pytest.param({"compress_ratios": (0, True, 2, 2, 1, 1, 1, 1) + LAB_DRAFT}, "compress_ratios", id="ratio_bool"),
     pytest.param({"kv_quant": 1}, "kv_quant", id="kv_quant_int"),
     pytest.param({"dtype": ["float64"]}, "dtype", id="dtype_list"),
     pytest.param({"extra": None}, "extra", id="extra_none"),
