@@ -422,6 +422,7 @@ def prompt_data(model: Transformer, name: str, domain: str, ids: list[int], new_
             {
                 "p": r.position,
                 "base": trace.get("6B", "base_logits")[0].clone(),  # U_i [K, V] (restricted and rounded later)
+                "drafted": trace.get("6B", "draft_logits")[0].clone(),  # [K, V] U_i + Markov bias (not embedded)
                 "a": rounded(h.to(w_h.dtype) @ w_h, DECIMALS["confidence"]),  # w_h·h_i [K]
                 "greedy": {"draft": r.draft, "n": r.n_accepted, "next": r.next_token},
             }
@@ -458,16 +459,7 @@ def sps_data() -> dict[str, Any]:
     }
 
 
-def draft_rows(pr: dict[str, Any], w1: torch.Tensor, w2: torch.Tensor) -> list[torch.Tensor]:
-    """Each round's greedy draft logits U_i + W2·W1[x_{i−1}] (x_0 the anchor, then the greedy drafts).  [K, V] each"""
-    out = []
-    for r in pr["rounds"]:
-        prev = [pr["tokens"][r["p"]], *r["greedy"]["draft"][:-1]]  # [K] x_{i−1} of each position
-        out.append(r["base"] + w1[prev].to(r["base"].dtype) @ w2.T.to(r["base"].dtype))
-    return out
-
-
-def page_ids(prompts: list[dict[str, Any]], w1: torch.Tensor, w2: torch.Tensor) -> list[int]:
+def page_ids(prompts: list[dict[str, Any]]) -> list[int]:
     """The page's words: every token of the prompts' greedy texts and drafts, and the TOP_PER_ROW most likely tokens
     of every stored target row and of every greedy draft row (U_i plus the Markov bias of the greedy previous
     token), as ascending vocabulary ids. The page samples over these words only (the full 8,192-id vocabulary in
@@ -477,7 +469,7 @@ def page_ids(prompts: list[dict[str, Any]], w1: torch.Tensor, w2: torch.Tensor) 
         keep |= set(pr["tokens"])
         for r in pr["rounds"]:
             keep |= set(r["greedy"]["draft"]) | {r["greedy"]["next"]}
-        for t in [pr["target"], *draft_rows(pr, w1, w2)]:  # [rows, V] each
+        for t in [pr["target"], *(r["drafted"] for r in pr["rounds"])]:  # [rows, V] each
             keep |= set(t.topk(TOP_PER_ROW, dim=-1).indices.flatten().tolist())
     return sorted(keep)
 
@@ -502,13 +494,14 @@ def build_data(model: Transformer) -> dict[str, Any]:
     sts = mtp.confidence_temperatures or (1.0,) * model.cfg.dspark_block_size
     tok = default_tokenizer()
     prompts = [prompt_data(model, **p) for p in default_prompts()]
-    ids = page_ids(prompts, w1, w2)  # [W] the page's words, ascending vocabulary ids
+    ids = page_ids(prompts)  # [W] the page's words, ascending vocabulary ids
     where = {v: i for i, v in enumerate(ids)}
-    outside = [outside_mass(r, ids) for pr in prompts for r in [pr["target"], *draft_rows(pr, w1, w2)]]
+    outside = [outside_mass(r, ids) for pr in prompts for r in [pr["target"], *(x["drafted"] for x in pr["rounds"])]]
     for pr in prompts:  # every id → its page id; every row restricted to the page's words, then rounded
         pr["tokens"] = [where[t] for t in pr["tokens"]]
         pr["target"] = rounded(pr["target"][:, ids], DECIMALS["logits"])
         for r in pr["rounds"]:
+            del r["drafted"]  # the page recomputes it from U_i and the Markov head
             r["base"] = rounded(r["base"][:, ids], DECIMALS["logits"])
             g = r["greedy"]
             r["greedy"] = {"draft": [where[t] for t in g["draft"]], "n": g["n"], "next": where[g["next"]]}
