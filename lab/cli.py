@@ -47,7 +47,7 @@ from .present import presenter
 from .realscale import cli as realscale_cli
 from .realtext import cli as realtext_cli
 from .serving import cli as serving_cli
-from .text import in_lang
+from .text import check_lang, lang_table
 from .training import cli as training_cli
 
 # the groups, in the order `--help` lists their commands
@@ -109,12 +109,8 @@ def check_args(args: argparse.Namespace) -> None:
 
     preset = getattr(args, "preset", "lab")
     if preset not in PRESETS:  # named as the option the user typed, not as a config field
-        tr = in_lang(args.lang)
-        raise ValueError(
-            tr("--preset = {p!r} is invalid: allowed {a}", "--preset = {p!r} không hợp lệ: chỉ nhận {a}").format(
-                p=preset, a=", ".join(PRESETS)
-            )
-        )
+        text = lang_table("messages", "cli")["preset"][check_lang(args.lang)]
+        raise ValueError(text.format(p=preset, a=", ".join(PRESETS)))
     checkpoint = getattr(args, "checkpoint", None)
     if checkpoint is not None:
         if not Path(checkpoint).is_dir():

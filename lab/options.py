@@ -30,6 +30,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .text import Texts, lang_table
+
+MESSAGES = Texts(lang_table("messages", "options"), "message")  # lab/lang/<lang>/messages.toml
+
 WIDTH = 80
 EXIT_CODES = (
     "exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C)\n"
@@ -211,31 +215,25 @@ def free_memory() -> int | None:
     return free
 
 
-def jobs_range() -> tuple[int, str, str]:
-    """The most worker processes this machine runs at once → (n, why in English, why in Vietnamese): its cores, and
-    its free memory at MEMORY_PER_JOB a worker; one job is always allowed (it runs in the command's own process)."""
+def jobs_range(lang: str = "en") -> tuple[int, str]:
+    """The most worker processes this machine runs at once → (n, why in `lang`): its cores, and its free memory at
+    MEMORY_PER_JOB a worker; one job is always allowed (it runs in the command's own process)."""
     cores, free = cpu_cores(), free_memory()
     by_memory = cores if free is None else free // MEMORY_PER_JOB
     n = max(1, min(cores, by_memory))
-    gb, per = (free or 0) / 1e9, MEMORY_PER_JOB / 1e9
-    en = f"{cores} CPU core{'s' if cores != 1 else ''}"
-    vi = f"{cores} nhân CPU"
+    why = f"{cores} {MESSAGES('core' if cores == 1 else 'cores', lang)}"
     if free is not None:
-        en += f", {gb:.1f} GB free memory at about {per:.1f} GB a worker: room for {by_memory}"
-        vi += f", {gb:.1f} GB bộ nhớ trống, mỗi tiến trình khoảng {per:.1f} GB: đủ cho {by_memory}".replace(".", ",")
-    return n, en, vi
+        gb, per = (f"{x:.1f}".replace(".", "," if lang == "vi" else ".") for x in (free / 1e9, MEMORY_PER_JOB / 1e9))
+        why += ", " + MESSAGES("memory_room", lang, gb=gb, per=per, room=by_memory)
+    return n, why
 
 
 def check_jobs(jobs: int, option: str = "--jobs", lang: str = "en") -> int:
     """`jobs` worker processes, at most what this machine runs at once (`jobs_range`) → jobs. More is refused with
     one line naming `option` and the allowed range (never lowered quietly)."""
-    n, en, vi = jobs_range()
+    n, why = jobs_range(lang)
     if jobs > n:
-        raise ValueError(
-            f"{option} = {jobs} vượt quá số tiến trình máy này chạy được cùng lúc: chỉ nhận 1..{n} ({vi})"
-            if lang == "vi"
-            else f"{option} = {jobs} is more than this machine runs at once: allowed 1..{n} ({en})"
-        )
+        raise ValueError(MESSAGES("too_many_jobs", lang, option=option, jobs=jobs, n=n, why=why))
     return jobs
 
 
@@ -295,22 +293,14 @@ def stop_workers(pool: Any) -> None:
 
 
 def pool_error(jobs: int, option: str | None, lang: str) -> PoolError:
-    fewer = max(1, jobs // 2)
-    if lang == "vi":
-        cause = (
-            f"một tiến trình con đã dừng đột ngột (bị hệ thống giết, nhiều khả năng vì hết bộ nhớ: mỗi tiến trình "
-            f"trong {jobs} tiến trình cần khoảng {MEMORY_PER_JOB / 1e9:.1f} GB)".replace("0.3", "0,3")
-        )
-        fix = (
-            f"hãy giảm {option}, ví dụ {option} {fewer}, hoặc giải phóng bộ nhớ" if option else "hãy giải phóng bộ nhớ"
-        )
-        return PoolError(f"{cause}: {fix} rồi chạy lại")
-    cause = (
-        f"a worker process stopped without a word (killed, most likely by the system for lack of memory: each of the "
-        f"{jobs} workers takes about {MEMORY_PER_JOB / 1e9:.1f} GB)"
+    gb = f"{MEMORY_PER_JOB / 1e9:.1f}".replace(".", "," if lang == "vi" else ".")
+    cause = MESSAGES("worker_died", lang, jobs=jobs, gb=gb)
+    fix = (
+        MESSAGES("fewer_jobs", lang, option=option, fewer=max(1, jobs // 2))
+        if option
+        else MESSAGES("free_memory", lang)
     )
-    fix = f"allowed fewer {option}, e.g. {option} {fewer}, or more free memory" if option else "free some memory"
-    return PoolError(f"{cause}: {fix}, then run it again")
+    return PoolError(MESSAGES("run_again", lang, cause=cause, fix=fix))
 
 
 @contextmanager

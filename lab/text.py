@@ -1,6 +1,10 @@
 """The lab's two languages and the strings several parts share: one helper for every vi/en table.
 
   LANGS, check_lang(lang)     "vi" and "en"; anything else is a ValueError naming it
+  lang_table(family, section) one table of the lesson's text files: lab/lang/vi/<family>.toml and
+                              lab/lang/en/<family>.toml hold the same ids → {id: {"vi": …, "en": …}}
+  lang_tables(family)         every table of a family at one read → {section: {id: {"vi": …, "en": …}}}
+  lang_string(family, key)    one top-level string of those files → {"vi": …, "en": …}
   Texts(table, what)          a table {key: {"vi": …, "en": …}}: `T(key, lang, **fmt)` gives one string (formatted
                               when fmt is given); an unknown key is a ValueError naming the table; `T[key]["vi"]`
                               reads it raw. Every module with screen, figure or message text keeps one `Texts`.
@@ -18,12 +22,21 @@ names and code identifiers such as Engram, mHC, DSpark, `hc_pre`, logits stay in
 
 from __future__ import annotations
 
+import re
+import string
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 LANGS: tuple[str, ...] = ("vi", "en")
+LANG_DIR = Path(__file__).resolve().parent / "lang"  # lab/lang/<lang>/<family>.toml: every sentence a screen shows
 DEFAULT_PROMPT = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
 
 
@@ -33,6 +46,86 @@ def check_lang(lang: str) -> str:
     if key not in LANGS:
         raise ValueError(f"unknown language {lang!r}: allowed {', '.join(map(repr, LANGS))}")
     return key
+
+
+# ---- the text files: lab/lang/vi/*.toml and lab/lang/en/*.toml, the same ids in both ------------------------------
+MARKER = re.compile(r"<!--n:[^>]*-->")  # a number filled from the data it quotes (lab/lesson/prose.py)
+
+
+def placeholders(text: str) -> tuple[list[str], list[str]]:
+    """The `{name}` fields of a str.format text and its prose markers, sorted: both languages must have the same."""
+    fields = sorted(
+        f"{{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}"
+        for _, name, spec, conv in string.Formatter().parse(text)
+        if name is not None
+    )
+    return fields, sorted(MARKER.findall(text))
+
+
+def read_family(family: str, lang_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Both languages' file of one family, parsed and checked against each other → {lang: parsed TOML}. The ids,
+    every table's and every string's, must be the same in both, and each text's `{fields}` and prose markers too:
+    a ValueError names the family, the id and what differs."""
+    root = LANG_DIR if lang_dir is None else lang_dir
+    files = {lang: root / lang / f"{family}.toml" for lang in LANGS}
+    for path in files.values():
+        if not path.is_file():
+            raise ValueError(f"text family {family!r}: {path} is missing (the lab's text files: {root})")
+    parsed = {lang: tomllib.loads(path.read_text(encoding="utf-8")) for lang, path in files.items()}
+
+    def same(a: Any, b: Any, where: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            if list(a) != list(b):
+                only = sorted(set(a) ^ set(b)) or ["(the same ids in another order)"]
+                raise ValueError(f"text family {family!r}{where}: the ids differ between vi and en: {', '.join(only)}")
+            for k in a:
+                same(a[k], b[k], f"{where}.{k}" if where else f" id {k}")
+        elif isinstance(a, str) and isinstance(b, str):
+            if placeholders(a) != placeholders(b):
+                vi, en = placeholders(a), placeholders(b)
+                raise ValueError(f"text family {family!r}{where}: the placeholders differ: vi {vi}, en {en}")
+        elif isinstance(a, list) and isinstance(b, list) and all(isinstance(x, str) for x in a + b):
+            if len(a) != len(b):
+                raise ValueError(f"text family {family!r}{where}: vi has {len(a)} lines, en {len(b)}")
+        else:
+            raise ValueError(
+                f"text family {family!r}{where}: vi and en are not the same kind of value (str, list of str)"
+            )
+
+    same(parsed["vi"], parsed["en"], "")
+    return parsed
+
+
+def _leaf(value: Any) -> str | tuple[str, ...]:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def lang_table(family: str, section: str, lang_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """One table of a family's files → {id: {"vi": text, "en": text}} in file order (a list of lines → a tuple)."""
+    parsed = read_family(family, lang_dir)
+    if not isinstance(parsed["en"].get(section), dict):
+        tables = sorted(k for k, v in parsed["en"].items() if isinstance(v, dict))
+        raise ValueError(f"text family {family!r} has no table {section!r}: allowed {', '.join(map(repr, tables))}")
+    return {k: {lang: _leaf(parsed[lang][section][k]) for lang in LANGS} for k in parsed["en"][section]}
+
+
+def lang_tables(family: str, lang_dir: Path | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every table of a family's files at one read → {section: {id: {"vi": text, "en": text}}}."""
+    parsed = read_family(family, lang_dir)
+    return {
+        section: {k: {lang: _leaf(parsed[lang][section][k]) for lang in LANGS} for k in table}
+        for section, table in parsed["en"].items()
+        if isinstance(table, dict)
+    }
+
+
+def lang_string(family: str, key: str, lang_dir: Path | None = None) -> dict[str, Any]:
+    """One top-level text of a family's files → {"vi": text, "en": text}."""
+    parsed = read_family(family, lang_dir)
+    if key not in parsed["en"] or isinstance(parsed["en"][key], dict):
+        keys = sorted(k for k, v in parsed["en"].items() if not isinstance(v, dict))
+        raise ValueError(f"text family {family!r} has no text {key!r}: allowed {', '.join(map(repr, keys))}")
+    return {lang: _leaf(parsed[lang][key]) for lang in LANGS}
 
 
 class Texts(Mapping[str, Mapping[str, str]]):
@@ -66,172 +159,7 @@ class Texts(Mapping[str, Mapping[str, str]]):
 
 
 # ---- shared UI strings (table headers, panel labels, verify outcomes, warnings) ---------------------------
-UI = Texts(
-    {
-        # panels
-        "step": {"vi": "Bước", "en": "Step"},
-        "column": {"vi": "Cột", "en": "Column"},
-        "flow": {"vi": "Luồng", "en": "Flow"},
-        "what": {"vi": "Cơ chế", "en": "What it does"},
-        "equation": {"vi": "Phương trình", "en": "Equation"},
-        "shapes": {"vi": "Kích thước tensor", "en": "Shapes"},
-        "look_at": {"vi": "Nhìn vào đâu", "en": "Look at"},
-        "real_scale": {"vi": "Quy mô thật", "en": "Real scale"},
-        "module": {"vi": "Mô-đun", "en": "Module"},
-        "next_step": {"vi": "Bước sau", "en": "Next step"},
-        "prev_step": {"vi": "Bước trước", "en": "Previous step"},
-        "all_steps": {"vi": "Tất cả các bước", "en": "All steps"},
-        "map_hint": {
-            "vi": "Bấm vào một khối của sơ đồ để mở bước tương ứng.",
-            "en": "Click a block of the map to open its step.",
-        },
-        # run settings
-        "preset": {"vi": "Cấu hình", "en": "Preset"},
-        "prompt": {"vi": "Lời nhắc (prompt)", "en": "Prompt"},
-        "n_tokens": {"vi": "{n} token", "en": "{n} tokens"},  # str.format(n=...)
-        "seed": {"vi": "Hạt giống (seed)", "en": "Seed"},
-        "language": {"vi": "Ngôn ngữ", "en": "Language"},
-        "weights": {"vi": "Trọng số", "en": "Weights"},
-        "trained": {"vi": "đã huấn luyện", "en": "trained"},
-        "untrained": {"vi": "chưa huấn luyện", "en": "untrained"},
-        "temperature": {"vi": "Nhiệt độ", "en": "Temperature"},
-        "block_size": {"vi": "Độ dài khối nháp k", "en": "Draft block size k"},
-        "verify_len": {"vi": "Độ dài verify ℓ", "en": "Verify length ℓ"},
-        "requests_in_flight": {"vi": "Số yêu cầu đang chạy R", "en": "Requests in flight R"},
-        # tensor statistics
-        "tensor": {"vi": "Tensor", "en": "Tensor"},
-        "shape": {"vi": "Kích thước", "en": "Shape"},
-        "dtype": {"vi": "Kiểu dữ liệu", "en": "Dtype"},
-        "mean": {"vi": "Trung bình", "en": "Mean"},
-        "std": {"vi": "Độ lệch chuẩn", "en": "Std"},
-        "min": {"vi": "Nhỏ nhất", "en": "Min"},
-        "max": {"vi": "Lớn nhất", "en": "Max"},
-        "max_abs_diff": {"vi": "max |Δ|", "en": "max |Δ|"},
-        # schedule, caches, sizes
-        "layer": {"vi": "Lớp", "en": "Layer"},
-        "role": {"vi": "Vai trò", "en": "Role"},
-        "ratio": {"vi": "Tỉ lệ nén", "en": "Compress ratio"},
-        "reads_kv_of": {"vi": "Đọc KV của", "en": "Reads KV of"},
-        "reads_topk_of": {"vi": "Đọc top-k của", "en": "Reads top-k of"},
-        "role_swa_only": {"vi": "chỉ SWA", "en": "SWA-only"},
-        "role_full": {"vi": "Full (nguồn KV + index)", "en": "Full (KV + index source)"},
-        "role_reuse": {"vi": "Reuse (dùng lại)", "en": "Reuse"},
-        "role_reindex": {"vi": "Reindex (chấm điểm lại)", "en": "Reindex"},
-        "role_candidate_source": {"vi": "nguồn ứng viên", "en": "candidate source"},
-        "encoder": {"vi": "encoder", "en": "encoder"},
-        "decoder": {"vi": "decoder", "en": "decoder"},
-        "lane": {"vi": "Làn", "en": "Lane"},
-        "iteration": {"vi": "Vòng lặp", "en": "Iteration"},
-        "comb_history": {"vi": "lịch sử comb", "en": "comb history"},
-        "row_sum": {"vi": "Tổng hàng", "en": "Row sum"},
-        "col_sum": {"vi": "Tổng cột", "en": "Column sum"},
-        "position": {"vi": "Vị trí", "en": "Position"},
-        "compressed_position": {"vi": "Vị trí nén", "en": "Compressed position"},
-        "gate": {"vi": "Cổng", "en": "Gate"},
-        "score": {"vi": "Điểm", "en": "Score"},
-        "expert": {"vi": "Expert", "en": "Expert"},
-        "load": {"vi": "Tải", "en": "Load"},
-        "params": {"vi": "Số tham số", "en": "Parameters"},
-        "bytes_per_token": {"vi": "Byte mỗi token", "en": "Bytes per token"},
-        "cache_kind": {"vi": "Loại cache", "en": "Cache kind"},
-        "cache_window": {"vi": "cửa sổ FP8", "en": "FP8 window"},
-        "cache_compressed": {"vi": "KV nén FP4", "en": "FP4 compressed KV"},
-        "cache_index": {"vi": "key indexer FP4", "en": "FP4 index keys"},
-        "qdq_error": {"vi": "Sai số lượng tử hóa", "en": "Quantization error"},
-        "toy": {"vi": "Mô hình nhỏ (lab)", "en": "Toy (lab)"},
-        "real": {"vi": "Mô hình thật (flash)", "en": "Real (flash)"},
-        # 6B: head, draft, verify
-        "token": {"vi": "Token", "en": "Token"},
-        "token_id": {"vi": "Mã token", "en": "Token id"},
-        "logit": {"vi": "Logit", "en": "Logit"},
-        "probability": {"vi": "Xác suất", "en": "Probability"},
-        "tap_layers": {"vi": "Lớp đích", "en": "Tap layers"},
-        "draft_token": {"vi": "Token nháp", "en": "Draft token"},
-        "draft_probability": {"vi": "Xác suất nháp p_d(x)", "en": "Draft probability p_d(x)"},
-        "confidence": {"vi": "Đầu tin cậy c", "en": "Confidence c"},
-        "target_token": {"vi": "Token của forward thật", "en": "Target token"},
-        "accepted": {"vi": "được giữ", "en": "accepted"},
-        "rejected": {"vi": "bị từ chối", "en": "rejected"},
-        "resampled": {"vi": "lấy mẫu lại", "en": "resampled"},
-        "bonus": {"vi": "token thưởng", "en": "bonus"},
-        "not_verified": {"vi": "không xét", "en": "not verified"},
-        "not_sent": {"vi": "không gửi đi verify", "en": "not sent to verify"},
-        "accepted_length": {"vi": "Độ dài chấp nhận τ", "en": "Accepted length τ"},
-        "acceptance_rate": {"vi": "Tỉ lệ token nháp được giữ", "en": "Acceptance rate"},
-        "parity": {"vi": "Parity logits", "en": "Logit parity"},
-        "note_draft_probability": {
-            "vi": (
-                "Xác suất nháp p_d(x) là xác suất của token nháp theo phân phối draft — con số mà bài học gọi là "
-                "confidence; đầu tin cậy c là đầu ra của Confidence Head σ, dự đoán token có qua được verify hay "
-                "không. "
-                "Hai con số khác nhau, và không con số nào là việc token được giữ."
-            ),
-            "en": (
-                "Draft probability p_d(x) is the draft token's probability under the draft distribution — the number "
-                "the Vietnamese lesson calls 'confidence'; confidence c is the confidence head's output σ, a "
-                "prediction of whether the token survives verify. Two different numbers, and neither is acceptance."
-            ),
-        },
-        "note_real_widths": {
-            "vi": (
-                "Độ rộng thật của DeepSeek-V4.1-Flash ({name}: vocab {vocab:,}, hidden {dim:,}, {layers} lớp), "
-                "trọng số khởi tạo ngẫu nhiên theo seed ngay trên thiết bị, không tải gì về. Chưa có tokenizer riêng: "
-                "văn bản "
-                "đi qua tokenizer của lab, mọi id của nó (< {lab:,}) đều là id hợp lệ trong {vocab:,} id; token "
-                "ngoài vốn từ của lab hiện thành ⟨id⟩."
-            ),
-            "en": (
-                "DeepSeek-V4.1-Flash's real widths ({name}: vocab {vocab:,}, hidden {dim:,}, {layers} layers), seeded "
-                "init drawn on the device, nothing downloaded. No tokenizer of its own here: the text goes through the "
-                "lab tokenizer, whose ids (all < {lab:,}) are valid ids of the {vocab:,}; an id past the lab "
-                "vocabulary shows as ⟨id⟩."
-            ),
-        },
-        "warning_untrained": {
-            "vi": (
-                "Trọng số chưa huấn luyện: xác suất nháp p_d(x) của token nháp chỉ quanh 1/V nên chưa nói lên điều gì "
-                "về câu chữ; hãy nạp trọng số đã huấn luyện để xem verify giữ lại bao nhiêu token."
-            ),
-            "en": (
-                "Untrained weights: draft probabilities sit near 1/V and say nothing about the language yet; "
-                "load the trained weights to see how many tokens verify keeps."
-            ),
-        },
-        "note_trained": {  # {ece}: lab.lesson.notes.ece_text of report.json's `heldout_calibration`
-            "vi": (
-                "Trọng số đã huấn luyện (lab/weights, `dspark-lab train all`): c là ước lượng của đầu tin cậy về khả "
-                "năng verify giữ token, c = σ(z/T) với logit z chia cho một nhiệt độ STS chọn trên {fit_n} vòng. Đo "
-                "trên {n} vòng kiểm định riêng (report.json, `heldout_calibration`), ECE (20 ngăn) của DSpark với các "
-                "nhiệt độ ấy so với đầu thô: {ece}. Hãy coi c là ước lượng thô, chưa phải xác suất đã hiệu chuẩn; so "
-                "nó với cột verify."
-            ),
-            "en": (
-                "Trained weights (lab/weights, `dspark-lab train all`): c is the confidence head's estimate of the "
-                "chance that verify keeps the token, c = σ(z/T) with its logit z divided by an STS temperature fitted "
-                "on {fit_n} rounds. Measured on {n} held-out rounds (report.json, `heldout_calibration`), DSpark's "
-                "20-bin ECE with those temperatures against the raw head: {ece}. Read c as a rough estimate, not a "
-                "calibrated probability; compare it with the verify column."
-            ),
-        },
-        # profiling
-        "time": {"vi": "Thời gian", "en": "Time"},
-        "p50": {"vi": "p50", "en": "p50"},
-        "p95": {"vi": "p95", "en": "p95"},
-        "p99": {"vi": "p99", "en": "p99"},
-        "run_conditions": {"vi": "Điều kiện chạy", "en": "Run conditions"},
-        "verify_cost": {"vi": "Chi phí verify", "en": "Verify cost"},
-        "throughput": {"vi": "Thông lượng", "en": "Throughput"},
-        "latency": {"vi": "Độ trễ", "en": "Latency"},
-        # files
-        "out_symlink": {
-            "vi": (
-                "{option} {link!r} là liên kết tượng trưng tới {target!r}: ghi vào {target!r}, liên kết được giữ nguyên"
-            ),
-            "en": "{option} {link!r} is a symbolic link to {target!r}: writing into {target!r}, the link is kept",
-        },
-    },
-    "UI",
-)
+UI = Texts(lang_table("ui", "ui"), "UI")
 
 
 def verify_label(status: str, lang: str) -> str:
@@ -240,30 +168,7 @@ def verify_label(status: str, lang: str) -> str:
 
 
 # ---- a student's prompt: one check for every entry point ---------------------------------------------------
-PROMPT_TEXT = Texts(
-    {
-        "not_text": {
-            "vi": "{option} = {value!r} không phải văn bản: cho phép một chuỗi 1..{limit} token",
-            "en": "{option} = {value!r} is not text: allowed a string of 1..{limit} tokens",
-        },
-        "empty": {
-            "vi": "{option} đang trống: hãy nhập một đoạn văn bản (1..{limit} token)",
-            "en": "{option} is empty: give some text (1..{limit} tokens)",
-        },
-        "too_long": {
-            "vi": (
-                "{option} có {n} token: cho phép 1..{limit} (max_seq_len {seq} − một lần verify {verify} vị trí: "
-                "anchor + {k} token nháp); hãy rút ngắn prompt"
-            ),
-            "en": (
-                "{option} has {n} tokens: allowed 1..{limit} (max_seq_len {seq} − one verify of {verify} positions: "
-                "anchor + {k} drafts); shorten the prompt"
-            ),
-        },
-        "tokenizer": {"vi": "{option}: {error}", "en": "{option}: {error}"},
-    },
-    "prompt",
-)
+PROMPT_TEXT = Texts(lang_table("ui", "prompt_text"), "prompt")
 
 
 def prompt_limit(cfg: Any) -> int:

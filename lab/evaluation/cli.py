@@ -15,7 +15,7 @@ from rich.table import Table
 from ..options import add_json, add_lang, add_seed, command
 from ..realtext import DOMAINS
 from ..style import print_json
-from ..text import Texts
+from ..text import Texts, lang_table
 
 COMMANDS = ("eval",)
 # Defaults that --help prints (it stays fast: no torch); tests/test_bad_input.py checks them against the
@@ -93,54 +93,7 @@ def run(args: argparse.Namespace, console: Console, lang: str) -> None:
         print_json(report)
 
 
-TEXT = {
-    "tau": {"en": "accepted length τ (kept drafts + 1)", "vi": "độ dài chấp nhận τ (token nháp giữ + 1)"},
-    "cond": {
-        "en": "conditional acceptance per draft position (T = 1): P(kept | all before kept)",
-        "vi": "tỉ lệ giữ có điều kiện theo vị trí nháp (T = 1): P(giữ | mọi vị trí trước đã giữ)",
-    },
-    "sweep": {
-        "en": "static confidence threshold (T = 1, mean over domains): verify up to the first c < t",
-        "vi": "ngưỡng confidence cố định (T = 1, trung bình các miền): verify tới vị trí đầu tiên có c < t",
-    },
-    "speed": {
-        "en": "tokens/s, greedy, batch 1 (plain vs speculative, interleaved)",
-        "vi": "token/giây, greedy, batch 1 (giải mã thường và suy đoán, xen kẽ)",
-    },
-    # table headers
-    "greedy": {"en": "greedy", "vi": "greedy (chọn argmax)"},
-    "drafter": {"en": "drafter", "vi": "bộ vẽ (drafter)"},
-    "mean": {"en": "mean", "vi": "trung bình"},
-    "drafter_domain": {"en": "drafter · domain", "vi": "bộ vẽ · miền"},
-    "decay": {"en": "decay c₁ − mean(c₂..)", "vi": "mức giảm c₁ − trung bình(c₂..)"},
-    "threshold": {"en": "t", "vi": "ngưỡng t"},
-    "verified_per_round": {"en": "verified / round", "vi": "số token verify / vòng"},
-    "verify_rate": {"en": "verify rate", "vi": "tỉ lệ được verify"},
-    "plain_speed": {"en": "plain tok/s", "vi": "thường token/giây"},
-    "spec_speed": {"en": "speculative tok/s", "vi": "suy đoán token/giây"},
-    "ratio": {"en": "ratio", "vi": "tỉ số"},
-    "ppl_title": {
-        "en": "perplexity of the target on {file}: {n} tokens scored",
-        "vi": "độ hỗn loạn (perplexity) của mô hình mục tiêu trên {file}: chấm {n} token",
-    },
-    "ppl_model": {"en": "the trained target", "vi": "mô hình mục tiêu đã huấn luyện"},
-    "ppl_unigram": {
-        "en": "unigram (training split, add-one)",
-        "vi": "unigram (phần huấn luyện, làm trơn cộng một)",
-    },
-    "ppl": {"en": "perplexity", "vi": "perplexity"},
-    "bpb": {"en": "bits per byte", "vi": "bit mỗi byte"},
-    "ppl_ratio": {
-        "en": "target ÷ unigram perplexity: {r:.3f} (below 1: the target predicts this text better than word counts)",
-        "vi": "perplexity mục tiêu ÷ unigram: {r:.3f} (dưới 1: mô hình đoán văn bản này tốt hơn việc đếm từ)",
-    },
-    "conditions": {
-        "en": "conditions: {n} prompts × {new} new tokens per domain, seed {seed}, {threads} thread(s), torch {torch}, "
-        "{cpu}; speed: {speed}",
-        "vi": "điều kiện chạy: {n} prompt × {new} token mới mỗi miền, seed {seed}, {threads} luồng, torch {torch}, "
-        "{cpu}; tốc độ: {speed}",
-    },
-}
+TEXT = lang_table("eval", "text")
 TEXT = Texts(TEXT, "eval")
 
 

@@ -19,6 +19,10 @@ from typing import Any
 
 import torch
 
+from ..text import Texts, lang_table
+
+TEXT = Texts(lang_table("messages", "files"), "file")  # lab/lang/<lang>/messages.toml
+
 MAX_FILE_BYTES = 10_000_000  # a few novels; more belongs in a longer evaluation than a command's
 
 
@@ -26,28 +30,15 @@ def read_text_file(path: str | Path, option: str = "--perplexity", lang: str = "
     """A UTF-8 text file, checked before it is read: a regular file, at most MAX_FILE_BYTES, not empty. The error
     names `option` and what is allowed, in `lang` (en or vi)."""
     p, shown = Path(path), f"{option} = {str(path)!r}"
-    vi = lang == "vi"
     if not p.is_file():
-        raise ValueError(
-            f"{shown} không phải tệp thường: chỉ nhận một tệp văn bản UTF-8"
-            if vi
-            else f"{shown} is not a regular file: allowed a UTF-8 text file"
-        )
+        raise ValueError(TEXT("not_file", lang, shown=shown))
     size = p.stat().st_size
     if not 0 < size <= MAX_FILE_BYTES:
-        raise ValueError(
-            f"{shown} có {size:,} byte: chỉ nhận 1..{MAX_FILE_BYTES:,}"
-            if vi
-            else f"{shown} has {size:,} bytes: allowed 1..{MAX_FILE_BYTES:,}"
-        )
+        raise ValueError(TEXT("size", lang, shown=shown, size=size, most=MAX_FILE_BYTES))
     try:
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(
-            f"{shown} không phải văn bản UTF-8 (byte {e.start}): chỉ nhận một tệp văn bản UTF-8"
-            if vi
-            else f"{shown} is not UTF-8 text (byte {e.start}): allowed a UTF-8 text file"
-        ) from None
+        raise ValueError(TEXT("not_utf8", lang, shown=shown, at=e.start)) from None
 
 
 def unigram_log_probs(train_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -22,6 +22,7 @@ from ..options import (
     command,
 )
 from ..style import print_json
+from ..text import lang_table
 
 COMMANDS = ("walk", "inspect", "generate", "profile")
 
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace, console: Any, lang: str) -> None:
 def run_profile(args: argparse.Namespace, console: Any, lang: str) -> None:
     from ..evaluation.profiling import profile  # torch: only when the command runs
 
-    with console.status("profiling step 6B…" if lang == "en" else "đang đo bước 6B…"):
+    with console.status(lang_table("messages", "cli")["profiling"][lang]):
         report = profile(
             args.preset,
             args.seed,

@@ -39,113 +39,15 @@ from xml.sax.saxutils import escape
 from mermaid.flowchart import FlowChart, Link, Node
 from mermaid.style import Style
 
-from ..text import LANGS, UI, Texts, check_lang
+from ..text import LANGS, UI, Texts, check_lang, lang_string, lang_table
 from .steps import COLUMNS, FLOW, STEPS, Edge, get_step
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DIAGRAM_DIR = "diagrams"
-SVG_FILES = {"en": "docs/map.svg", "vi": "docs/map.vi.svg"}
+SVG_FILES = lang_string("diagrams", "svg_files")
 FIX_COMMAND = "python -m lab.lesson.diagrams --write"
 
-TEXT = {
-    "map_title": {
-        "vi": "DeepSeek-V4.1-Flash · 4 cột · 10 khối (1A → 6B)",
-        "en": "DeepSeek-V4.1-Flash · 4 columns · 10 blocks (1A → 6B)",
-    },
-    "generated": {
-        "vi": f"Sinh từ lab/lesson/steps.py bằng {FIX_COMMAND}; đừng sửa tay",
-        "en": f"Generated from lab/lesson/steps.py by {FIX_COMMAND}; do not edit",
-    },
-    "flow_6b_title": {
-        "vi": "6B · DSpark: vẽ khối token nháp, bộ lập lịch chọn ℓ theo đầu tin cậy, rồi verify bằng forward thật",
-        "en": "6B · DSpark: draft a block of tokens, let the scheduler pick ℓ by confidence, verify with the real "
-        "forward",
-    },
-    # the three steps of the seed lesson's 6B flowchart
-    "sg_input": {"vi": "1 · Đầu vào là nhiều làn hidden", "en": "1 · Input: many hidden lanes"},
-    "sg_draft": {"vi": "2 · Vẽ khối token nháp", "en": "2 · Draft a block of tokens"},
-    "sg_verify": {
-        "vi": "3 · Chọn ℓ, rồi verify bằng forward thật",
-        "en": "3 · Choose ℓ, then verify with the real forward",
-    },
-    "lanes": {
-        "vi": "Forward thật của mô hình<br/>4 làn mHC [B,S,4,D] ở mỗi lớp",
-        "en": "The target model's forward<br/>4 mHC lanes [B,S,4,D] at every layer",
-    },
-    "head": {"vi": "hc_pre → RMSNorm → logits [B,V]", "en": "hc_pre → RMSNorm → logits [B,V]"},
-    "anchor": {
-        "vi": "token anchor x₀<br/>(do forward thật chọn)",
-        "en": "anchor token x₀<br/>(picked by the target)",
-    },
-    "taps_mean": {"vi": "trộn {w}", "en": "mixed {w}"},
-    "taps_concat_proj": {"vi": "nối lại rồi chiếu (main_proj)", "en": "concatenated, then projected (main_proj)"},
-    "lab": {"vi": "lab", "en": "lab"},
-    "real": {"vi": "thật", "en": "real"},
-    "block": {"vi": "Khối nháp [anchor, noise×(k−1)]", "en": "Draft block [anchor, noise×(k−1)]"},
-    "draft_layers": {
-        "vi": "Các lớp nháp: lab {lab} · thật {real}<br/>hai chiều bên trong khối",
-        "en": "Draft layers: lab {lab} · real {real}<br/>bidirectional inside the block",
-    },
-    "markov": {
-        "vi": "Markov head (bộ vẽ), hạng r: lab {lab} · thật {real}<br/>vẽ lần lượt: logits_i = U_i + W2·W1[x_(i−1)]",
-        "en": "Markov head (the drafter), rank r: lab {lab} · real {real}<br/>"
-        "left to right: logits_i = U_i + W2·W1[x_(i−1)]",
-    },
-    "drafts": {
-        "vi": "Token nháp x₁..x_k: cả khối mỗi vòng<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>chưa phải là token "
-        "được giữ",
-        "en": "Draft tokens x₁..x_k: the whole block every round<br/>{p} · {c} = σ(w·[h; W1[x_prev]])<br/>neither "
-        "is acceptance",
-    },
-    "survival": {
-        "vi": "Xác suất sống sót a_j = c_1·…·c_j<br/>P(token nháp 1..j cùng được giữ)",
-        "en": "Survival a_j = c_1·…·c_j<br/>P(drafts 1..j all kept)",
-    },
-    "sps": {
-        "vi": "SPS(B): số bước verify mỗi giây khi batch có B token<br/>(đo: dspark-lab profile --sps)",
-        "en": "SPS(B): verify steps per second at B batch tokens<br/>(measured: dspark-lab profile --sps)",
-    },
-    "scheduler": {
-        "vi": "Bộ lập lịch chọn ℓ ∈ 0..k cho từng yêu cầu<br/>cố định: ℓ = --block · dspark (Algorithm 1): a lớn "
-        "trước,<br/>dừng khi Θ = τ*·SPS(B) thôi tăng",
-        "en": "Scheduler picks ℓ ∈ 0..k per request<br/>fixed: ℓ = --block · dspark (Algorithm 1): largest a "
-        "first,<br/>stop when Θ = τ*·SPS(B) stops rising",
-    },
-    "not_sent": {
-        "vi": "{not_sent}: x_(ℓ+1)..x_k<br/>forward thật không hề thấy chúng",
-        "en": "{not_sent}: x_(ℓ+1)..x_k<br/>the target never sees them",
-    },
-    "verify": {
-        "vi": "Một lượt forward thật trên [x₀, x₁..x_ℓ]<br/>giữ x_i với xác suất min(1, p_t/p_d)"
-        "<br/>greedy: giữ khi trùng argmax",
-        "en": "One real forward over [x₀, x₁..x_ℓ]<br/>keep x_i with probability min(1, p_t/p_d)"
-        "<br/>greedy: keep on an argmax match",
-    },
-    "accepted": {
-        "vi": "{accepted}: phần đầu dài nhất của khối nháp",
-        "en": "{accepted}: the longest kept prefix of the draft",
-    },
-    "rejected": {
-        "vi": "{rejected} ở vị trí sai đầu tiên → {resampled}<br/>từ norm(max(0, p_t − p_d)); phần nháp sau bị bỏ",
-        "en": "{rejected} at the first mismatch → {resampled}<br/>from norm(max(0, p_t − p_d)); the rest is dropped",
-    },
-    "bonus": {
-        "vi": "{bonus}: cả ℓ token được giữ<br/>→ thêm 1 token từ p_t^(ℓ+1)",
-        "en": "{bonus}: all ℓ kept<br/>→ one more token from p_t^(ℓ+1)",
-    },
-    "commit": {
-        "vi": "Ghi τ = n + 1 token; mọi cache quay về độ dài đã giữ<br/>"
-        "(ring cửa sổ, carry bộ nén, KV nén, key indexer, lịch sử n-gram Engram, ring lớp nháp)<br/>"
-        "token cuối cùng là anchor của vòng sau",
-        "en": "Commit τ = n + 1 tokens; every cache rolled back to the accepted length<br/>"
-        "(window rings, compressor carry, compressed KV, index keys, Engram n-gram history, draft rings)<br/>"
-        "the last token is the next round's anchor",
-    },
-    "e_match": {"vi": "trùng", "en": "match"},
-    "e_mismatch": {"vi": "sai đầu tiên", "en": "first mismatch"},
-    "e_all_kept": {"vi": "giữ cả ℓ", "en": "all ℓ kept"},
-    "e_past": {"vi": "sau ℓ", "en": "past ℓ"},
-}
+TEXT = lang_table("diagrams", "text")
 TEXT = Texts(TEXT, "diagram")
 
 # column colours, shared by the mermaid classDefs and the SVG: (panel fill, stroke, text)
@@ -269,7 +171,7 @@ def architecture_map(lang: str = "en") -> str:
         list(columns.values()),
         links,
         "LR",
-        f"{TEXT('map_title', lang)} · {flow_string(lang)} · {TEXT('generated', lang)}",
+        f"{TEXT('map_title', lang)} · {flow_string(lang)} · {TEXT('generated', lang, command=FIX_COMMAND)}",
     )
     return chart.script
 
@@ -305,7 +207,7 @@ def _layers(ids: tuple[int, ...], lang: str) -> str:
     """(3, 4) → "layers 3 and 4" / "lớp 3 và 4"; (37, 38, 39) → "L37..39"."""
     if len(ids) >= 3 and list(ids) == list(range(ids[0], ids[-1] + 1)):
         return f"L{ids[0]}..{ids[-1]}"
-    word, conj = {"vi": ("lớp", "và"), "en": ("layers" if len(ids) > 1 else "layer", "and")}[lang]
+    word, conj = TEXT("layers" if len(ids) > 1 else "layer", lang), TEXT("and", lang)
     names = [str(i) for i in ids]
     return f"{word} {names[0]}" if len(names) == 1 else f"{word} {', '.join(names[:-1])} {conj} {names[-1]}"
 
@@ -412,7 +314,11 @@ def flow_6b(lang: str = "en") -> str:
         Link(bonus, commit),
     ]
     chart = _FlowChart(
-        TEXT("flow_6b_title", lang), groups, links, "TB", f"{TEXT('flow_6b_title', lang)} · {TEXT('generated', lang)}"
+        TEXT("flow_6b_title", lang),
+        groups,
+        links,
+        "TB",
+        f"{TEXT('flow_6b_title', lang)} · {TEXT('generated', lang, command=FIX_COMMAND)}",
     )
     return chart.script
 
@@ -525,7 +431,7 @@ def map_svg(lang: str = "en") -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" font-family="{_FONT}">',
         f"<title>{escape(TEXT('map_title', lang))}</title>",
-        f"<desc>{escape(flow_string(lang))}. {escape(TEXT('generated', lang))}</desc>",
+        f"<desc>{escape(flow_string(lang))}. {escape(TEXT('generated', lang, command=FIX_COMMAND))}</desc>",
         "<defs>",
         '<marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
         '<path d="M0,0 L10,5 L0,10 z" fill="#444"/></marker>',

@@ -9,19 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..text import check_lang
+from ..text import check_lang, lang_table
 
-MESSAGES = {
-    "ok": {"en": "✓ correct", "vi": "✓ đúng rồi"},
-    "no": {
-        "en": "✗ not yet (your answer: {got}) — look again at the cells above and retry",
-        "vi": "✗ chưa đúng (bạn trả lời: {got}) — xem lại các ô phía trên rồi thử lại",
-    },
-    "missing": {
-        "en": "… not answered yet: write your answer in the cell above (answer = …), then run this cell again",
-        "vi": "… hãy viết câu trả lời vào ô phía trên (answer = …) rồi chạy lại ô này — bạn chưa trả lời",
-    },
-}
+MESSAGES = lang_table("exercises", "messages")
 
 
 def check(answer: Any, expected: Any, lang: str = "en", tol: float = 1e-6) -> bool | None:

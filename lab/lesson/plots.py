@@ -28,7 +28,7 @@ from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
 
 from ..style import LOG_FLOOR, finish, none_if, rows_height
-from ..text import UI, Texts, check_lang
+from ..text import UI, Texts, check_lang, lang_table
 from .steps import get_step
 from .view import Walk
 from .views import role_name, sinkhorn_errors
@@ -48,128 +48,7 @@ ROLE_COLOURS: Mapping[str, str] = MappingProxyType(
 
 
 # Figure texts that the shared UI table (`steps.UI`) does not hold.
-TEXT = {
-    "sinkhorn": {
-        "vi": "Hội tụ Sinkhorn của comb — lớp {layer}, {sub}, vị trí {pos}",
-        "en": "Sinkhorn convergence of comb — layer {layer}, {sub}, position {pos}",
-    },
-    "max_err": {"vi": "sai lệch lớn nhất so với 1", "en": "max deviation from 1"},
-    "comb": {
-        "vi": "comb 4×4 (từ làn i → làn j) — lớp {layer}, {sub}, vị trí {pos}",
-        "en": "comb 4×4 (from lane i → to lane j) — layer {layer}, {sub}, position {pos}",
-    },
-    "from_lane": {"vi": "từ làn i", "en": "from lane i"},
-    "to_lane": {"vi": "đến làn j", "en": "to lane j"},
-    "lanes": {
-        "vi": "4 làn giống hệt nhau: {dims} chiều đầu của mỗi làn · pre₀ = {pre}",
-        "en": "4 identical lanes: first {dims} dims of each lane · pre₀ = {pre}",
-    },
-    "dim": {"vi": "chiều", "en": "dim"},
-    "engram": {"vi": "Cổng Engram của từng làn — lớp {layer}", "en": "Engram gate per lane — layer {layer}"},
-    "part_encoder": {"vi": "encoder (mã hóa)", "en": "encoder"},
-    "part_decoder": {"vi": "decoder (giải mã)", "en": "decoder"},
-    "part_draft": {"vi": "bộ vẽ nháp (draft)", "en": "draft"},
-    "roles": {
-        "vi": "Vai trò các lớp (E = Engram · T = lớp đích DSpark · ★ = nguồn ứng viên)",
-        "en": "Layer roles (E = Engram · T = DSpark tap · ★ = candidate source)",
-    },
-    "compressor": {
-        "vi": "Nén — lớp {layer} (tỉ lệ {ratio}): token gốc → mục nén, được đọc bởi lớp {readers}",
-        "en": "Compression — layer {layer} (ratio {ratio}): raw tokens → compressed entries, read by layers {readers}",
-    },
-    "carry": {"vi": "chờ (carry): vị trí {pos}", "en": "carry (waiting): positions {pos}"},
-    "entry": {"vi": "mục nén", "en": "compressed entry"},
-    "indexer": {
-        "vi": "Điểm indexer — lớp {layer} ({role}); ô trống = không nhìn thấy",
-        "en": "Indexer scores — layer {layer} ({role}); blank = not visible",
-    },
-    "query": {"vi": "truy vấn (vị trí)", "en": "query (position)"},
-    "pick": {"vi": "được chọn (top-k)", "en": "picked (top-k)"},
-    "candidate": {"vi": "nhóm ứng viên", "en": "candidate pool"},
-    "shares": {
-        "vi": "Attention của token cuối theo đầu — lớp {layer}",
-        "en": "Last token's attention by head — layer {layer}",
-    },
-    "probs": {
-        "vi": "xác suất theo key (w = cửa sổ, c = nén)",
-        "en": "probability per key (w = window, c = compressed)",
-    },
-    "share": {"vi": "tỉ phần", "en": "share"},
-    "window": {"vi": "cửa sổ", "en": "window"},
-    "compressed": {"vi": "KV nén", "en": "compressed"},
-    "sink": {"vi": "sink", "en": "sink"},
-    "head": {"vi": "đầu", "en": "head"},
-    "key": {"vi": "key", "en": "key"},
-    "kv": {
-        "vi": "Byte KV theo độ dài ngữ cảnh (KV toàn cục thật: {real:g} B/token)",
-        "en": "KV bytes vs context length (real global KV: {real:g} B/token)",
-    },
-    "context": {"vi": "độ dài ngữ cảnh (token)", "en": "context length (tokens)"},
-    "bytes": {"vi": "byte mỗi chuỗi", "en": "bytes per sequence"},
-    "global_kv": {"vi": "KV toàn cục (nén + index)", "en": "global KV (compressed + index)"},
-    "window_kv": {"vi": "cửa sổ FP8 (cố định)", "en": "FP8 window (constant)"},
-    "router": {
-        "vi": "Điểm router (√softplus) — lớp {layer}; ◆ = expert được chọn",
-        "en": "Router scores (√softplus) — layer {layer}; ◆ = chosen experts",
-    },
-    "load": {"vi": "Tải expert trên prompt — lớp {layer}", "en": "Expert load over the prompt — layer {layer}"},
-    "tokens_routed": {"vi": "số token", "en": "tokens routed"},
-    "topk": {
-        "vi": "Top-{k} token ở vị trí cuối (logits [B, V] → softmax)",
-        "en": "Top-{k} tokens at the last position (logits [B, V] → softmax)",
-    },
-    "uniform": {"vi": "đều 1/V", "en": "uniform 1/V"},
-    "strip": {
-        "vi": "Token nháp d1..dk và kết quả verify<br>(○ = không gửi đi verify, sau vạch ℓ); ô cuối: token của "
-        "forward thật",
-        "en": "Draft tokens d1..dk and what verify did<br>(○ = not sent to verify, past the ℓ line); last cell: "
-        "the target's own token",
-    },
-    "not_sent": {
-        "vi": "sau ℓ = {l}: forward thật không hề thấy token này, nên không có p_t(x) hay tỉ lệ",
-        "en": "past ℓ = {l}: the target never saw this draft, so it has no p_t(x) and no ratio",
-    },
-    "after_anchor": {"vi": "ℓ = 0: chỉ verify ô anchor", "en": "ℓ = 0: only the anchor slot verified"},
-    "round": {
-        "vi": "vòng {i} · vị trí {pos}<br>anchor '{anchor}'",
-        "en": "round {i} · pos {pos}<br>anchor '{anchor}'",
-    },
-    "target_col": {"vi": "forward thật", "en": "target"},
-    "replaces": {"vi": "thay token nháp d{i}", "en": "replaces draft d{i}"},
-    "after": {"vi": "sau d{k}", "en": "after d{k}"},
-    "argmax": {"vi": "argmax của forward thật", "en": "target argmax"},
-    "used_t0": {"vi": "one-hot, T = 0: số verify đã dùng", "en": "one-hot, T = 0: what verify used"},
-    "used_t": {
-        "vi": "softmax(logits / T), T = {t}: số verify đã dùng",
-        "en": "softmax(logits / T), T = {t}: what verify used",
-    },
-    "soft": {"vi": "softmax T = 1 (verify không dùng)", "en": "softmax T = 1 (not used by verify)"},
-    "acceptance": {
-        "vi": "Tỉ lệ giữ theo vị trí, chỉ trên các token nháp đã gửi đi verify ({n} vòng, τ trung bình = {tau:.2f})",
-        "en": "Acceptance by position, over the drafts sent to verify only ({n} rounds, mean τ = {tau:.2f})",
-    },
-    "cond": {"vi": "có điều kiện (đã tới vị trí)", "en": "conditional (position reached)"},
-    "cum": {"vi": "tích lũy (trên mọi vòng)", "en": "cumulative (over all rounds)"},
-    "mean_c": {"vi": "đầu tin cậy c trung bình", "en": "mean confidence c"},
-    "mean_pd": {"vi": "p_d(x) trung bình", "en": "mean draft probability p_d(x)"},
-    "draft_pos": {"vi": "vị trí nháp", "en": "draft position"},
-    "rate": {"vi": "tỉ lệ", "en": "rate"},
-    "verify": {
-        "vi": "Chi phí verify: một lượt qua k + 1 hàng vs k bước giải mã<br><sup>{cond}</sup>",
-        "en": "Verify cost: one pass over k + 1 rows vs k decode steps<br><sup>{cond}</sup>",
-    },
-    "one_verify": {"vi": "1 lượt verify (p50, thanh lỗi tới p95)", "en": "one verify (p50, error bar to p95)"},
-    "k_decodes": {"vi": "k bước giải mã (p50, thanh lỗi tới p95)", "en": "k decode steps (p50, error bar to p95)"},
-    "ms": {"vi": "thời gian (ms)", "en": "time (ms)"},
-    "block_k": {"vi": "số token nháp k", "en": "draft tokens k"},
-    "reliability": {
-        "vi": "Biểu đồ tin cậy: {src} dự đoán vs tỉ lệ giữ thật (ECE = {ece:.3f}, {n} điểm)",
-        "en": "Reliability: predicted {src} vs observed acceptance (ECE = {ece:.3f}, {n} points)",
-    },
-    "predicted": {"vi": "giá trị dự đoán (trung bình mỗi ngăn)", "en": "predicted (bin mean)"},
-    "observed": {"vi": "tỉ lệ giữ thật", "en": "observed acceptance"},
-    "ideal": {"vi": "hiệu chuẩn hoàn hảo", "en": "perfect calibration"},
-}
+TEXT = lang_table("figures", "text")
 
 
 TEXT = Texts(TEXT, "figure")

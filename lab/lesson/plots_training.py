@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..style import finish
-from ..text import Texts, check_lang
+from ..text import Texts, check_lang, lang_table
 
 # ---- training and the mini DeepSpec comparison (notebook 07) -----------------------------------------
 # These read the report that `dspark-lab train all` writes (lab/weights/report.json, `lab.weights.report()`):
@@ -34,68 +34,7 @@ DRAFTER_COLOURS: Mapping[str, str] = MappingProxyType(
 TEMPERATURE_LABELS: tuple[str, ...] = ("t1", "greedy")
 
 
-TEXT: Mapping[str, Mapping[str, str]] = {
-    "dom_en": {"vi": "tiếng Anh", "en": "English"},
-    "dom_vi": {"vi": "tiếng Việt", "en": "Vietnamese"},
-    "dom_code": {"vi": "mã", "en": "code"},
-    "dom_sums": {"vi": "phép cộng", "en": "sums"},
-    "dom_mean": {"vi": "trung bình", "en": "mean"},
-    "temp_t1": {"vi": "T = 1", "en": "T = 1"},
-    "temp_greedy": {"vi": "greedy (T = 0)", "en": "greedy (T = 0)"},
-    "target_title": {
-        "vi": "Huấn luyện mô hình mục tiêu: loss và độ chính xác trên tập kiểm định ({steps} bước, {seconds})",
-        "en": "Training the target: validation loss and accuracy ({steps} steps, {seconds})",
-    },
-    "step": {"vi": "bước huấn luyện", "en": "training step"},
-    "val_loss": {"vi": "loss kiểm định", "en": "validation loss"},
-    "val_acc": {"vi": "độ chính xác kiểm định", "en": "validation accuracy"},
-    "tau_title": {
-        "vi": "Độ dài được giữ τ mỗi vòng (kể cả token của mô hình mục tiêu) — Bảng 1 thu nhỏ",
-        "en": "Accepted length τ per round (the target's own token included) — Table 1 in miniature",
-    },
-    "tau_ratio": {
-        "vi": "DSpark ÷ DFlash: {t1:.2f} (T = 1), {greedy:.2f} (greedy)",
-        "en": "DSpark ÷ DFlash: {t1:.2f} (T = 1), {greedy:.2f} (greedy)",
-    },
-    "tau_axis": {"vi": "τ (token mỗi vòng)", "en": "τ (tokens per round)"},
-    "cond_title": {
-        "vi": "Tỉ lệ giữ có điều kiện theo vị trí nháp, {temp} — Hình 2 thu nhỏ",
-        "en": "Conditional acceptance by draft position, {temp} — Figure 2 in miniature",
-    },
-    "cond_axis": {"vi": "P(giữ d_i | đã giữ d_1..d_(i−1))", "en": "P(d_i kept | d_1..d_(i−1) kept)"},
-    "sweep_title": {
-        "vi": "Ngưỡng tin cậy tĩnh — {name}, T = 1 (Hình 5 thu nhỏ)",
-        "en": "Static confidence threshold — {name}, T = 1 (Figure 5 in miniature)",
-    },
-    "threshold": {"vi": "ngưỡng c", "en": "threshold on c"},
-    "verified": {"vi": "ô được verify mỗi vòng", "en": "verified slots per round"},
-    "committed": {"vi": "τ (token được ghi mỗi vòng)", "en": "τ (tokens committed per round)"},
-    "verify_rate": {"vi": "tỉ lệ verify hữu ích = τ ÷ ô verify", "en": "verify rate = τ ÷ verified slots"},
-    "tokens": {"vi": "token mỗi vòng", "en": "tokens per round"},
-    "sts_title": {
-        "vi": "Hiệu chuẩn STS đầu tin cậy của {name}: ECE của xác suất sống sót tiền tố theo vị trí",
-        "en": "STS calibration of {name}'s confidence: ECE of prefix survival per position",
-    },
-    "sts_sub": {
-        "vi": "nhiệt độ chọn trên {fit} vòng hiệu chuẩn; kiểm định riêng trên {held} vòng của phần đánh giá",
-        "en": "temperatures fitted on {fit} calibration rounds; held out: {held} rounds of the evaluation",
-    },
-    "ece_before": {"vi": "ECE trước STS (vòng dùng để chọn)", "en": "ECE before STS (fit rounds)"},
-    "ece_after": {
-        "vi": "ECE sau STS (vòng dùng để chọn; nhãn: nhiệt độ T_i)",
-        "en": "ECE after STS (fit rounds; label: temperature T_i)",
-    },
-    "ece_held_raw": {"vi": "ECE thô (vòng kiểm định riêng)", "en": "ECE raw (held-out rounds)"},
-    "ece_held_sts": {"vi": "ECE sau STS (vòng kiểm định riêng)", "en": "ECE after STS (held-out rounds)"},
-    "ece": {"vi": "ECE (20 ngăn)", "en": "ECE (20 bins)"},
-    "speed_title": {
-        "vi": "Tốc độ thật: token/s dự đoán ÷ token/s thường<br><sup>{cond}</sup>",
-        "en": "Wall-clock speed-up: speculative ÷ plain tokens/s<br><sup>{cond}</sup>",
-    },
-    "speed_axis": {"vi": "lần nhanh hơn", "en": "speed-up (×)"},
-    "plain": {"vi": "giải mã thường", "en": "plain decoding"},
-    "draft_pos": {"vi": "vị trí nháp", "en": "draft position"},
-}
+TEXT: Mapping[str, Mapping[str, str]] = lang_table("training_figures", "text")
 
 
 TEXT = Texts(TEXT, "training figure")

@@ -16,87 +16,14 @@ from rich.panel import Panel
 from rich.text import Text
 
 from ..style import FitTable, cell, simple_table
-from ..text import UI, Texts, verify_label
+from ..text import UI, Texts, lang_table, verify_label
 from .notes import NOTES, equation
 from .steps import get_column
 from .summary import fmt_params
 from .view import StepView, ViewTable, tokenization_note
 
 # strings of the generate and profile screens, both languages (step views use notes.NOTES)
-TEXT = {
-    "strip_title": {
-        "vi": "DSpark: vẽ nháp → verify, mỗi đoạn của dải là một vòng",
-        "en": "DSpark: draft → verify, one strip segment per round",
-    },
-    "first": {"vi": "token đầu (từ forward của prompt)", "en": "first token (from the prompt's forward)"},
-    "round_edge": {"vi": "ranh giới vòng", "en": "round boundary"},
-    "newline": {"vi": "= xuống dòng, ▁ = dấu cách", "en": "= newline, ▁ = space"},
-    "text": {"vi": "văn bản", "en": "text"},
-    "tokens": {"vi": "số token", "en": "tokens"},
-    "forwards": {"vi": "lượt forward đích", "en": "target forwards"},
-    "tokens_per_s": {"vi": "token/giây", "en": "tokens/s"},
-    "plain": {"vi": "thường", "en": "plain"},
-    "speculative": {"vi": "giải mã dự đoán", "en": "speculative"},
-    "rounds": {"vi": "số vòng", "en": "rounds"},
-    "identical": {"vi": "giống hệt", "en": "identical"},
-    "different": {
-        "vi": "khác (lấy mẫu: cùng phân phối, lượt rút khác)",
-        "en": "different (sampling: same distribution, other draws)",
-    },
-    "different_greedy": {
-        "vi": "khác nhau sau {i} token giống nhau",
-        "en": "different after {i} equal tokens",
-    },
-    "near_tie": {
-        "vi": "Greedy: giải mã dự đoán = giải mã thường từng token trong float64. Ở {dtype}, forward verify (k + 1 "
-        "token một lượt) và bước một token làm tròn khác nhau, nên hai cách chỉ tách nhau ở một điểm gần hòa: nơi "
-        "hai logit lớn nhất của bước thường cách nhau ít hơn độ lệch giữa hai cách tính (docs/reliability.md, "
-        "“Lossless, exactly stated”; đo bằng bench/bf16_lossless.py).",
-        "en": "Greedy: speculative = plain token for token in float64. In {dtype} the verify forward (k + 1 tokens "
-        "at once) and a one-token step round differently, so the two part only at a near-tie: where the plain "
-        "step's top-2 logits are closer than the two computations differ (docs/reliability.md, “Lossless, exactly "
-        "stated”; measured by bench/bf16_lossless.py).",
-    },
-    "same_tokens": {"vi": "token của hai cách giải mã", "en": "tokens"},
-    "speedup": {"vi": "tăng tốc", "en": "speed-up"},
-    "tap_check": {
-        "vi": "main_x bộ vẽ nhận so với main_x dựng lại từ đầu vào lớp đích bắt bằng hook",
-        "en": "main_x the draft received vs main_x rebuilt from the tap inputs caught by hooks",
-    },
-    "acceptance_title": {"vi": "{a} · τ = {t:.3f} trên {n} vòng", "en": "{a} · τ = {t:.3f} over {n} rounds"},
-    "position": {"vi": "vị trí", "en": "position"},
-    "reached": {"vi": "số lần tới", "en": "reached"},
-    "conditional": {"vi": "có điều kiện", "en": "conditional"},
-    "cumulative": {"vi": "tích lũy", "en": "cumulative"},
-    "mean_c": {"vi": "đầu tin cậy c trung bình", "en": "mean confidence c"},
-    "mean_pd": {"vi": "p_d(x) trung bình", "en": "mean p_d(x)"},
-    "seconds": {"vi": "giây", "en": "seconds"},
-    "verify_p50": {"vi": "verify p50", "en": "verify p50"},
-    "decodes_p50": {"vi": "k lượt decode p50", "en": "k decodes p50"},
-    "ratio": {"vi": "verify / k lượt decode", "en": "verify / k decodes"},
-    "verify_steps": {
-        "vi": "verify(k) ÷ một lượt decode, p50 ÷ p50 (trong ngoặc: p50 của tỉ số từng lần đo)",
-        "en": "verify(k) ÷ one decode step, p50 ÷ p50 (in brackets: the p50 of each rep's own ratio)",
-    },
-    "cache_length": {"vi": "độ dài cache", "en": "cache length"},
-    "group": {"vi": "nhóm", "en": "group"},
-    "mode": {"vi": "chế độ", "en": "mode"},
-    "extra": {"vi": "thêm", "en": "extra"},
-    "exact": {"vi": "chính xác", "en": "exact"},
-    "next": {
-        "vi": (
-            "tiếp theo: dspark-lab walk --lang vi --step 6B (một bước) · dspark-lab generate (giải mã thường và "
-            "giải mã dự đoán) · make notebooks (JupyterLab) · dspark-lab present (trình chiếu cho lớp) · "
-            "dspark-lab --help"
-        ),
-        "en": (
-            "next: dspark-lab walk --step 6B (one step) · dspark-lab generate (plain vs speculative decoding) · "
-            "make notebooks (JupyterLab) · dspark-lab present (the deck for a class) · dspark-lab --help · "
-            "in Vietnamese: make lab LAB_LANG=vi"
-        ),
-    },
-    "fixed_policy": {"vi": "chính sách cố định, --verify-len", "en": "a fixed policy, --verify-len"},
-}
+TEXT = lang_table("screens", "text")
 TEXT = Texts(TEXT, "screen")
 
 STRIP = {  # verify outcome → (marker, colour): the marker alone must tell them apart

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from dspark_mini import get_config, get_tokenizer
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..text import DEFAULT_PROMPT, UI, Texts, check_lang
+from ..text import DEFAULT_PROMPT, UI, Texts, check_lang, lang_table
 from ..text import check_prompt as prompt_check
 from ..weights import check_weights
 from .figures import step_figures
@@ -63,35 +63,7 @@ AUTO_LAYER = "auto"  # the layer dropdown's value for "each step's default" (a D
 LOAD_STEPS: tuple[int, ...] = tuple(2**i for i in range(9))  # the load slider: 1, 2, 4, …, 256 requests in flight
 
 
-TEXT = {
-    "auto": {"vi": "tự động", "en": "auto"},
-    "recomputed": {"vi": "đã tính lại", "en": "recomputed"},
-    "display_only": {"vi": "chỉ hiển thị lại", "en": "display only"},
-    "forward": {"vi": "forward của prompt", "en": "prompt forward"},
-    "draft": {"vi": "vòng DSpark", "en": "DSpark round"},
-    "views": {"vi": "bảng", "en": "views"},
-    "layer_fallback": {
-        "vi": "Bước {step} không có dữ liệu ở lớp {layer}; đang hiện lớp {shown} (có: {allowed}).",
-        "en": "Step {step} has no data at layer {layer}; showing layer {shown} (available: {allowed}).",
-    },
-    "inspector": {"vi": "Bộ soi bước 6B", "en": "Step 6B inspector"},
-    "verify_col": {"vi": "Kết quả verify", "en": "Verify"},
-    "load_title": {"vi": "Bộ lập lịch khi tải cao", "en": "The scheduler under load"},
-    "load_line": {
-        "vi": "R = {r} yêu cầu đang chạy: chính sách dspark (Algorithm 1) sẽ verify ℓ = {l} trong k = {k} token "
-        "nháp của vòng này (B = {b} token trong batch, ℓ trung bình = {m}, Θ = {t} token/giây kỳ vọng).",
-        "en": "R = {r} requests in flight: the dspark policy (Algorithm 1) would verify ℓ = {l} of this round's "
-        "k = {k} drafts (B = {b} batch tokens, mean ℓ = {m}, Θ = {t} expected tokens/s).",
-    },
-    "load_sim": {
-        "vi": "Mô phỏng: c của vòng này xếp chồng R lần thành đầu vào [R, k], với bảng SPS(B) đo sẵn của lab; "
-        "● = sẽ gửi đi verify, ○ = không gửi. Vòng ở trên dùng chính sách cố định ℓ = {l} (thanh trượt ℓ).",
-        "en": "A simulation: this round's c stacked R times as the [R, k] input, with the lab's shipped SPS(B) "
-        "table; ● = would be sent to verify, ○ = not sent. The round above used a fixed policy, ℓ = {l} "
-        "(the ℓ slider).",
-    },
-    "load_sweep": {"vi": "ℓ theo R", "en": "ℓ by R"},
-}
+TEXT = lang_table("widgets", "text")
 
 
 TEXT = Texts(TEXT, "widget")

@@ -10,11 +10,12 @@ from typing import Any
 
 from ..options import add_json, add_lang, add_seed, command
 from ..style import print_json
-from ..text import in_lang
+from ..text import Texts, lang_table
 
 COMMANDS = ("paper",)
 DEFAULT_OUT = "runs/paper"
 DEFAULT_DOCS = "docs"
+TEXT = Texts(lang_table("messages", "paper"), "paper")  # lab/lang/<lang>/messages.toml
 MAX_JOBS = 64  # worker processes (one thread each); more than the machine's cores only queues them
 
 EXAMPLES = """\
@@ -81,26 +82,15 @@ def check(args: argparse.Namespace, cfg: Any) -> None:
     from ..text import check_lang
 
     lang = check_lang(args.lang)
-    tr = in_lang(lang)
     check_int(args.jobs, "--jobs", 1, MAX_JOBS)
     check_out_path(args.docs, "--docs", "folder", lang)
     check_out_path(args.out, "--out", "folder", lang)
     if args.weights_dir is not None and not os.path.isdir(args.weights_dir):
-        raise ValueError(
-            tr(
-                "--weights-dir = {v!r} is not a folder: allowed a weights set folder",
-                "--weights-dir = {v!r} không phải thư mục: chỉ nhận thư mục của một bộ trọng số",
-            ).format(v=args.weights_dir)
-        )
+        raise ValueError(TEXT("weights_dir", lang, v=args.weights_dir))
     if args.docs_only:
         recover_swap(args.out, "--out", lang)  # a run killed in its swap: finished first, then read
         if not os.path.isdir(args.out):
-            raise ValueError(
-                tr(
-                    "--out = {v!r} is not a folder: --docs-only reads the JSON a run wrote there",
-                    "--out = {v!r} không phải thư mục: --docs-only đọc các tệp JSON một lần chạy đã ghi ở đó",
-                ).format(v=args.out)
-            )
+            raise ValueError(TEXT("out", lang, v=args.out))
         check_run(args.out, "paper", "dspark-lab paper", "--out", lang=lang)
         return
     check_jobs(args.jobs, "--jobs", lang)

@@ -22,48 +22,14 @@ import re
 from typing import Any
 
 from ..lesson.steps import COLUMNS, FLOW, STEP_IDS, get_step
-from ..text import UI
+from ..text import UI, lang_table
 
 BUILDS = ("text", "equation", "figure", "table", "checks")
 NARRATED_STEP = "6B"
 MAX_ROWS = 24  # rows a table slide shows (then "… N rows"), as the notebooks' panels
 WIDE_COLUMNS = 7  # a table with this many columns gets a smaller font: it must fit the slide's width
 
-TEXT: dict[str, dict[str, str]] = {
-    "build_text": {"vi": "ý chính", "en": "idea"},
-    "build_equation": {"vi": "phương trình", "en": "equation"},
-    "build_figure": {"vi": "hình", "en": "figure"},
-    "build_table": {"vi": "bảng", "en": "table"},
-    "build_checks": {"vi": "kiểm tra", "en": "checks"},
-    "rows_more": {"vi": "… ({n} hàng)", "en": "… ({n} rows)"},
-    "facts": {"vi": "Số liệu", "en": "Facts"},
-    "checks": {"vi": "Kiểm tra với phép tính lại độc lập", "en": "Checked against an independent recomputation"},
-    "n6b_draft": {
-        "vi": "Bộ vẽ viết cả khối nháp trong một lượt sau anchor «{a}»: {k} token nháp (cột «{col}»).",
-        "en": "The drafter writes its whole block in one pass after the anchor «{a}»: {k} draft tokens "
-        "(column «{col}»).",
-    },
-    "n6b_conf": {
-        "vi": "Mỗi token nháp có xác suất nháp p_d(x) và đầu tin cậy c: bộ lập lịch đọc c, không đọc p_d.",
-        "en": "Each draft has its draft probability p_d(x) and the confidence head's c: the scheduler reads c, "
-        "not p_d.",
-    },
-    "n6b_target": {
-        "vi": "Một forward thật cho p_t(x) ở mọi vị trí được gửi; verify giữ token nháp với xác suất min(1, p_t/p_d).",
-        "en": "One target forward gives p_t(x) at every position sent; verify keeps a draft with probability "
-        "min(1, p_t/p_d).",
-    },
-    "n6b_verdict": {
-        "vi": "Verify giữ {n}/{l} token nháp được gửi: lần từ chối đầu tiên kết thúc vòng; token nháp sau đó "
-        "không xét, token nháp sau ℓ không gửi đi verify.",
-        "en": "Verify keeps {n} of the ℓ = {l} drafts sent: the first rejection ends the round; later drafts are "
-        "not verified, drafts past ℓ are not sent.",
-    },
-    "n6b_next": {
-        "vi": "Rồi token của chính forward thật «{t}» ({kind}) được thêm vào: τ = {tau} token trong vòng này.",
-        "en": "Then the target's own token «{t}» ({kind}) is added: τ = {tau} tokens this round.",
-    },
-}
+TEXT: dict[str, dict[str, str]] = lang_table("deck", "text")
 
 
 def tr(key: str, lang: str, **fmt: Any) -> str:

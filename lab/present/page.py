@@ -14,6 +14,8 @@ import json
 from importlib import resources
 from typing import Any
 
+from ..text import lang_table
+
 DEFAULT_REQUESTS = 16  # a busy server: the scheduler holds some drafts back (chosen so the shipped set shows both)
 MARKERS = {  # the verify outcomes' markers, as lab/lesson/render.py's STRIP: the marker alone tells them apart
     "anchor": "▸",
@@ -25,39 +27,9 @@ MARKERS = {  # the verify outcomes' markers, as lab/lesson/render.py's STRIP: th
     "bonus": "+",
 }
 
-CACHE_TEXT: dict[str, dict[str, str]] = {  # caches_view.js reads these keys on either page
-    "caches": {"vi": "Cache sau lần ghi này (độ dài {n})", "en": "The caches after this commit (length {n})"},
-    "caches_before": {
-        "vi": "Cache trước lần ghi của vòng này (độ dài {n})",
-        "en": "The caches before this round's commit (length {n})",
-    },
-    "window_ring": {"vi": "Vòng cửa sổ (mọi lớp backbone)", "en": "Window ring (every backbone layer)"},
-    "window_help": {
-        "vi": "{w} ô, ô = vị trí mod {w}; ô viền đậm vừa được ghi ở vòng này",
-        "en": "{w} slots, slot = position mod {w}; a bold slot was written this round",
-    },
-    "draft_ring": {"vi": "Vòng cửa sổ của bộ vẽ (các lớp nháp)", "en": "Draft ring (the draft layers)"},
-    "draft_ring_help": {
-        "vi": "ghi bởi cùng lần commit, ở cùng vị trí: token nháp bị từ chối không bao giờ vào đây",
-        "en": "written by the same commit at the same positions: a rejected draft never gets here",
-    },
-    "compressor": {
-        "vi": "Bộ nén (CSA2): latent đã ghi và phần mang theo",
-        "en": "Compressor (CSA2): latents and carry",
-    },
-    "source_line": {
-        "vi": "lớp {layer} · tỉ lệ {r}: {n} latent (vị trí 0..{last}) · mang theo: {carry}",
-        "en": "layer {layer} · ratio {r}: {n} latents (positions 0..{last}) · carry: {carry}",
-    },
-    "no_carry": {"vi": "không (nhóm đã đủ)", "en": "none (the group is complete)"},
-    "engram": {"vi": "Lịch sử Engram (id nén)", "en": "Engram history (compressed ids)"},
-    "engram_help": {
-        "vi": "id nén của {n} token đã ghi cuối cùng: ngữ cảnh n-gram của token tiếp theo",
-        "en": "the compressed ids of the last {n} committed tokens: the next token's n-gram context",
-    },
-    "pad": {"vi": "đệm", "en": "pad"},
-    "empty": {"vi": "trống", "en": "empty"},
-}
+CACHE_TEXT: dict[str, dict[str, str]] = lang_table(
+    "page", "cache_text"
+)  # caches_view.js reads these keys on either page
 
 
 def page_vocab(tokenizer: Any) -> list[str]:

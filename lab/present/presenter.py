@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lesson.steps import STEP_IDS
-from ..text import LANGS, UI, Texts, check_lang, say_symlink
+from ..text import LANGS, UI, Texts, check_lang, lang_string, lang_table, say_symlink
 from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, page_vocab, render
 
 DEFAULT_HOST = "127.0.0.1"
@@ -48,31 +48,9 @@ HOSTS_ALLOWED = (
     "allowed a loopback address (127.0.0.1 or any 127.x.y.z, ::1, localhost) or, with --public, an IP address "
     "of this machine (0.0.0.0: every interface); host names other than localhost are not looked up"
 )
-PORT_ERRORS = {  # errno → (English, Vietnamese) of a --port / --host that cannot be listened on
-    errno.EADDRINUSE: (
-        "--port = {port} is taken on {host} (another program, or another presenter, listens there): allowed a free "
-        "port, or --port 0 (any free port)",
-        "--port = {port} đang bị chiếm trên {host} (một chương trình khác, hay một trang trình chiếu khác, đang nghe "
-        "ở đó): chỉ nhận một cổng còn trống, hoặc --port 0 (bất kỳ cổng trống nào)",
-    ),
-    errno.EACCES: (
-        "--port = {port} on {host} needs privileges this user lacks: allowed a port from 1024 to 65535, or --port 0",
-        "--port = {port} trên {host} cần quyền mà người dùng này không có: chỉ nhận cổng từ 1024 đến 65535, hoặc "
-        "--port 0",
-    ),
-    errno.EADDRNOTAVAIL: (
-        "--host = {host!r} is no address of this machine (port {port}): allowed an address of its own interfaces",
-        "--host = {host!r} không phải địa chỉ của máy này (cổng {port}): chỉ nhận một địa chỉ của chính máy này",
-    ),
-}
-PORT_OTHER = (
-    "--port = {port} on {host} cannot be listened on ({why}): allowed a free port, or --port 0 (any free port)",
-    "--port = {port} trên {host} không nghe được ({why}): chỉ nhận một cổng còn trống, hoặc --port 0",
-)
-PUBLIC_WARNING = {
-    "vi": "cảnh báo: --public: trang trình chiếu nghe trên {host} cổng {port}: các máy khác trong mạng mở được nó",
-    "en": "warning: --public: the presenter listens on {host} port {port}: other machines on the network can open it",
-}
+PORT_TEXT = lang_table("messages", "ports")  # a --port / --host that cannot be listened on, by errno
+PORT_ERRORS = {errno.EADDRINUSE: "taken", errno.EACCES: "privileged", errno.EADDRNOTAVAIL: "not_here"}
+PUBLIC_WARNING = lang_string("presenter", "public_warning")
 
 # lab/lesson/steps.py UI strings the page reuses as they are; the page's own strings follow
 SHARED = (
@@ -80,107 +58,7 @@ SHARED = (
     "confidence", "target_token", "accepted", "rejected", "not_verified", "not_sent", "resampled", "bonus",
     "verify_len", "requests_in_flight", "layer", "ratio", "next_step", "prev_step",
 )  # fmt: skip
-TEXT: dict[str, dict[str, str]] = {
-    "title": {"vi": "DSpark lab · chế độ trình chiếu", "en": "DSpark lab · presenter"},
-    "prev": {"vi": "◀ Trước", "en": "◀ Previous"},
-    "next": {"vi": "Sau ▶", "en": "Next ▶"},
-    "font": {"vi": "Cỡ chữ", "en": "Font size"},
-    "fullscreen": {"vi": "Toàn màn hình", "en": "Full screen"},
-    "keys": {
-        "vi": "→ PageDown: tiến · ← PageUp: lùi · ↑ ↓: cuộn · [ ]: vòng · + −: cỡ chữ · F: toàn màn hình · L: ngôn ngữ",
-        "en": "→ PageDown: next · ← PageUp: back · ↑ ↓: scroll · [ ]: round · + −: text size · F: full screen · "
-        "L: language",
-    },
-    "slide_of": {"vi": "{build} · {i}/{n}", "en": "{build} · {i}/{n}"},
-    "round_where": {"vi": "6B · vòng {i}/{n}", "en": "6B · round {i} of {n}"},
-    "prefill_where": {"vi": "6B · sau prefill", "en": "6B · after the prefill"},
-    "narration": {"vi": "Từng bước", "en": "Step by step"},
-    "phase_draft": {"vi": "nháp", "en": "draft"},
-    "phase_schedule": {"vi": "lập lịch", "en": "schedule"},
-    "phase_verify": {"vi": "verify", "en": "verify"},
-    "phase_commit": {"vi": "ghi vào cache", "en": "commit"},
-    "say_prefill": {
-        "vi": "Sau prefill, cache giữ {n} vị trí của prompt; vòng cửa sổ chỉ giữ {w} vị trí cuối (ô = vị trí mod {w}).",
-        "en": "After the prefill the caches hold the prompt's {n} positions; the window ring keeps only the last "
-        "{w} (slot = position mod {w}).",
-    },
-    "say_draft": {
-        "vi": "Nháp: bộ vẽ viết {k} token nháp sau anchor {a} trong một lượt, mỗi token kèm đầu tin cậy c.",
-        "en": "Draft: the drafter writes {k} draft tokens after the anchor {a} in one pass, each with its "
-        "confidence c.",
-    },
-    "say_schedule": {
-        "vi": "Lập lịch: với R = {r} yêu cầu đang chạy, bộ lập lịch gửi ℓ = {l}/{k} token nháp (● gửi, ○ không "
-        "gửi): nó dừng ở token nháp đầu tiên có sống sót Π c không còn làm tăng Θ = τ*·SPS(B).",
-        "en": "Schedule: with R = {r} requests in flight the scheduler sends ℓ = {l} of {k} drafts (● sent, "
-        "○ not sent): it stops at the first draft whose survival Π c no longer raises Θ = τ*·SPS(B).",
-    },
-    "say_verify_all": {
-        "vi": "Verify: một forward thật kiểm tra {l} token nháp được gửi: cả {l} đều được giữ ✓.",
-        "en": "Verify: one target forward checks the {l} drafts sent: all {l} are kept ✓.",
-    },
-    "say_verify_reject": {
-        "vi": "Verify: một forward thật kiểm tra {l} token nháp được gửi: giữ {n} ✓, vị trí {p} bị từ chối ✗, "
-        "phần sau không xét ·.",
-        "en": "Verify: one target forward checks the {l} drafts sent: {n} kept ✓, position {p} rejected ✗, the "
-        "rest not verified ·.",
-    },
-    "say_verify_none": {
-        "vi": "Verify: ℓ = 0, không có token nháp nào để kiểm tra; forward thật tự giải mã một token.",
-        "en": "Verify: ℓ = 0, nothing to check; the target decodes one token by itself.",
-    },
-    "say_commit": {
-        "vi": "Ghi: {n} token nháp được giữ và token của forward thật {t} ({kind}) được ghi vào mọi cache: "
-        "τ = {tau}. Token nháp bị từ chối hay không gửi không vào cache nào: đó là rollback.",
-        "en": "Commit: the {n} kept drafts and the target's own token {t} ({kind}) are written to every cache: "
-        "τ = {tau}. Rejected and unsent drafts go to no cache: that is the rollback.",
-    },
-    "pending": {"vi": "chưa verify", "en": "not yet verified"},
-    "rounds_title": {
-        "vi": "6B · từng vòng: nháp → bộ lập lịch → verify → ghi vào cache",
-        "en": "6B · round by round: draft → scheduler → verify → commit",
-    },
-    "rounds_intro": {
-        "vi": (
-            "Mô hình lab đã huấn luyện giải mã prompt dưới đây. Mỗi vòng: bộ vẽ nháp đủ khối, bộ lập lịch `dspark` "
-            "(Thuật toán 1) chọn ℓ như khi có R = {r} yêu cầu đang chạy, forward thật verify [anchor, x_1..x_ℓ], "
-            "rồi chỉ phần được giữ được ghi vào mọi cache."
-        ),
-        "en": (
-            "The trained lab model decodes the prompt below. Each round: the draft drafts its whole block, the "
-            "`dspark` scheduler (Algorithm 1) picks ℓ as it would with R = {r} requests in flight, the target "
-            "verifies [anchor, x_1..x_ℓ], and only the kept prefix is written to every cache."
-        ),
-    },
-    "round_of": {"vi": "Vòng {i}/{n} · anchor ở vị trí {p}", "en": "Round {i} of {n} · anchor at position {p}"},
-    "prefill": {"vi": "Sau prefill (chưa có vòng nào)", "en": "After the prefill (no round yet)"},
-    "prev_round": {"vi": "◀ Vòng trước", "en": "◀ Previous round"},
-    "next_round": {"vi": "Vòng sau ▶", "en": "Next round ▶"},
-    "plan": {
-        "vi": "Bộ lập lịch gửi ℓ = {l}/{k} token nháp (● gửi, ○ không gửi) · B = {b} token trong batch verify",
-        "en": "The scheduler sends ℓ = {l} of {k} drafts (● sent, ○ not sent) · B = {b} batch tokens",
-    },
-    "survival": {"vi": "sống sót Π c", "en": "survival Π c"},
-    "target_prob": {"vi": "p_t(x)", "en": "p_t(x)"},
-    "verdict": {"vi": "Kết quả", "en": "Verdict"},
-    "kept": {
-        "vi": "Giữ {n}/{l} token nháp, rồi token của forward thật {tok} ({mark} {kind}); độ dài chấp nhận τ = {tau}",
-        "en": "Kept {n} of {l} drafts, then the target's token {tok} ({mark} {kind}); accepted length τ = {tau}",
-    },
-    "context": {
-        "vi": "Văn bản: prompt, token đã ghi, ▸ anchor của vòng này, rồi (gạch chân) token vòng này ghi thêm",
-        "en": "Text: prompt, committed tokens, ▸ this round's anchor, then (underlined) what this round added",
-    },
-    **CACHE_TEXT,
-    "rollback": {
-        "vi": "Token nháp bị từ chối hoặc không gửi không được ghi vào cache nào: đó chính là rollback.",
-        "en": "Rejected and unsent drafts were written to no cache: that is the rollback.",
-    },
-    "footer": {
-        "vi": "Sinh bởi `dspark-lab present` từ mô hình lab đã huấn luyện · không cần mạng",
-        "en": "Made by `dspark-lab present` from the trained lab model · no network needed",
-    },
-}
+TEXT: dict[str, dict[str, str]] = lang_table("presenter", "text") | CACHE_TEXT
 
 
 def strings() -> dict[str, dict[str, str]]:
@@ -243,21 +121,7 @@ def build_data(
     }
 
 
-ROUNDS_FIT = Texts(
-    {
-        "rounds_fit": {
-            "vi": (
-                "--prompt có {n} token và --rounds = {rounds} cần thêm {need} vị trí ({verify} mỗi vòng): vượt "
-                "max_seq_len {seq}; hãy rút ngắn prompt còn tối đa {room} token hoặc giảm --rounds"
-            ),
-            "en": (
-                "--prompt has {n} tokens and --rounds = {rounds} needs {need} more positions ({verify} a round): over "
-                "max_seq_len {seq}; shorten the prompt to at most {room} tokens or lower --rounds"
-            ),
-        }
-    },
-    "presenter error",
-)
+ROUNDS_FIT = Texts(lang_table("presenter", "rounds_fit"), "presenter error")
 
 
 def prompt_tokens(prompt: str | None, rounds: int, lang: str) -> tuple[str, list[int]]:
@@ -414,8 +278,8 @@ def make_server(
 
 def listen_error(e: OSError, host: str, port: int, lang: str) -> str:
     """The one line for a --port / --host the server cannot listen on, naming the option, in `lang`."""
-    en, vi = PORT_ERRORS.get(e.errno, PORT_OTHER)
-    return (vi if lang == "vi" else en).format(host=host, port=port, why=e.strerror or type(e).__name__)
+    text = PORT_TEXT[PORT_ERRORS.get(e.errno, "other")][check_lang(lang)]
+    return text.format(host=host, port=port, why=e.strerror or type(e).__name__)
 
 
 def url_of(server: ThreadingHTTPServer) -> str:

@@ -20,6 +20,9 @@ from rich.table import Table
 
 from ..options import CHECKPOINT_STYLES, add_json, add_lang, command
 from ..style import print_json
+from ..text import Texts, lang_table
+
+TEXT = Texts(lang_table("messages", "checkpoint"), "checkpoint")  # lab/lang/<lang>/messages.toml
 
 COMMANDS = ("checkpoint",)
 MAX_SHARDS = 4096  # the real checkpoint has 48; one shard per tensor would already be absurd
@@ -105,7 +108,7 @@ def main_checkpoint(args: argparse.Namespace, console: Console, lang: str) -> di
     say_symlink(args.out, "--out", lang)
     if args.what == "export":
         model = lab_model(args.weights, args.seed)
-        with console.status("writing the shards…" if lang == "en" else "đang ghi các shard…"):
+        with console.status(TEXT("writing", lang)):
             export_checkpoint(model, args.out, shards=args.shards or 2, style=args.style or "lab", overwrite=args.force)
     else:
         shards, style = args.shards or 48, args.style or "official"
@@ -118,26 +121,25 @@ def main_checkpoint(args: argparse.Namespace, console: Console, lang: str) -> di
 
 def render_inspect_checkpoint(console: Console, report: dict[str, Any], lang: str) -> None:
     """The header-only report as a table: bytes and tensors per group, then the problems (if any)."""
-    vi = lang == "vi"
     t = Table(
-        title=("Checkpoint: byte theo nhóm (chỉ đọc header)" if vi else "Checkpoint: bytes by group (headers only)"),
+        title=TEXT("title", lang),
         title_justify="left",
     )
-    t.add_column("nhóm" if vi else "group", no_wrap=True)
+    t.add_column(TEXT("group", lang), no_wrap=True)
     t.add_column("tensor", justify="right", no_wrap=True)
     t.add_column("GiB", justify="right", no_wrap=True)
     t.add_column("MiB", justify="right", no_wrap=True)
     for name, row in report["groups"].items():
         t.add_row(name, f"{row['tensors']:,}", f"{row['gib']:.2f}", f"{row['bytes'] / 2**20:,.2f}")
     total = report["total_bytes"]
-    t.add_row("tổng" if vi else "total", f"{report['n_tensors']:,}", f"{total / 2**30:.2f}", f"{total / 2**20:,.2f}")
+    t.add_row(TEXT("total", lang), f"{report['n_tensors']:,}", f"{total / 2**30:.2f}", f"{total / 2**20:,.2f}")
     shown = "header-only" if report["header_only_shards"] else ""
     console.print(f"{report['folder']} · {report['n_shards']} shard · style {report['style']} {shown}".rstrip())
     console.print(t)
     problems = report["problems"]
     if problems:
-        console.print(("Vấn đề:" if vi else "Problems:") + f" {len(problems)}")
+        console.print(TEXT("problems", lang) + f" {len(problems)}")
         for p in problems[:20]:
             console.print(f"  ✗ {p}", markup=False)
     else:
-        console.print("✓ " + ("không có vấn đề nào" if vi else "no problems"))
+        console.print("✓ " + TEXT("no_problems", lang))

@@ -46,6 +46,7 @@ import torch
 from dspark_mini.config import ModelConfig
 from dspark_mini.device import PlacementError, compute_config
 
+from ..text import lang_table
 from .layout import ST_DTYPES, RealScaleError, by_name, group_of, lab_tensors, layout
 from .ranks import rank_slice
 
@@ -245,20 +246,7 @@ class Room:
     limit: str  # one of LIMITS
 
 
-LIMITS = {  # limit → (English, Vietnamese): how an error names it
-    "MemAvailable": ("MemAvailable (/proc/meminfo)", "MemAvailable (/proc/meminfo)"),
-    "RLIMIT_AS": (
-        "RLIMIT_AS (ulimit -v) minus what the process maps already",
-        "RLIMIT_AS (ulimit -v) trừ phần tiến trình đã dùng",
-    ),
-    "memory.max": ("the cgroup's memory.max minus its usage", "memory.max của cgroup trừ phần đã dùng"),
-    "memory.limit_in_bytes": (
-        "the cgroup's memory.limit_in_bytes minus its usage",
-        "memory.limit_in_bytes của cgroup trừ phần đã dùng",
-    ),
-    "cuda": ("the GPU's free memory", "bộ nhớ GPU còn trống"),
-    "given": ("the free bytes given", "số byte trống được cho"),
-}
+LIMITS = lang_table("messages", "memory_limits")  # limit → {"vi": …, "en": …}: how an error names it
 
 
 def _read_int(path: Path) -> int | None:
@@ -386,6 +374,6 @@ def check_fits(est: RankEstimate, device: str | torch.device = "cpu", free: int 
         fixes.append("a smaller --dtype (bfloat16)")
     raise PlacementError(
         f"does not fit: {est.describe()}, but {torch.device(device)} has {size(free)} free "
-        f"({LIMITS[r.limit][0]}). "
+        f"({LIMITS[r.limit]['en']}). "
         f"Allowed: at most {size(free)} — use " + ", or ".join(fixes) + "; refused before allocating"
     )

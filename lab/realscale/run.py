@@ -33,7 +33,7 @@ from dspark_mini.device import PlacementError, check_device, check_dtype, comput
 from dspark_mini.hf_tokenizer import TOKENIZER_FILE, FolderFileError, folder_file
 from dspark_mini.model import Transformer
 
-from ..text import check_lang
+from ..text import check_lang, lang_string, lang_table
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load
 from .export import LAB_VOCABULARY, load_checkpoint, read_config
@@ -69,29 +69,13 @@ def run_model(
     return maybe_distributed(model, device=str(dev)) if shard else model.to(dev)
 
 
-PRESET_REFUSAL = {
-    "en": "--preset {preset} does not fit: it needs {need} ({what}) but {limit} leaves {room}: allowed {fixes}; "
-    "refused before allocating",
-    "vi": "--preset {preset} không vừa bộ nhớ: cần {need} ({what}) nhưng {limit} chỉ còn {room}: chỉ nhận {fixes}; "
-    "đã từ chối trước khi cấp phát",
+PRESET_REFUSAL = lang_string("realscale", "preset_refusal")
+# counted with the prepared layouts (True) / without (False: the weights alone were already too many)
+WHAT = {
+    counted: lang_table("realscale", "what")[key] for counted, key in ((True, "with_layouts"), (False, "weights_alone"))
 }
-WHAT = {  # counted with the prepared layouts / without (the weights alone were already too many)
-    True: {
-        "en": "its weights unpacked to {dtype}, the layouts its first forward prepares and a margin",
-        "vi": "trọng số ở dạng {dtype}, các bố cục lượt chạy đầu chuẩn bị và phần dự phòng",
-    },
-    False: {
-        "en": "its weights unpacked to {dtype} and a margin alone, before the layouts its first forward prepares",
-        "vi": "chỉ riêng trọng số ở dạng {dtype} và phần dự phòng, chưa kể các bố cục lượt chạy đầu chuẩn bị",
-    },
-}
-AT_LEAST = {"en": "at least {}", "vi": "ít nhất {}"}
-FIXES = {
-    "lab": {"en": "--preset lab", "vi": "--preset lab"},
-    "dtype": {"en": "a smaller --dtype (bfloat16)", "vi": "--dtype nhỏ hơn (bfloat16)"},
-    "room": {"en": "at least {need} free under that limit", "vi": "ít nhất {need} còn trống dưới giới hạn đó"},
-    "or": {"en": ", or ", "vi": ", hoặc "},
-}
+AT_LEAST = lang_string("realscale", "at_least")
+FIXES = lang_table("realscale", "fixes")
 
 
 def gib(nbytes: int) -> str:
@@ -126,7 +110,7 @@ def check_preset_fits(
             preset=preset,
             need=need,
             what=WHAT[counted][lang].format(dtype=est.dtype),
-            limit=LIMITS[r.limit][lang == "vi"],
+            limit=LIMITS[r.limit][lang],
             room=gib(r.bytes),
             fixes=FIXES["or"][lang].join(fixes),
         )
@@ -160,54 +144,33 @@ def open_checkpoint(
     return model, model.tokenizer
 
 
-TOKENIZER_FILE_TEXT = {  # what is wrong with DIR/tokenizer.json → (English, Vietnamese)
-    "missing": (
-        "{path!r} is missing: a checkpoint folder holds the tokenizer of its vocabulary ({n:,} ids) there (its "
-        "config.json does not name the lab's vocabulary: a folder `dspark-lab checkpoint export` wrote from the lab "
-        "model does)",
-        "{path!r} không có: thư mục checkpoint giữ bộ tách từ của bộ từ vựng ({n:,} id) ở đó (config.json của nó "
-        "không ghi bộ từ vựng của lab: thư mục do `dspark-lab checkpoint export` ghi từ mô hình lab thì có)",
-    ),
-    "dangling": (
-        "{path}: a link to nothing (dangling): allowed a regular file in the folder",
-        "{path}: một liên kết không trỏ tới đâu: chỉ nhận một tệp thường trong thư mục",
-    ),
-    "loop": (
-        "{path}: cannot be resolved (a loop of links?): allowed a regular file",
-        "{path}: không lần ra được (các liên kết vòng quanh?): chỉ nhận một tệp thường",
-    ),
-    "outside": (
-        "{path}: a link that leads outside the checkpoint folder: allowed only files inside the folder (copy the file "
-        "in)",
-        "{path}: một liên kết dẫn ra ngoài thư mục checkpoint: chỉ nhận tệp nằm trong thư mục (hãy chép tệp vào)",
-    ),
-    "kind": ("{path}: is {what}: allowed a regular file", "{path}: là {what}: chỉ nhận một tệp thường"),
+TOKENIZER_FILE_TEXT = lang_table("messages", "tokenizer_file")  # what is wrong with DIR/tokenizer.json
+FILE_KINDS = {  # FolderFileError.kind → its id in the messages' file_kinds
+    "a folder": "folder",
+    "a FIFO (named pipe)": "fifo",
+    "a socket": "socket",
+    "a character device": "char_device",
+    "a block device": "block_device",
 }
-FILE_KINDS_VI = {
-    "a folder": "một thư mục",
-    "a FIFO (named pipe)": "một FIFO (ống có tên)",
-    "a socket": "một socket",
-    "a character device": "một thiết bị ký tự",
-    "a block device": "một thiết bị khối",
-}
+FILE_KIND_TEXT = lang_table("messages", "file_kinds")
 
 
 def check_tokenizer_file(folder: str | Path, lang: str = "en") -> None:
     """The tokenizer rule of `export.folder_tokenizer`, checked on the file alone (nothing parsed): DIR/tokenizer.json
     is a regular file inside the folder, or absent where config.json names the lab's vocabulary; else one line in
     `lang` naming the file."""
-    vi = lang == "vi"
+    lang = check_lang(lang)
     try:
         path = folder_file(folder, TOKENIZER_FILE)
     except FolderFileError as e:
         key = e.kind if e.kind in TOKENIZER_FILE_TEXT else "kind"
-        what = FILE_KINDS_VI.get(e.kind, e.kind) if vi else e.kind
-        raise RealScaleError(TOKENIZER_FILE_TEXT[key][vi].format(path=e.path, what=what)) from None
+        what = FILE_KIND_TEXT[FILE_KINDS[e.kind]][lang] if e.kind in FILE_KINDS else e.kind
+        raise RealScaleError(TOKENIZER_FILE_TEXT[key][lang].format(path=e.path, what=what)) from None
     if path is None:
         cfg, _, lab_section = read_config(folder)
         if lab_section.get("tokenizer") != LAB_VOCABULARY or get_tokenizer(cfg) is None:
             where = str(Path(folder) / TOKENIZER_FILE)
-            raise RealScaleError(TOKENIZER_FILE_TEXT["missing"][vi].format(path=where, n=cfg.vocab_size))
+            raise RealScaleError(TOKENIZER_FILE_TEXT["missing"][lang].format(path=where, n=cfg.vocab_size))
 
 
 def preset_weights(preset: str, weights: str | None, checkpoint: str | Path | None = None) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..options import add_json, add_lang, command
 from ..style import print_json
-from ..text import Texts, in_lang
+from ..text import Texts, check_lang, lang_table
 
 COMMANDS = ("tokenize",)
 MAX_TEXT_CHARS = 100_000  # the text argument: a long chapter; more belongs in a file, not a command line
@@ -22,25 +22,7 @@ examples:
   dspark-lab tokenize "Hôm nay trời đẹp"        ids and pieces, as a table
   dspark-lab tokenize "I love my cat 🐈" --json  the same as JSON (<0xNN>: bytes)"""
 
-TEXT = Texts(
-    {
-        "title": {"en": "{n} tokens for {c} characters", "vi": "{n} token cho {c} ký tự"},
-        "pos": {"en": "#", "vi": "#"},
-        "id": {"en": "id", "vi": "id"},
-        "piece": {"en": "token text", "vi": "văn bản của token"},
-        "bytes": {"en": "bytes", "vi": "byte"},
-        "partial": {
-            "en": "{p} of {n} tokens are pieces of a character (<0xNN>): characters the corpus never saw",
-            "vi": "{p} trên {n} token là mảnh của một ký tự (<0xNN>): ký tự mà kho văn bản chưa từng thấy",
-        },
-        "round_trip": {
-            "en": "decode(encode(text)) == NFC(text): {ok}",
-            "vi": "decode(encode(văn bản)) == NFC(văn bản): {ok}",
-        },
-        "source": {"en": "tokenizer: {s}", "vi": "bộ tách token: {s}"},
-    },
-    "tokenize",
-)
+TEXT = Texts(lang_table("tokenize", "text"), "tokenize")
 
 
 def add_parsers(sub: Any) -> None:
@@ -66,12 +48,8 @@ def add_parsers(sub: Any) -> None:
 
 def check(args: argparse.Namespace, cfg: Any) -> None:
     if not 1 <= len(args.text) <= MAX_TEXT_CHARS:
-        tr = in_lang(args.lang)
-        raise ValueError(
-            tr("TEXT has {n:,} characters: allowed 1..{m:,}", "TEXT có {n:,} ký tự: chỉ nhận 1..{m:,}").format(
-                n=len(args.text), m=MAX_TEXT_CHARS
-            )
-        )
+        text = lang_table("messages", "tokenize")["too_long"][check_lang(args.lang)]
+        raise ValueError(text.format(n=len(args.text), m=MAX_TEXT_CHARS))
 
 
 def tokenize(text: str, tok: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ..text import LANGS, Texts, say_symlink
+from ..text import LANGS, Texts, lang_table, say_symlink
 from . import DOMAINS, HERE, MIX, SOURCES, SPLITS, texts
 
 NOTICE = HERE / "NOTICE"
@@ -26,81 +26,7 @@ LICENCES: dict[str, str] = {"en": "public domain", "vi": "MPL-2.0", "code": "MIT
 DOCUMENT_END = "\n\f\n"  # in a written file: after each document, a line holding one form feed
 FOLDER_KIND = "corpus"  # the kind of folder `--out` writes (the lab's owner manifest records it)
 
-TEXT = Texts(
-    {
-        "title": {
-            "en": "Real-text corpus (lab/realtext), per source and split",
-            "vi": "Kho văn bản thật (lab/realtext), theo nguồn và phần",
-        },
-        "source": {"en": "Source", "vi": "Nguồn"},
-        "split": {"en": "Split", "vi": "Phần"},
-        "documents": {"en": "Documents", "vi": "Tài liệu"},
-        "characters": {"en": "Characters", "vi": "Ký tự"},
-        "tokens": {"en": "Tokens", "vi": "Token"},
-        "mix": {"en": "MIX", "vi": "MIX"},
-        "licence": {"en": "Licence", "vi": "Giấy phép"},
-        "what": {"en": "What it is", "vi": "Nội dung"},
-        "total": {"en": "total", "vi": "tổng"},
-        "train": {"en": "train", "vi": "huấn luyện"},
-        "val": {"en": "val", "vi": "kiểm định"},
-        "test": {"en": "test", "vi": "kiểm tra"},
-        "sources_title": {"en": "Sources and licences", "vi": "Nguồn và giấy phép"},
-        "public domain": {"en": "public domain", "vi": "phạm vi công cộng"},
-        "about_en": {
-            "en": "Jane Austen's six novels, one chapter a document (English prose)",
-            "vi": "sáu tiểu thuyết của Jane Austen, mỗi chương một tài liệu (văn xuôi tiếng Anh)",
-        },
-        "about_vi": {
-            "en": "LibreOffice help pages in Vietnamese, one page a document",
-            "vi": "các trang trợ giúp LibreOffice tiếng Việt, mỗi trang một tài liệu",
-        },
-        "about_code": {
-            "en": "this project's own Python, one file a document",
-            "vi": "mã Python của chính dự án này, mỗi tệp một tài liệu",
-        },
-        "about_sums": {
-            "en": "generated addition, subtraction and multiplication facts, 40 a document",
-            "vi": "các phép cộng, trừ và nhân được sinh ra, 40 phép một tài liệu",
-        },
-        "about_lesson": {
-            "en": "the lab's own sentences in Vietnamese and English, up to 40 a document",
-            "vi": "các câu của chính lab bằng tiếng Việt và tiếng Anh, tối đa 40 câu một tài liệu",
-        },
-        "train_stream": {
-            "en": 'training stream (token_stream("train")): {tokens:,} tokens in {documents:,} documents — every '
-            "source MIX times, the documents shuffled by `train --seed`",
-            "vi": 'luồng huấn luyện (token_stream("train")): {tokens:,} token trong {documents:,} tài liệu — mỗi '
-            "nguồn MIX lần, các tài liệu được xáo trộn theo `train --seed`",
-        },
-        "held_out_streams": {
-            "en": "held-out streams: val {val:,} tokens, test {test:,} tokens (every source once, in file order)",
-            "vi": "luồng giữ riêng: kiểm định {val:,} token, kiểm tra {test:,} token (mỗi nguồn một lần, theo thứ tự "
-            "trong tệp)",
-        },
-        "note": {
-            "en": "Tokens: ids of the lab tokenizer (byte-level BPE, {vocab:,} ids), each document's closing <eos> "
-            "included, as the streams hold them. MIX: how often a source's documents are read in one pass of the "
-            "training stream. A document belongs to one split only (a hash of its id). The evaluation measures "
-            "{domains}; lesson is read in training only. Licences in full: lab/realtext/NOTICE.",
-            "vi": "Token: mã của bộ tách token của lab (BPE mức byte, {vocab:,} mã), tính cả <eos> kết thúc mỗi tài "
-            "liệu, đúng như trong các luồng. MIX: số lần tài liệu của một nguồn được đọc trong một lượt của luồng "
-            "huấn luyện. Mỗi tài liệu chỉ thuộc một phần (theo mã băm của id). Phần đánh giá đo {domains}; lesson "
-            "chỉ được đọc khi huấn luyện. Toàn văn giấy phép: lab/realtext/NOTICE.",
-        },
-        "written": {"en": "written: {path}", "vi": "đã ghi: {path}"},
-        "bad_lang": {
-            "en": "--lang = {value!r} is invalid: allowed {allowed}",
-            "vi": "--lang = {value!r} không hợp lệ: chỉ nhận {allowed}",
-        },
-        "not_folder": {
-            "en": "--out = {value!r} is a file: allowed a folder (data writes <source>.<split>.txt and README.txt "
-            "into it)",
-            "vi": "--out = {value!r} là một tệp: chỉ nhận một thư mục (data ghi <nguồn>.<phần>.txt và README.txt vào "
-            "đó)",
-        },
-    },
-    "data",
-)
+TEXT = Texts(lang_table("corpus", "text"), "data")
 
 
 # ---- the numbers ------------------------------------------------------------------------------------------------

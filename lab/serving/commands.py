@@ -15,67 +15,12 @@ from rich.console import Console
 from rich.text import Text
 
 from ..style import simple_table
-from ..text import UI, Texts
+from ..text import UI, Texts, lang_table
 from .sps import SPSTable, save_table
 
 DEFAULT_SPS_OUT = Path("runs") / "sps.json"
 
-TEXT = {
-    "sps_title": {
-        "vi": "SPS(B): số bước verify mỗi giây theo số token của batch B (trung vị, ép đơn điệu)",
-        "en": "SPS(B): verify steps per second vs batch tokens B (median, forced monotone)",
-    },
-    "layout": {"vi": "R × hàng", "en": "R × rows"},
-    "p50_ms": {"vi": "p50 ms", "en": "p50 ms"},
-    "p95_ms": {"vi": "p95 ms", "en": "p95 ms"},
-    "p99_ms": {"vi": "p99 ms", "en": "p99 ms"},
-    "sps_raw": {"vi": "SPS đo", "en": "SPS measured"},
-    "sps_forced": {"vi": "SPS đơn điệu", "en": "SPS monotone"},
-    "tok_s": {"vi": "B·SPS token/giây", "en": "B·SPS tokens/s"},
-    "saved": {"vi": "đã lưu bảng chi phí: {path}", "en": "cost table saved to {path}"},
-    "use_it": {
-        "vi": "dùng nó: dspark-lab schedule --sps-table {path}",
-        "en": "use it: dspark-lab schedule --sps-table {path}",
-    },
-    "forced_note": {
-        "vi": "{n} điểm bị nâng lên khi ép đơn điệu (nhiễu đo: thời gian bước không được giảm khi B tăng)",
-        "en": "{n} point(s) raised by forcing monotone (noise: the step time may not fall as B grows)",
-    },
-    "recording": {
-        "vi": "đang ghi lại các vòng của bộ vẽ DSpark đã huấn luyện…",
-        "en": "recording rounds of the trained DSpark drafter…",
-    },
-    "recorded": {
-        "vi": "đã ghi {n} luồng ({rows} vòng) vào {path}",
-        "en": "recorded {n} streams ({rows} rounds) to {path}",
-    },
-    "sim_title": {
-        "vi": "Bảng {table}: thông lượng (token/giây) / độ dài verify trung bình ℓ, theo số yêu cầu đồng thời R",
-        "en": "Table {table}: throughput (tokens/s) / mean verify length ℓ, by concurrent requests R",
-    },
-    "verdict": {
-        "vi": "R = {r}: dspark {ratio:.2f}× thông lượng của fixed, ℓ {l1:.2f} → {l2:.2f}",
-        "en": "R = {r}: dspark {ratio:.2f}× fixed's throughput, ℓ {l1:.2f} → {l2:.2f}",
-    },
-    "stall": {
-        "vi": "dừng sớm bị kẹt (ℓ = 0) ở R = {rs}; dspark-async vẫn verify ℓ = {ls}",
-        "en": "early stop stalls (ℓ = 0) at R = {rs}; dspark-async still verifies ℓ = {ls}",
-    },
-    "no_stall": {"vi": "dừng sớm không bị kẹt ở R nào", "en": "the early stop never stalls here"},
-    "cost_title": {
-        "vi": "Chi phí của bộ lập lịch mỗi vòng, cạnh forward verify đo được ở cùng B",
-        "en": "The scheduler's own cost per round, beside the measured verify forward at the same B",
-    },
-    "policy": {"vi": "chính sách", "en": "policy"},
-    "plan_p50": {"vi": "lập lịch p50 µs", "en": "plan p50 µs"},
-    "plan_p95": {"vi": "p95 µs", "en": "p95 µs"},
-    "verify_ms": {"vi": "verify ms", "en": "verify ms"},
-    "share": {"vi": "lập lịch / verify", "en": "plan / verify"},
-    "streams": {
-        "vi": "luồng: {n} yêu cầu ghi lại, {rows} vòng, k = {k}, τ khi verify cả khối = {tau:.2f}",
-        "en": "streams: {n} recorded requests, {rows} rounds, k = {k}, τ with the full block = {tau:.2f}",
-    },
-}
+TEXT = lang_table("serving", "text")
 TEXT = Texts(TEXT, "serving")
 
 

@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 from dspark_mini.validate import check_int
 
 from ..style import finish
-from ..text import Texts, check_lang
+from ..text import Texts, check_lang, lang_table
 from .sps import SPSTable
 
 POLICY_COLOURS: Mapping[str, str] = {
@@ -33,27 +33,7 @@ POLICY_COLOURS: Mapping[str, str] = {
 DEFAULT_MAX_B = 1536  # 256 requests × 6 rows
 TABLE_COLOURS: Mapping[str, str] = {"measured": "#4c78a8", "smooth": "#54a24b", "staircase": "#e45756"}
 
-TEXT = {
-    "sps_title": {
-        "vi": "SPS(B): số bước verify mỗi giây và thông lượng token B·SPS(B) theo số token của batch B",
-        "en": "SPS(B): verify steps per second and token throughput B·SPS(B) vs batch tokens B",
-    },
-    "sps_panel": {"vi": "SPS(B) (bước/giây)", "en": "SPS(B) (steps/s)"},
-    "tok_panel": {"vi": "B·SPS(B) (token/giây)", "en": "B·SPS(B) (tokens/s)"},
-    "batch_tokens": {"vi": "số token của batch B", "en": "batch tokens B"},
-    "measured_points": {"vi": "{name}: trung vị đo (p95 ở thanh lỗi)", "en": "{name}: measured median (bar: p95)"},
-    "thr_title": {
-        "vi": "Thông lượng theo số yêu cầu đồng thời R (token/giây, mô phỏng tải)",
-        "en": "Throughput vs concurrent requests R (tokens/s, load simulation)",
-    },
-    "len_title": {
-        "vi": "Độ dài verify trung bình ℓ theo số yêu cầu đồng thời R",
-        "en": "Mean verify length ℓ vs concurrent requests R",
-    },
-    "requests": {"vi": "số yêu cầu R", "en": "requests R"},
-    "throughput": {"vi": "token/giây", "en": "tokens/s"},
-    "verify_len": {"vi": "ℓ (token nháp được verify)", "en": "ℓ (drafts verified)"},
-}
+TEXT = lang_table("serving_figures", "text")
 TEXT = Texts(TEXT, "serving figure")
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..text import check_prompt
+from ..text import check_prompt, lang_table
 
 DEFAULT_PROMPTS_PER_DOMAIN = 4  # held-out corpus prompts when no --prompts-file is given (12 in all)
 PROMPT_TOKENS = 10  # tokens per held-out prompt
@@ -38,18 +38,7 @@ MAX_PROMPTS = 100_000  # prompts in a --prompts-file: ≈ 3–4 h of serving on 
 # than 12 bytes, so a longer line can never be served (and is never read whole)
 MAX_LINE_CHARS = 4096
 
-TEXT: dict[str, dict[str, str]] = {
-    "title": {"en": "serve · policy {policy} · R = {r}", "vi": "serve · chính sách {policy} · R = {r}"},
-    "request": {
-        "en": "#{index}  {prompt}  {new} new · {rounds} rounds · τ {tau} · ℓ {ell}  → {text}",
-        "vi": "#{index}  {prompt}  {new} mới · {rounds} vòng · τ {tau} · ℓ {ell}  → {text}",
-    },
-    "tokens_per_s": {"en": "tokens/s", "vi": "token/giây"},
-    "mean_verify_len": {"en": "mean verify length ℓ", "vi": "độ dài kiểm tra ℓ trung bình"},
-    "batch_tokens": {"en": "batch tokens B per round", "vi": "token mỗi lô B mỗi vòng"},
-    "scheduler": {"en": "scheduler per round (p50)", "vi": "bộ lập lịch mỗi vòng (p50)"},
-    "served": {"en": "requests served", "vi": "yêu cầu đã phục vụ"},
-}
+TEXT: dict[str, dict[str, str]] = lang_table("serve", "text")
 
 
 def tt(key: str, lang: str, **fmt: Any) -> str:

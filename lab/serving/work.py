@@ -22,40 +22,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from ..text import check_lang
+from ..text import check_lang, lang_string, lang_table
 
 REFRESH_S = 0.1  # the bar is redrawn at most this often
 
-TEXT: dict[str, dict[str, str]] = {
-    "serve": {
-        "en": "estimate: {prompts:,} prompts × {new_tokens} new tokens, R = {slots} in flight → ≤ {prefills:,} prefill "
-        "forwards, ≈ {drafts:,} draft passes and ≈ {verifies:,} verify forwards (at τ ≈ {tau} tokens a round); "
-        "about {time} on this machine at the measured rate",
-        "vi": "ước tính: {prompts:,} prompt × {new_tokens} token mới, R = {slots} đồng thời → ≤ {prefills:,} "
-        "forward prefill, ≈ {drafts:,} lượt nháp và ≈ {verifies:,} forward verify (với τ ≈ {tau} token mỗi vòng); "
-        "khoảng {time} trên máy này theo tốc độ đo được",
-    },
-    "sps": {
-        "en": "estimate: {sizes} sizes B = {smallest:,} … {largest:,}, one at a time, {warmup} warm-up + {reps} reps "
-        "each → {prefills} prefill forwards and {forwards:,} verify forwards over {batch_tokens:,} batch tokens; "
-        "about {time} on this machine at the measured rate",
-        "vi": "ước tính: {sizes} cỡ B = {smallest:,} … {largest:,}, từng cỡ một, mỗi cỡ {warmup} lần khởi động + "
-        "{reps} lần lặp → {prefills} forward prefill và {forwards:,} forward verify trên {batch_tokens:,} token "
-        "của batch; khoảng {time} trên máy này theo tốc độ đo được",
-    },
-    "schedule": {
-        "en": "estimate: {loads} loads R = {smallest:,} … {largest:,} × {policies} policies × {tables} tables × "
-        "{rounds:,} rounds → {plans:,} simulated rounds over {request_rounds:,} request-rounds; about {time} on "
-        "this machine at the measured rate",
-        "vi": "ước tính: {loads} mức tải R = {smallest:,} … {largest:,} × {policies} chính sách × {tables} bảng × "
-        "{rounds:,} vòng → {plans:,} vòng mô phỏng trên {request_rounds:,} lượt yêu cầu-vòng; khoảng {time} "
-        "trên máy này theo tốc độ đo được",
-    },
-    "bar_serve": {"en": "serving · new tokens", "vi": "phục vụ · token mới"},
-    "bar_sps": {"en": "measuring SPS(B) · batch tokens", "vi": "đo SPS(B) · token của batch"},
-    "bar_schedule": {"en": "simulating · request-rounds", "vi": "mô phỏng · lượt yêu cầu-vòng"},
-}
-UNITS = {"en": ("s", "min", "h"), "vi": ("giây", "phút", "giờ")}
+TEXT: dict[str, dict[str, str]] = lang_table("estimates", "text")
+UNITS = lang_string("estimates", "units")
 
 
 def duration(seconds: float, lang: str) -> str:

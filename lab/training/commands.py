@@ -14,9 +14,11 @@ from rich.table import Table
 from dspark_mini import get_config
 from dspark_mini.checkpoint import save
 
-from ..text import check_lang, say_symlink
+from ..text import Texts, check_lang, lang_table, say_symlink
 from ..weights import check_out, file_sha256, record_file, training_streams
 from .train import evaluate, model_for_draft, train_draft, train_target
+
+TEXT = Texts(lang_table("messages", "training"), "training")  # lab/lang/<lang>/messages.toml
 
 
 def progress(console: Console, quiet: bool) -> Progress:
@@ -43,7 +45,7 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         return main_train_draft(args, console, lang, out)
     cfg = get_config("lab")
     train_ids, val_ids = training_streams(args.seed)  # the corpus's train documents shuffled by the seed; val
-    label = "huấn luyện mô hình mục tiêu" if lang == "vi" else "training the target"
+    label = TEXT("target", lang)
     with progress(console, args.json) as bar:
         task = bar.add_task(label, total=args.steps, loss=float("nan"))
         model, log = train_target(
@@ -86,7 +88,7 @@ def main_train(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         },
     }
     if not args.json:
-        t = Table(title="loss curve" if lang == "en" else "đường loss", title_justify="left")
+        t = Table(title=TEXT("loss_curve", lang), title_justify="left")
         for c in ("step", "val loss", "val accuracy"):
             t.add_column(c)
         for s, vl, va in zip(log.val_steps, log.val_loss, log.val_accuracy, strict=True):
@@ -134,7 +136,7 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
     target_sha256 = file_sha256(args.target)  # recorded in the draft's header: it loads only beside this target
     train_ids, _ = training_streams(args.seed)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 1)
-    label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"
+    label = TEXT("draft", lang, kind=args.kind)
     with progress(console, args.json) as bar:
         task = bar.add_task(label, total=args.steps, loss=float("nan"))
         log = train_draft(
@@ -193,7 +195,7 @@ def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, o
     train_ids, _ = training_streams(args.seed)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 2)
     trainer = train_eagle3 if args.kind == "eagle3" else train_mtp1
-    label = f"huấn luyện bộ vẽ {args.kind}" if lang == "vi" else f"training the {args.kind} draft"
+    label = TEXT("draft", lang, kind=args.kind)
     with progress(console, args.json) as bar:
         task = bar.add_task(label, total=args.steps, loss=float("nan"))
         module, log = trainer(
