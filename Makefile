@@ -45,9 +45,9 @@ notebooks: install
 # after a retrain or an edit: the numbers the prose quotes (from report.json, the SPS table, …), the notebooks, the
 # diagrams — each regenerated from its source
 sync: install
-	$(PY) -m lab.lesson.prose --write
-	$(PY) -m lab.lesson.nbsync --write
-	$(PY) -m lab.lesson.diagrams --write
+	$(PY) -m lab.sync.prose --write
+	$(PY) -m lab.sync.nbsync --write
+	$(PY) -m lab.sync.diagrams --write
 
 # the suite in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them (their session fixtures
 # built once per process); TEST_WORKERS=0 runs it in this process, as a plain `pytest` does
@@ -69,7 +69,7 @@ bench-docs: install
 	$(PY) bench/speed_table.py
 	$(PY) bench/flash_cpu.py --walk --profile --serve --out docs/flash_cpu.json
 	$(PY) bench/bf16_lossless.py --flash-cpu --lab 300 --narrow 300 --out docs/bf16_lossless.json
-	$(PY) -m lab.lesson.prose --write
+	$(PY) -m lab.sync.prose --write
 
 # the README's pictures (docs/img/*.png), drawn by the lab's own pages in the system's chromium (see lab/present/)
 pictures: install
@@ -102,7 +102,7 @@ corpus-check: install
 weights: install
 	$(PY) -m lab train all --out lab/weights --force
 	$(PY) bench/model_card.py --out docs/model_card.json
-	$(PY) -m lab.lesson.prose --write
+	$(PY) -m lab.sync.prose --write
 
 # the DSpark paper in miniature from the set in lab/weights: runs/paper/*.json and PNGs, docs/paper.md and
 # docs/paper.vi.md (≤ 60 min on 2 cores; `dspark-lab paper --quick` runs every figure's code path in a minute)

@@ -28,7 +28,7 @@ Sections (each a function in SECTIONS returning a dict, printed by its pair):
                normal install has it (written once to a temporary pycache folder, not into the tree). The CLI ends
                with os._exit once its output is flushed, skipping the interpreter teardown that `import torch` pays;
                so the section also times `import torch` ending that way and reports each command's own work over it.
-  widgets      the time a control change takes to redraw the lab app (`lab.lesson.app.LabApp`): ℓ slider,
+  widgets      the time a control change takes to redraw the lab app (`lab.screens.app.LabApp`): ℓ slider,
                temperature slider, language toggle, layer menu, prompt — set on the widget, as a click does.
 Every section prints its run conditions; timings depend on the machine and its load: compare ratios measured in
 one run, and quote the conditions. The weights are whatever `lab/weights` ships at the time of the run.
@@ -487,8 +487,8 @@ def print_cli(r: dict) -> None:
 # ---- widgets: a control change until the app has redrawn -------------------------------------------------------
 def widgets_section(args, model=None) -> dict:
     try:
-        from lab.lesson.app import LabApp
-        from lab.lesson.widgets import LabState
+        from lab.screens.app import LabApp
+        from lab.screens.widgets import LabState
     except ImportError as err:  # the notebook extra (ipywidgets, plotly) is not installed
         return {"skipped": f"{err} (pip install -e '.[notebook]')"}
 

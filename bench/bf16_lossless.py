@@ -16,7 +16,7 @@ Writes one JSON object (stdout, and --out): the run conditions and one record pe
 docs/reliability.md and docs/real-scale.md come from one such run, committed as docs/bf16_lossless.json:
 
     python bench/bf16_lossless.py --flash-cpu --lab 300 --narrow 300 --out docs/bf16_lossless.json
-    python -m lab.lesson.prose --write
+    python -m lab.sync.prose --write
 """
 
 from __future__ import annotations

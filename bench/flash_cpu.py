@@ -20,7 +20,7 @@ and its tokens are noise (untrained).
 The numbers the README and docs/real-scale.md quote come from one such run, committed as docs/flash_cpu.json; to
 measure them again (on a quiet machine: the times are wall times) and refill the prose:
 
-    python bench/flash_cpu.py --walk --profile --serve --out docs/flash_cpu.json && python -m lab.lesson.prose --write
+    python bench/flash_cpu.py --walk --profile --serve --out docs/flash_cpu.json && python -m lab.sync.prose --write
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ dspark-lab eval                      τ, acceptance per position and tokens/s of
 dspark-lab checkpoint export|headers the official checkpoint layout
 dspark-lab paper                     the DSpark paper in miniature: Table 1, Figures 2–8, Appendix A (runs/paper)
 
-Each group of commands owns its parser, its option checks and its handler (lesson/cli.py, serving/cli.py,
+Each group of commands owns its parser, its option checks and its handler (screens/cli.py, serving/cli.py,
 training/cli.py, evaluation/cli.py, realscale/cli.py, paper/cli.py, present/presenter.py); this module puts them
 together, runs the checks every command shares, and is the one error boundary: every error is one line that names
 the option and what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read or written) ·
@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .evaluation import cli as evaluation_cli
-from .lesson import cli as lesson_cli
-from .lesson.cli import CheckpointProblems
 from .options import TOP_EXAMPLES, formatter, wrap
 from .paper import cli as paper_cli
 from .present import presenter
 from .realscale import cli as realscale_cli
 from .realtext import cli as realtext_cli
+from .screens import cli as lesson_cli
+from .screens.cli import CheckpointProblems
 from .serving import cli as serving_cli
 from .text import check_lang, lang_table
 from .training import cli as training_cli

@@ -49,7 +49,7 @@ def check_lang(lang: str) -> str:
 
 
 # ---- the text files: lab/lang/vi/*.toml and lab/lang/en/*.toml, the same ids in both ------------------------------
-MARKER = re.compile(r"<!--n:[^>]*-->")  # a number filled from the data it quotes (lab/lesson/prose.py)
+MARKER = re.compile(r"<!--n:[^>]*-->")  # a number filled from the data it quotes (lab/sync/prose.py)
 
 
 def placeholders(text: str) -> tuple[list[str], list[str]]:

@@ -18,9 +18,9 @@ SEED = 0
 import torch
 
 from lab.present.fonts import notebook_font
-from lab.lesson import widgets
-from lab.lesson import app
-from lab.lesson.diagrams import architecture_map, display_mermaid, flow_string
+from lab.screens import widgets
+from lab.screens import app
+from lab.sync.diagrams import architecture_map, display_mermaid, flow_string
 from lab.lesson.exercises import check
 from lab.lesson.steps import COLUMNS, STEPS, successors
 notebook_font()  # DSpark Mono: every Vietnamese letter in code and outputs / đủ mọi chữ tiếng Việt

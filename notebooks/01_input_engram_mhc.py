@@ -19,9 +19,9 @@ import torch
 from rich import print as show
 
 from lab.present.fonts import notebook_font
-from lab.lesson import plots
+from lab.screens import plots
 from lab.lesson.exercises import check
-from lab.lesson.render import render_view
+from lab.screens.render import render_view
 from lab.lesson.walk import run_walk
 from lab.text import in_lang
 

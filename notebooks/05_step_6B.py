@@ -25,11 +25,11 @@ from rich import print as show
 
 from dspark_mini.speculative import acceptance_stats, generate_speculative
 from lab.present.fonts import notebook_font
-from lab.lesson import plots, widgets
-from lab.lesson import inspector, plots_6b
+from lab.screens import plots, widgets
+from lab.screens import inspector, plots_6b
 from lab.evaluation.quality import eval_prompts
 from lab.lesson.exercises import check
-from lab.lesson.render import render_view
+from lab.screens.render import render_view
 from lab.lesson.view_6b import load_plans
 from lab.lesson.walk import redraft, run_walk
 from lab.text import in_lang, verify_label

@@ -34,7 +34,7 @@ import torch
 from dspark_mini import get_config
 from lab.evaluation.calibration import DEFAULT_GRID
 from lab.evaluation.quality import collect_rounds, decay, eval_prompts, summarize
-from lab.lesson import plots_training
+from lab.screens import plots_training
 from lab.lesson.exercises import check
 from lab.paper.texts import PAPER_DOMAIN_OF
 from lab.present.fonts import notebook_font

@@ -1,4 +1,4 @@
-"""The diagrams (`lab/lesson/diagrams.py`): generated from the registry, committed in sync, plausible mermaid, a valid
+"""The diagrams (`lab/sync/diagrams.py`): generated from the registry, committed in sync, plausible mermaid, a valid
 self-contained SVG, and no network access anywhere (mermaid-py's renderer calls a web service)."""
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from dspark_mini import get_config
 
 pytest.importorskip("mermaid")
 
-from lab.lesson import diagrams  # noqa: E402
-from lab.lesson.diagrams import (
+from lab.lesson.steps import COLUMNS, FLOW, STEPS, get_step
+from lab.sync import diagrams  # noqa: E402
+from lab.sync.diagrams import (
     DIAGRAMS,
     FIX_COMMAND,
     SVG_FILES,
@@ -37,7 +38,6 @@ from lab.lesson.diagrams import (
     node_id,
     write_all,
 )
-from lab.lesson.steps import COLUMNS, FLOW, STEPS, get_step
 from lab.text import LANGS, UI  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def test_cli_check_and_write(tmp_path, capsys):
 def test_generation_is_deterministic_across_hash_seeds():
     """mermaid-py keeps classDefs in a set; the output must not depend on PYTHONHASHSEED."""
     code = (
-        "import hashlib; from lab.lesson.diagrams import generated_files as g; "
+        "import hashlib; from lab.sync.diagrams import generated_files as g; "
         "print(hashlib.sha256(repr(sorted(g().items())).encode()).hexdigest())"
     )
     digests = set()

@@ -110,7 +110,7 @@ def test_generate_says_where_greedy_parts_and_why(lang, said) -> None:
     from rich.console import Console
 
     from lab.lesson.generation import compare
-    from lab.lesson.render import TEXT, render_generate
+    from lab.screens.render import TEXT, render_generate
 
     c = compare(max_new_tokens=8, dtype="bfloat16")
     assert c.first_difference is None and c.to_json()["first_difference"] is None
@@ -124,7 +124,7 @@ def test_generate_says_where_greedy_parts_and_why(lang, said) -> None:
 
 def test_the_docs_quote_the_record_through_prose_markers() -> None:
     """`bf16_lossless.<path>:<format>` reads docs/bf16_lossless.json; float64's tiny Δ reads as 1.4e-14, not 0.00."""
-    from lab.lesson import prose
+    from lab.sync import prose
 
     row, groups = prose.find_key("bf16_lossless.lab.float64.delta_max:e1")
     assert row.source == "bf16_lossless" and groups == {"path": "lab.float64.delta_max", "f": "e1"}

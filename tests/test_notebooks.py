@@ -31,7 +31,7 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from lab.lesson.nbsync import NOTEBOOKS, check_all, sources
+from lab.sync.nbsync import NOTEBOOKS, check_all, sources
 
 NB_TIMEOUT_S = 240  # per cell; the budget for a whole notebook is 60 s on 2 cores (measured, reported)
 
@@ -116,7 +116,7 @@ def numbers(text: str) -> list[str]:
 def test_notebooks_exist_and_are_in_sync() -> None:
     names = [p.stem for p in sources()]
     assert names, "no notebooks found"
-    assert check_all() == [], "run: python -m lab.lesson.nbsync --write"
+    assert check_all() == [], "run: python -m lab.sync.nbsync --write"
 
 
 def test_every_notebook_has_an_answer_key() -> None:

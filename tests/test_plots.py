@@ -1,4 +1,4 @@
-"""The plotly figures (lab/lesson/plots.py): each step's figure in both languages, the numbers they draw equal the
+"""The plotly figures (lab/screens/plots.py): each step's figure in both languages, the numbers they draw equal the
 trace's, masked entries are blank, bad step ids / layers / arguments raise ValueError naming what is allowed."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import layer_roles
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 from lab.evaluation.profiling import reliability
-from lab.lesson import figures, plots, plots_6b
 from lab.lesson.steps import STEP_IDS
 from lab.lesson.view_6b import verify_rows
 from lab.lesson.views import sinkhorn_errors
 from lab.lesson.walk import redraft, run_walk
+from lab.screens import figures, plots, plots_6b
 from lab.text import LANGS
 
 NO_LAYER_STEPS = ("1A", "3A", "6A", "6B")

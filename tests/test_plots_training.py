@@ -1,6 +1,6 @@
-"""The figures of notebook 07 (lesson/plots.py, from `target_curve` on): built from a small synthetic report with known
-numbers, they draw exactly those numbers, in both languages; a report without what a figure needs raises ValueError
-naming what is allowed; the shipped report draws without error."""
+"""The figures of notebook 07 (screens/plots_training.py, from `target_curve` on): built from a small synthetic report
+with known numbers, they draw exactly those numbers, in both languages; a report without what a figure needs raises
+ValueError naming what is allowed; the shipped report draws without error."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from lab.lesson import plots_training
+from lab.screens import plots_training
 from lab.text import LANGS
 from lab.weights import report as shipped_report
 

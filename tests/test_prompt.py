@@ -17,9 +17,9 @@ from lab.cli import main
 from lab.lesson.generation import compare
 from lab.lesson.view import prompt_words
 from lab.lesson.walk import run_walk
-from lab.lesson.widgets import LabState
 from lab.present.presenter import prompt_tokens
 from lab.realscale.torchrun import prompt_ids
+from lab.screens.widgets import LabState
 from lab.serving.serve_cli import PromptsFile
 from lab.text import check_prompt, prompt_limit
 

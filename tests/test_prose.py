@@ -1,4 +1,4 @@
-"""Every number the prose quotes comes from data: `python -m lab.lesson.prose --check` passes on the repository, fails
+"""Every number the prose quotes comes from data: `python -m lab.sync.prose --check` passes on the repository, fails
 (naming file, key, quoted and data value) on a stale number, knows every marker key, and leaves the markers of a data
 file not written yet as they are. The screens that quote data (the 6B note, why k = 5, `train --help`) say what the
 shipped report says, in both languages.
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import lab.cli as cli
-from lab.lesson import prose
 from lab.lesson.notes import ece_text
 from lab.lesson.view_6b import trained_note, why_k
+from lab.sync import prose
 from lab.text import LANGS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""What the screens compute and show (lab/lesson/walk.py views, lab/lesson/render.py, lab/evaluation/profiling.py):
+"""What the screens compute and show (lab/lesson/walk.py views, lab/screens/render.py, lab/evaluation/profiling.py):
 
 - every step shows at least one check, and every check compares two different computations — so each one turns ✗
   when one of its inputs is tampered with (proved below, check by check);
@@ -31,10 +31,10 @@ from lab.lesson import view_6b as V6
 from lab.lesson import views as VS
 from lab.lesson import walk as W
 from lab.lesson.generation import compare
-from lab.lesson.render import STRIP, render_generate, render_profile, render_view, strip_text, strip_token
 from lab.lesson.steps import STEP_IDS, get_step
 from lab.lesson.view import StepView
 from lab.lesson.walk import redraft, run_walk
+from lab.screens.render import STRIP, render_generate, render_profile, render_view, strip_text, strip_token
 
 SAMPLED = {"en": "sampled, not argmax", "vi": "lấy mẫu, không phải argmax"}
 

@@ -1,4 +1,4 @@
-"""The ipywidgets layer (lab/lesson/widgets.py), headless: LabState recomputes only what a change needs, the
+"""The ipywidgets layer (lab/screens/widgets.py), headless: LabState recomputes only what a change needs, the
 clickable map opens the right panel, the 6B inspector re-drafts (only) when its sliders move, and the app
 routes every control through LabState.update. Clicks are `button.click()`, slider moves set `.value`."""
 
@@ -9,11 +9,11 @@ import dataclasses
 import ipywidgets as widgets
 import pytest
 
-from lab.lesson import app as A
-from lab.lesson import inspector as I
-from lab.lesson import widgets as W
 from lab.lesson.steps import COLUMNS, FLOW, STEP_IDS, get_step
 from lab.lesson.walk import redraft, run_walk
+from lab.screens import app as A
+from lab.screens import inspector as I
+from lab.screens import widgets as W
 from lab.text import LANGS
 
 

@@ -1,6 +1,6 @@
 """The presenter's slides: every step of the lesson cut into builds a clicker can walk, one screen each.
 
-A step's panel (lab.lesson.widgets.step_panel_content, what the notebooks show) is 2–8 screens long at a projector's
+A step's panel (lab.screens.widgets.step_panel_content, what the notebooks show) is 2–8 screens long at a projector's
 font size; here it becomes a row of slides, in the order a teacher explains it:
 
   text      the title, the column, what the mechanism does, what to look at
@@ -41,8 +41,8 @@ def esc(x: Any) -> str:
 
 
 def cell(x: Any) -> str:
-    """A table value as the notebooks write it (lab.lesson.widgets.cell_text), escaped."""
-    from ..lesson.widgets import cell_text
+    """A table value as the notebooks write it (lab.screens.widgets.cell_text), escaped."""
+    from ..screens.widgets import cell_text
 
     return esc(cell_text(x))
 
@@ -99,7 +99,7 @@ def table_slide(table: dict[str, Any], lang: str, tid: str) -> str:
 def checks_slide(c: dict[str, Any], lang: str) -> str:
     out = []
     if c["facts"]:
-        from ..lesson.widgets import cell_text
+        from ..screens.widgets import cell_text
 
         items = "".join(f"<li><b>{esc(n)}:</b> {esc(cell_text(v))}</li>" for n, v in c["facts"])
         out.append(f'<h3>{esc(tr("facts", lang))}</h3><ul class="facts">{items}</ul>')
@@ -152,7 +152,7 @@ def draft_table_narration(state: Any, table: dict[str, Any], lang: str) -> list[
 def step_slides(state: Any, sid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One step's slides in the state's language, and its figures as plotly JSON (each slide's `figure` indexes
     them; the figure's own title moves into the slide, where it wraps instead of being cut)."""
-    from ..lesson.widgets import step_panel_content
+    from ..screens.widgets import step_panel_content
 
     c = step_panel_content(state, sid)
     lang = c["lang"]

@@ -17,7 +17,7 @@ from typing import Any
 from ..text import lang_table
 
 DEFAULT_REQUESTS = 16  # a busy server: the scheduler holds some drafts back (chosen so the shipped set shows both)
-MARKERS = {  # the verify outcomes' markers, as lab/lesson/render.py's STRIP: the marker alone tells them apart
+MARKERS = {  # the verify outcomes' markers, as lab/screens/render.py's STRIP: the marker alone tells them apart
     "anchor": "▸",
     "accepted": "✓",
     "rejected": "✗",

@@ -1,7 +1,7 @@
 """`make pictures` (`python -m lab.present.pictures`): the README's pictures, drawn offline by the lab's own pages.
 
 Chromium (the system's, driven by Playwright, as in tests/test_browser.py) renders what the lab already makes and
-screenshots it: the map (lesson.diagrams' SVG), a draft strip, the acceptance-by-position chart and the cache stepper
+screenshots it: the map (sync.diagrams' SVG), a draft strip, the acceptance-by-position chart and the cache stepper
 of the DSpark Explorer (docs/explorer.html), the Explorer on a phone, and the presenter (lab/present/presenter.py)
 at 1280×720 on the narrated 6B table and on a round's commit. Nothing is drawn twice: a picture is exactly what a
 learner sees. Written to docs/img/*.png (checked in, small).
@@ -51,7 +51,7 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
 
     from dspark_mini.files import write_atomic
 
-    from ..lesson.diagrams import map_svg
+    from ..sync.diagrams import map_svg
     from .presenter import build_data, render_page, serve_in_thread, url_of
 
     shots: list[bytes] = []

@@ -89,7 +89,7 @@ def build_data(
 
     from dspark_mini.tokenizer import default_tokenizer
 
-    from ..lesson.widgets import LabState
+    from ..screens.widgets import LabState
     from . import deck
     from .rounds import scheduled_rounds
 

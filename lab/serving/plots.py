@@ -5,7 +5,7 @@
     verify_len_vs_requests(sim)    mean verify length ℓ vs R per policy, one panel per table (paper Fig. 8)
 
 `sim` is `simulate(...)`'s dict or `dspark-lab schedule --json`'s report (its "sim" part is used). Nothing is
-run here; titles and axes follow `lang` ("vi" or "en"); the look is lab.lesson.plots' (plotly_white, left title).
+run here; titles and axes follow `lang` ("vi" or "en"); the look is lab.screens.plots' (plotly_white, left title).
 """
 
 from __future__ import annotations

@@ -15,12 +15,12 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
+from ..lesson.notes import NOTES, equation
+from ..lesson.steps import get_column
+from ..lesson.summary import fmt_params
+from ..lesson.view import StepView, ViewTable, tokenization_note
 from ..style import FitTable, cell, simple_table
 from ..text import UI, Texts, lang_table, verify_label
-from .notes import NOTES, equation
-from .steps import get_column
-from .summary import fmt_params
-from .view import StepView, ViewTable, tokenization_note
 
 # strings of the generate and profile screens, both languages (step views use notes.NOTES)
 TEXT = lang_table("screens", "text")

@@ -1,8 +1,8 @@
 """Every number the prose quotes, filled from the data it quotes.
 
-    python -m lab.lesson.prose --write   fill every marker of README.md, docs/*.md and notebooks/*.py from the data,
+    python -m lab.sync.prose --write   fill every marker of README.md, docs/*.md and notebooks/*.py from the data,
                                          then regenerate the notebooks (nbsync) — one command after a retrain
-    python -m lab.lesson.prose --check   exit 1 naming file, line, key, the quoted and the data value where they
+    python -m lab.sync.prose --check   exit 1 naming file, line, key, the quoted and the data value where they
                                          differ, or a marker whose key is unknown (CI runs it in tests/test_prose.py)
 
 A marker wraps the number it quotes: `<!--n:tau.dspark.math.t1-->3.02<!--/n-->`. HTML comments render as nothing
@@ -31,12 +31,12 @@ from dspark_mini.files import write_atomic
 from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES
 
+from ..lesson.notes import ece_text
+from ..lesson.walk import run_walk
 from ..realtext import DOMAINS
 from ..serving.schedule import LAG, SIM_ROUNDS, read_streams, read_table, tables_for
 from ..serving.simulate import simulate
 from .nbsync import sources, write_all
-from .notes import ece_text
-from .walk import run_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = re.compile(r"<!--n:(?P<key>[^>\s]*)-->(?P<value>.*?)<!--/n-->")
@@ -424,7 +424,7 @@ def find_key(key: str) -> tuple[Key, dict[str, str]]:
         m = re.fullmatch(k.pattern, key)
         if m:
             return k, m.groupdict()
-    raise ProseError(f"unknown marker key {key!r}: allowed the patterns of lab/lesson/prose.py's KEYS")
+    raise ProseError(f"unknown marker key {key!r}: allowed the patterns of lab/sync/prose.py's KEYS")
 
 
 class Data:
@@ -573,7 +573,7 @@ def run(write: bool, root: Path = ROOT, out=sys.stdout, err=sys.stderr) -> int:
                 print(f"wrote {p.relative_to(root)}", file=out)
     if failed:
         if not write:
-            print("fix: python -m lab.lesson.prose --write (then review the diff)", file=err)
+            print("fix: python -m lab.sync.prose --write (then review the diff)", file=err)
         return 1
     print(f"{markers} quoted numbers {'filled from' if write else 'agree with'} their data", file=out)
     return 0
@@ -581,7 +581,7 @@ def run(write: bool, root: Path = ROOT, out=sys.stdout, err=sys.stderr) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m lab.lesson.prose", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m lab.sync.prose", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true", help="fill every marker from its data, then regenerate notebooks")

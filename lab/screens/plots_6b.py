@@ -18,12 +18,12 @@ from dspark_mini.speculative import ACCEPTED, BONUS, NOT_SENT, NOT_VERIFIED, REJ
 from dspark_mini.validate import check_temperature
 
 from ..evaluation.profiling import reliability
+from ..lesson.view import Walk
+from ..lesson.view_6b import round_verify_rows
+from ..lesson.view_6b import status_text as row_status  # "accepted (sampled, not argmax)"
 from ..style import finish, rows_height
 from ..text import UI, check_lang, verify_label
 from .plots import TEXT, token_text
-from .view import Walk
-from .view_6b import round_verify_rows
-from .view_6b import status_text as row_status  # "accepted (sampled, not argmax)"
 
 # Colours of the draft strip, light enough for black token text inside the cells.
 STRIP_KINDS: tuple[str, ...] = (ACCEPTED, REJECTED, NOT_VERIFIED, NOT_SENT, RESAMPLED, BONUS)

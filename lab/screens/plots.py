@@ -27,11 +27,11 @@ from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
 
+from ..lesson.steps import get_step
+from ..lesson.view import Walk
+from ..lesson.views import role_name, sinkhorn_errors
 from ..style import LOG_FLOOR, finish, none_if, rows_height
 from ..text import UI, Texts, check_lang, lang_table
-from .steps import get_step
-from .view import Walk
-from .views import role_name, sinkhorn_errors
 
 SUBLAYERS: tuple[str, ...] = ("attn", "ffn")
 

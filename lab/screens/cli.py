@@ -249,9 +249,9 @@ def run_profile(args: argparse.Namespace, console: Any, lang: str) -> None:
 
 
 def run_walk_command(args: argparse.Namespace, console: Any, lang: str) -> None:
+    from ..lesson.walk import run_walk
     from ..text import DEFAULT_PROMPT
     from .render import render_walk  # torch: only when the command runs
-    from .walk import run_walk
 
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
     walk = run_walk(
@@ -282,7 +282,7 @@ def run_walk_command(args: argparse.Namespace, console: Any, lang: str) -> None:
 
 
 def run_generate(args: argparse.Namespace, console: Any, lang: str) -> None:
-    from .generation import compare  # torch: only when the command runs
+    from ..lesson.generation import compare  # torch: only when the command runs
 
     report = compare(
         args.prompt,
@@ -318,7 +318,7 @@ def run_inspect(args: argparse.Namespace, console: Any, lang: str) -> None:
         if report["problems"]:
             raise CheckpointProblems(f"{len(report['problems'])} problem(s) in {args.checkpoint}")
         return
-    from .summary import inspect_model  # torch: only when the command runs
+    from ..lesson.summary import inspect_model  # torch: only when the command runs
 
     if args.preset != "lab" and not args.json:
         with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):

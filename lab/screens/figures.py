@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..lesson.steps import STEP_IDS, get_step
+from ..lesson.view import Walk
 from ..text import check_lang
 from .plots import (
     attention_shares,
@@ -22,8 +24,6 @@ from .plots import (
     sinkhorn_convergence,
 )
 from .plots_6b import draft_strip, logits_bar
-from .steps import STEP_IDS, get_step
-from .view import Walk
 
 
 # ---- one figure per step -----------------------------------------------------------------------------

@@ -11,12 +11,12 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ..lesson.notes import NOTES
+from ..lesson.steps import get_step
+from ..lesson.view_6b import check_load, lesson_table, load_plan, next_row, status_text, verdict_text, verify_rows
 from ..text import UI
-from .notes import NOTES
 from .plots import token_text
 from .plots_6b import draft_strip, logits_bar
-from .steps import get_step
-from .view_6b import check_load, lesson_table, load_plan, next_row, status_text, verdict_text, verify_rows
 from .widgets import LOAD_STEPS, TEMPERATURE_MAX, TEXT, LabState, figure_output, set_figure, table_html, tagged
 
 

@@ -1,7 +1,7 @@
 """Notebooks: jupytext `py:percent` sources are the truth; the `.ipynb` files are generated from them.
 
-    python -m lab.lesson.nbsync --write   regenerate every notebooks/*.ipynb from notebooks/*.py
-    python -m lab.lesson.nbsync --check   exit 1 if any .ipynb drifted from its source (CI runs this in the tests)
+    python -m lab.sync.nbsync --write   regenerate every notebooks/*.ipynb from notebooks/*.py
+    python -m lab.sync.nbsync --check   exit 1 if any .ipynb drifted from its source (CI runs this in the tests)
 
 The generated notebooks carry no outputs (they are executed in CI and by the reader), so a diff of a
 source is the whole review.
@@ -65,7 +65,7 @@ def check_all(folder: Path = NOTEBOOKS) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m lab.lesson.nbsync", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m lab.sync.nbsync", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true", help="regenerate the .ipynb files")
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "notebooks out of sync with their py:percent sources: "
             + ", ".join(str(p.relative_to(ROOT)) for p in stale)
-            + "\nfix: python -m lab.lesson.nbsync --write",
+            + "\nfix: python -m lab.sync.nbsync --write",
             file=sys.stderr,
         )
         return 1

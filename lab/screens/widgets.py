@@ -23,16 +23,16 @@ import plotly.graph_objects as go
 from dspark_mini import get_config, get_tokenizer
 from dspark_mini.validate import check_seed, check_temperature
 
+from ..lesson.notes import equation
+from ..lesson.steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
+from ..lesson.view import StepView, Walk
+from ..lesson.views import view_2a, view_4a, view_5a
+from ..lesson.walk import build_views, check_verify_len, redraft, run_walk
 from ..text import DEFAULT_PROMPT, UI, Texts, check_lang, lang_table
 from ..text import check_prompt as prompt_check
 from ..weights import check_weights
 from .figures import step_figures
-from .notes import equation
 from .plots import default_layer, resolve_layer, step_layers
-from .steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
-from .view import StepView, Walk
-from .views import view_2a, view_4a, view_5a
-from .walk import build_views, check_verify_len, redraft, run_walk
 
 PROMPT_FIELD = "prompt"  # the field's name in a refusal: LabState.update(prompt=…) and the app's control take it
 

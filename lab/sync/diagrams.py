@@ -2,8 +2,8 @@
 
 Everything here is derived from `lab/lesson/steps.py` (ids, titles, columns, FLOW, UI strings) and, for the 6B
 flow's numbers (tap layers, block size, Markov rank, draft layers), from the `lab` and `flash` presets, so
-a title or a number changes in one place and `python -m lab.lesson.diagrams --check` notices the committed files
-going stale. `python -m lab.lesson.diagrams --write` regenerates them:
+a title or a number changes in one place and `python -m lab.sync.diagrams --check` notices the committed files
+going stale. `python -m lab.sync.diagrams --write` regenerates them:
 
   diagrams/architecture_map.{vi,en}.mmd   the 4 columns / 10 blocks (1A → 6B)
   diagrams/flow_6b.{vi,en}.mmd            input hidden lanes → draft block → confidences → scheduler ℓ → verify
@@ -39,13 +39,13 @@ from xml.sax.saxutils import escape
 from mermaid.flowchart import FlowChart, Link, Node
 from mermaid.style import Style
 
+from ..lesson.steps import COLUMNS, FLOW, STEPS, Edge, get_step
 from ..text import LANGS, UI, Texts, check_lang, lang_string, lang_table
-from .steps import COLUMNS, FLOW, STEPS, Edge, get_step
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DIAGRAM_DIR = "diagrams"
 SVG_FILES = lang_string("diagrams", "svg_files")
-FIX_COMMAND = "python -m lab.lesson.diagrams --write"
+FIX_COMMAND = "python -m lab.sync.diagrams --write"
 
 TEXT = lang_table("diagrams", "text")
 TEXT = Texts(TEXT, "diagram")
@@ -532,7 +532,7 @@ def check_all(root: str | Path = REPO_ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lab.lesson.diagrams",
+        prog="python -m lab.sync.diagrams",
         description="Generate the mermaid diagrams and the map SVG from lab/lesson/steps.py.",
     )
     mode = parser.add_mutually_exclusive_group(required=True)
