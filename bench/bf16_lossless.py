@@ -38,7 +38,7 @@ from dspark_mini.files import write_atomic  # noqa: E402
 from dspark_mini.presets import text_tokenizer  # noqa: E402
 from lab.evaluation.conditions import cpu_model  # noqa: E402
 from lab.evaluation.lossless import NARROW_FLASH, lab_prompts, narrow_flash, one_forward_delta, probe, summarize  # noqa: E402
-from lab.realscale.run import run_model  # noqa: E402
+from lab.runtime.run import run_model  # noqa: E402
 from lab.text import DEFAULT_PROMPT, check_prompt  # noqa: E402
 from lab.weights import lab_model  # noqa: E402
 

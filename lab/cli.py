@@ -137,7 +137,7 @@ def check_args(args: argparse.Namespace) -> None:
         check_device(args.device)
         check_dtype(args.dtype)
     if hasattr(args, "weights"):  # the default: trained for `lab` (or with --checkpoint), the seeded init otherwise
-        from .realscale.run import preset_weights
+        from .runtime.run import preset_weights
 
         args.weights = preset_weights(getattr(args, "preset", "lab"), args.weights, checkpoint)
     if args.command != "present":  # the presenter checks its own options (also as `python -m lab.present`)
@@ -215,7 +215,7 @@ def leave(rc: int) -> NoReturn:
     for). Nothing is lost: stdout and stderr are flushed first, every file a command writes is closed by then,
     the lab registers no exit handlers and uses none of what torch's (logging, DataLoader workers) would finish;
     multiprocessing's, which the worker pools need, is run here (`finish_multiprocessing`).
-    lab/realscale/torchrun.py leaves the same way."""
+    lab/runtime/torchrun.py leaves the same way."""
     finish_multiprocessing()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from .realscale.distributed import finish_distributed, quiet_other_ranks
+    from .runtime.distributed import finish_distributed, quiet_other_ranks
 
     quiet_other_ranks()  # under torchrun rank 0 prints; every rank's errors still reach stderr
     rc = 2

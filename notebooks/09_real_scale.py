@@ -4,7 +4,7 @@
 # - the real model built on the `meta` device (shapes only): parameter counts by group;
 # - the official checkpoint written as **header-only** shards (real names, dtypes, shapes; no data) and read back
 #   by `inspect_checkpoint`: bytes by group, as stored (FP8 / FP4 packed);
-# - the sharding rules of `lab/realscale/distributed.py` on 8 ranks: who holds what, and the bytes per rank against
+# - the sharding rules of `lab/runtime/distributed.py` on 8 ranks: who holds what, and the bytes per rank against
 #   one H200 (141 GB);
 # - what changes on a GPU, and the hand-off: the lab is for looking inside, the engines are for serving.
 #
@@ -13,7 +13,7 @@
 # - mô hình thật dựng trên thiết bị `meta` (chỉ có hình dạng): số tham số theo nhóm;
 # - checkpoint chính thức được ghi thành các shard **chỉ có header** (tên, kiểu, hình dạng thật; không có dữ liệu)
 #   rồi đọc lại bằng `inspect_checkpoint`: số byte theo nhóm, đúng như lưu (FP8 / FP4 đóng gói);
-# - các quy tắc chia shard của `lab/realscale/distributed.py` trên 8 rank: rank nào giữ gì, và số byte mỗi rank so
+# - các quy tắc chia shard của `lab/runtime/distributed.py` trên 8 rank: rank nào giữ gì, và số byte mỗi rank so
 #   với một H200 (141 GB);
 # - những gì thay đổi trên GPU, và bàn giao: lab để nhìn vào bên trong, engine để phục vụ.
 
@@ -116,7 +116,7 @@ assert len(stored) == report["n_tensors"]  # probe: the same tensors as the repo
 # căn chỉnh (0.90 GiB, 309 tensor) mà lab không mô hình hóa. Expert định tuyến và bảng Engram chiếm 97 %.
 #
 # ## 3 · Who holds what on 8 ranks / Rank nào giữ gì trên 8 rank
-# **EN** — The rules of `lab/realscale/distributed.py` (DeepSeek's reference inference code, in our words):
+# **EN** — The rules of `lab/runtime/distributed.py` (DeepSeek's reference inference code, in our words):
 # - **routed experts** (expert parallelism): rank r holds experts 48r … 48r + 47 of every layer (the draft: 16 of
 #   its 128); gate and shared expert are copied on every rank;
 # - **attention** (tensor parallelism, tp = 8): rank r holds 8 heads (their `wq_b` rows and sinks), O-LoRA group r
@@ -125,7 +125,7 @@ assert len(stored) == report["n_tensors"]  # probe: the same tensors as the repo
 # - **Engram tables**: ⌈R / 8⌉ rows each; everything else is copied.
 # - `check_shardable` refuses a split that does not divide, from the config alone, before any rank starts.
 #
-# **VI** — Các quy tắc của `lab/realscale/distributed.py` (mã inference tham chiếu của DeepSeek, viết lại theo cách
+# **VI** — Các quy tắc của `lab/runtime/distributed.py` (mã inference tham chiếu của DeepSeek, viết lại theo cách
 # của ta):
 # - **expert định tuyến** (song song expert): rank r giữ các expert 48r … 48r + 47 của mọi lớp (bản nháp: 16 trong
 #   128 expert của nó); gate và expert dùng chung được sao chép trên mọi rank;
@@ -312,7 +312,7 @@ assert cfg.dtype == "bfloat16" and t(33) == t(64) > t(32)  # probe: one token pa
 #
 # ```bash
 # # the lab, one node of 8 GPUs (README "Several ranks"): looking inside
-# torchrun --nproc-per-node 8 -m lab.realscale.torchrun generate --checkpoint DIR --packed --tp 8 \
+# torchrun --nproc-per-node 8 -m lab.runtime.torchrun generate --checkpoint DIR --packed --tp 8 \
 #     --device cuda --dtype bfloat16 --json
 # ```
 #

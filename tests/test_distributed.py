@@ -30,8 +30,9 @@ import pytest
 import torch
 
 from dspark_mini import get_config
-from lab.realscale.distributed import ExpertParallelMoE, maybe_distributed, read_env, shard_model
 from lab.realscale.ranks import Parallel, ShardingError, check_shardable, engram_rows, rank_selector, rank_slice
+from lab.runtime.distributed import maybe_distributed, read_env, shard_model
+from lab.runtime.parallel import ExpertParallelMoE
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -55,7 +56,7 @@ def base_env() -> dict[str, str]:
 
 
 def launch_ranks(n: int, args: list[str]) -> list[tuple[int, str, str]]:
-    """n ranks of `python -m lab.realscale.torchrun ARGS` started by hand (torchrun's variables) → (rc, out, err)."""
+    """n ranks of `python -m lab.runtime.torchrun ARGS` started by hand (torchrun's variables) → (rc, out, err)."""
     port = free_port()
     procs = []
     for r in range(n):
@@ -68,7 +69,7 @@ def launch_ranks(n: int, args: list[str]) -> list[tuple[int, str, str]]:
         }
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "lab.realscale.torchrun", *args],
+                [sys.executable, "-m", "lab.runtime.torchrun", *args],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.PIPE,
@@ -110,7 +111,7 @@ def four_ranks(checkpoint):
         "--master-port",
         str(free_port()),
         "-m",
-        "lab.realscale.torchrun",
+        "lab.runtime.torchrun",
         "check",
         "--checkpoint",
         str(checkpoint),
@@ -181,7 +182,7 @@ def test_rank_zero_prints_the_others_stay_quiet(four_ranks):
 def test_torchrun_generate_on_two_ranks(monkeypatch, capsys):
     """The user-facing entry, DeepSeek's layout (tp = ranks = 2, the world group): the same tokens as one process and
     the same logits checksum; rank 0 prints one JSON document."""
-    from lab.realscale.torchrun import main
+    from lab.runtime.torchrun import main
 
     args = ["generate", "--max-new-tokens", "6", "--json"]
     two = torchrun_json(2, args)
@@ -235,12 +236,12 @@ def torchrun_check(folder, *extra: str) -> dict:
 
 
 def torchrun_json(ranks: int, args: list[str]) -> dict:
-    """`torchrun --nproc-per-node ranks -m lab.realscale.torchrun args` on CPU: it must exit 0 (a hang guard
+    """`torchrun --nproc-per-node ranks -m lab.runtime.torchrun args` on CPU: it must exit 0 (a hang guard
     stops it) → rank 0's JSON report."""
     cmd = [str(TORCHRUN), "--nproc-per-node", str(ranks), "--master-addr", "127.0.0.1", "--master-port"]
     try:
         proc = subprocess.run(
-            [*cmd, str(free_port()), "-m", "lab.realscale.torchrun", *args],
+            [*cmd, str(free_port()), "-m", "lab.runtime.torchrun", *args],
             cwd=ROOT,
             env=base_env(),
             capture_output=True,
@@ -401,7 +402,7 @@ def test_torchrun_environment_is_checked():
 
 
 def test_one_process_runs_as_one_rank(monkeypatch, capsys, lab_model):
-    from lab.realscale.torchrun import main
+    from lab.runtime.torchrun import main
 
     for v in DIST_VARS:
         monkeypatch.delenv(v, raising=False)

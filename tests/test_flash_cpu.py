@@ -18,7 +18,7 @@ from dspark_mini.quant import Prepared
 from dspark_mini.tokenizer import TokenizerError, WiderVocabTokenizer, default_tokenizer
 from lab.realscale.placement import estimate_rank, own, prepared_bytes, tensors_of
 from lab.realscale.ranks import SINGLE
-from lab.realscale.run import preset_weights
+from lab.runtime.run import preset_weights
 
 GIB = 2**30
 WIDTHS = (

@@ -234,8 +234,8 @@ def test_generate_checkpoint_reads_its_tokenizer_json(tok, folder, tmp_path, cap
 def test_a_rank_shard_reads_the_tokenizer_map_too(tok, folder, tmp_path):
     """load_sharded (one torchrun rank's tensors) derives Engram's compressed ids from the folder's tokenizer.json
     as load_checkpoint does; without the file both fall back to id mod size."""
-    from lab.realscale.distributed import load_sharded
     from lab.realscale.ranks import SINGLE
+    from lab.runtime.distributed import load_sharded
 
     path = checkpoint_with_tokenizer(tok, folder, tmp_path / "ckpt")
     assert load_sharded(path, SINGLE).compress_map.tolist() == list(tok.compress_map)
@@ -250,7 +250,7 @@ def test_torchrun_encodes_the_prompt_with_the_checkpoint_tokenizer(tok, folder, 
     from argparse import Namespace
 
     from lab.realscale.export import read_config
-    from lab.realscale.torchrun import prompt_ids
+    from lab.runtime.torchrun import prompt_ids
 
     path = checkpoint_with_tokenizer(tok, folder, tmp_path / "ckpt")
     cfg = read_config(path)[0]

@@ -653,7 +653,7 @@ def test_a_preset_over_the_cgroup_limit_is_refused_before_anything_is_built(tmp_
     import types
 
     import lab.realscale.placement as placement
-    import lab.realscale.run as run_mod
+    import lab.runtime.run as run_mod
     import lab.weights as weights_mod
     from dspark_mini import build_model, get_config
 

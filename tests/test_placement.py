@@ -18,7 +18,6 @@ from dspark_mini.packed import state_bytes
 from lab.lesson.generation import compare
 from lab.realscale import export as export_mod
 from lab.realscale import export_checkpoint, load_checkpoint, write_header_only
-from lab.realscale.distributed import held_bytes, load_sharded
 from lab.realscale.export import build_on_meta
 from lab.realscale.placement import (
     MARGIN_FLOOR,
@@ -31,8 +30,9 @@ from lab.realscale.placement import (
     read_stored,
 )
 from lab.realscale.ranks import SINGLE, Parallel
-from lab.realscale.run import run_model
 from lab.realscale.shards import read_index
+from lab.runtime.distributed import held_bytes, load_sharded
+from lab.runtime.run import run_model
 
 GIB = 2**30
 H200_BYTES = 141e9

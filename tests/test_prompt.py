@@ -18,9 +18,9 @@ from lab.lesson.generation import compare
 from lab.lesson.view import prompt_words
 from lab.lesson.walk import run_walk
 from lab.present.presenter import prompt_tokens
-from lab.realscale.torchrun import prompt_ids
+from lab.runtime.torchrun import prompt_ids
 from lab.screens.widgets import LabState
-from lab.serving.serve_cli import PromptsFile
+from lab.serving.commands import PromptsFile
 from lab.text import check_prompt, prompt_limit
 
 CFG = get_config("lab")

@@ -73,8 +73,8 @@ from lab import style as lab_style
 from lab.cli import main
 from lab.present import presenter
 from lab.realscale import export_checkpoint
+from lab.serving import commands as serve_cli
 from lab.serving import profile_sps as profile_sps_mod
-from lab.serving import serve_cli
 from lab.serving.profile_sps import profile_sps
 from lab.serving.serve import Reservoir, serve_stream
 from lab.serving.sps import load_table
@@ -838,13 +838,13 @@ def free_port() -> int:
 
 
 def launch_two_ranks(args: list[str]) -> list[tuple[int, str, str]]:
-    """2 ranks of `python -m lab.realscale.torchrun ARGS` started by hand with torchrun's variables."""
+    """2 ranks of `python -m lab.runtime.torchrun ARGS` started by hand with torchrun's variables."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DSPARK_TP")}
     env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1"}
     env |= {"MASTER_PORT": str(free_port()), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "lab.realscale.torchrun", *args],
+            [sys.executable, "-m", "lab.runtime.torchrun", *args],
             cwd=ROOT,
             env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
             stdout=subprocess.PIPE,
@@ -896,7 +896,7 @@ def counted_caches(trained, monkeypatch):
 def served_model(trained, monkeypatch):
     """The CLI's `serve` / `profile --sps` on the module's model (no reload per call)."""
     monkeypatch.setattr("lab.weights.lab_model", lambda *a, **k: trained)  # profile --sps
-    monkeypatch.setattr("lab.realscale.run.run_model", lambda *a, **k: trained)  # serve
+    monkeypatch.setattr("lab.runtime.run.run_model", lambda *a, **k: trained)  # serve
     return trained
 
 

@@ -178,7 +178,7 @@ def profile(
     lang: the language of a memory refusal."""
     from dspark_mini.tokenizer import default_tokenizer
 
-    from ..realscale.run import open_checkpoint, preset_weights, run_model
+    from ..runtime.run import open_checkpoint, preset_weights, run_model
 
     check_seed(seed)
     check_int(reps, "reps", 1)

@@ -12,7 +12,7 @@ from dspark_mini.presets import text_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..realscale.run import open_checkpoint, preset_weights, run_model
+from ..runtime.run import open_checkpoint, preset_weights, run_model
 from ..text import DEFAULT_PROMPT, check_prompt
 from .view import WordPieces, prompt_words
 
@@ -113,7 +113,7 @@ def compare(
 ) -> Comparison:
     """Plain and speculative decoding of one prompt (trained lab weights unless weights="untrained"), on `device`
     (cpu, cuda, cuda:N) in compute dtype `dtype` (float64 / float32 / bfloat16; default the model's float64).
-    weights None: "trained" for `lab`, the seeded init for another preset (`flash-cpu`, `lab.realscale.run`).
+    weights None: "trained" for `lab`, the seeded init for another preset (`flash-cpu`, `lab.runtime.run`).
     The prompt goes through lab.text.check_prompt (NFC, not empty, at most prompt_limit tokens; refusals in
     `lang`, naming --prompt)."""
     check_seed(seed)  # before the weights are loaded or built
@@ -125,7 +125,7 @@ def compare(
         tok = text_tokenizer(cfg)
         prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)  # before the model: costs nothing
         model = run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang)
-    else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
+    else:  # the checkpoint's config, weights and tokenizer, together (lab.runtime.run.open_checkpoint)
         model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
         cfg = model.cfg
         prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)

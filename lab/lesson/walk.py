@@ -23,7 +23,7 @@ from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
-from ..realscale.run import open_checkpoint, preset_weights, run_model
+from ..runtime.run import open_checkpoint, preset_weights, run_model
 from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk
@@ -61,7 +61,7 @@ def run_walk(
         prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)  # before the model: costs nothing
         verify_len = check_verify_len(cfg, verify_len)
         model = run_model(weights, seed, preset=preset, lang=lang)
-    else:  # the checkpoint's config, weights and tokenizer, together (lab.realscale.run.open_checkpoint)
+    else:  # the checkpoint's config, weights and tokenizer, together (lab.runtime.run.open_checkpoint)
         model, tok = open_checkpoint(checkpoint, lang=lang)
         cfg = model.cfg
         prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)

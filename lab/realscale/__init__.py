@@ -8,9 +8,7 @@
   shards.py   the files: headers read without the data, the index, shard names
   placement.py  the bytes one rank reads and holds (from config.json / headers), refused before allocating when they
               do not fit the device (the --device / --dtype checks themselves are dspark_mini/device.py's)
-  distributed.py / torchrun.py   one model over N ranks (experts, attention, vocab, Engram rows), launched by torchrun
-  run.py      run_model(…): the model a command runs on — a checkpoint read back, or the lab's set; a rank's shard
-              under torchrun
+  ranks.py    one rank's place in a sharded model and which rows it holds (lab.runtime runs the ranks)
 The packed weights themselves (FP8 / MXFP4 codes and E8M0 scales, dequantized at use) are dspark_mini.packed.
 """
 

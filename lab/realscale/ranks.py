@@ -1,8 +1,8 @@
 """One rank's place in a sharded model and what it holds, from the config alone (no process group needed):
 `Parallel` (the expert/Engram group and the tensor-parallel group inside it), `check_shardable` (a split that does
 not divide is refused on every rank before any collective), `rank_slice` (the rows or columns of a tensor this rank
-holds), `rank_selector` (which tensors it reads). The loader (distributed.py) and the memory estimate (placement.py)
-follow exactly these rules.
+holds), `rank_selector` (which tensors it reads). The loader (lab/runtime/distributed.py) and the memory estimate
+(placement.py) follow exactly these rules.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ in dspark_mini/scheduler.py):
   profile_sps.py  `dspark-lab profile --sps`: SPS(B) of the lab model's verify forward on this machine;
   schedule.py  `dspark-lab schedule`: the simulation on the shipped data (data/sps_lab_cpu.json, the measured
                table; data/streams_dspark.json, recorded rounds) and the scheduler's own cost per round;
-  cli.py       the two subcommands' handlers and their vi/en tables;
-  serve.py, serve_cli.py  `dspark-lab serve`: ragged speculative rounds for R requests in flight, each request
+  cli.py       the three commands' parsers and option checks (no torch: `--help` stays fast);
+  commands.py  their handlers: `profile --sps` and `schedule` as tables or JSON, `serve`'s prompts, run and lines;
+  serve.py     `dspark-lab serve`: ragged speculative rounds for R requests in flight, each request
                freed and printed (or streamed as a JSON line) the moment it finishes;
   work.py      the estimate line `serve`, `schedule` and `profile --sps` print before they start, and their
                progress bar;

@@ -1,5 +1,5 @@
 """`dspark-lab schedule`, `dspark-lab serve` and `profile --sps`: their options and checks (the handlers are
-commands.py and serve_cli.py). Nothing here imports torch, so `--help` stays fast.
+commands.py). Nothing here imports torch, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def check_profile_sps(args: argparse.Namespace, cfg: Any) -> None:
 
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:
     if args.command == "serve":
-        from .serve_cli import main_serve  # torch: only when the command runs
+        from .commands import main_serve  # torch: only when the command runs
 
         main_serve(args, console, lang)  # prints each request as it finishes (JSON lines with --json), then the summary
         return

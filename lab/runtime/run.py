@@ -33,13 +33,13 @@ from dspark_mini.device import PlacementError, check_device, check_dtype, comput
 from dspark_mini.hf_tokenizer import TOKENIZER_FILE, FolderFileError, folder_file
 from dspark_mini.model import Transformer
 
+from ..realscale.export import LAB_VOCABULARY, load_checkpoint, read_config
+from ..realscale.layout import RealScaleError
+from ..realscale.placement import GIB, LIMITS, MARGIN_FLOOR, RankEstimate, estimate_rank, prepared_bytes, room
+from ..realscale.ranks import SINGLE
 from ..text import check_lang, lang_string, lang_table
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load
-from .export import LAB_VOCABULARY, load_checkpoint, read_config
-from .layout import RealScaleError
-from .placement import GIB, LIMITS, MARGIN_FLOOR, RankEstimate, estimate_rank, prepared_bytes, room
-from .ranks import SINGLE
 
 
 def run_model(

@@ -1,15 +1,15 @@
-"""`torchrun … -m lab.realscale.torchrun {generate,check}`: the lab model over N ranks (see `distributed.py`).
+"""`torchrun … -m lab.runtime.torchrun {generate,check}`: the lab model over N ranks (see `distributed.py`).
 
-  torchrun --nproc-per-node 2 -m lab.realscale.torchrun generate --max-new-tokens 16 --json
+  torchrun --nproc-per-node 2 -m lab.runtime.torchrun generate --max-new-tokens 16 --json
       every rank loads its shard (the trained lab weights, or only its tensors of `--checkpoint DIR`), runs plain
       and speculative greedy decoding in lockstep; rank 0 prints tokens and a logits checksum (JSON with --json)
-  torchrun --nproc-per-node 4 -m lab.realscale.torchrun check --tp 2 --worlds 4,2 --json
+  torchrun --nproc-per-node 4 -m lab.runtime.torchrun check --tp 2 --worlds 4,2 --json
       (add --checkpoint DIR --packed for an official export kept packed; --dtype float32|bfloat16 builds in it)
       the sharded model against one unsharded rank: greedy tokens (plain and speculative) and every logit of a
       prefill, the decode steps, a DSpark draft and a verify, max |Δ| ≤ --tolerance; exit code 1 if not
   Multi-node (2 nodes × 8 GPUs = 16 ranks), on node k ∈ {0, 1}, HOST0 = node 0's address:
       torchrun --nnodes 2 --nproc-per-node 8 --node-rank k --master-addr HOST0 --master-port 29500 \\
-          -m lab.realscale.torchrun generate --checkpoint DIR --packed --tp 8 --device cuda --dtype bfloat16 --json
+          -m lab.runtime.torchrun generate --checkpoint DIR --packed --tp 8 --device cuda --dtype bfloat16 --json
       experts 16-way (384 → 24 a rank), attention and vocab 8-way inside each node (o_groups = 8 caps tp at 8),
       Engram rows 16-way. The lab model itself fits at most 4 ranks (8 routed / 4 draft experts, o_groups 2).
 Without torchrun it runs as one rank (no process group). Rank 0 prints; the others write errors only (stderr).
@@ -30,6 +30,7 @@ import torch.distributed as dist
 from dspark_mini.device import check_device, check_dtype
 
 from ..options import add_verify_len
+from ..realscale.ranks import Parallel, ShardingError, check_shardable
 from ..text import DEFAULT_PROMPT, check_prompt
 from .distributed import (
     DEFAULT_TIMEOUT_S,
@@ -43,14 +44,13 @@ from .distributed import (
     read_env,
     shard_model,
 )
-from .ranks import Parallel, ShardingError, check_shardable
 
 TOLERANCE = 1e-5
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="torchrun --nproc-per-node N -m lab.realscale.torchrun",
+        prog="torchrun --nproc-per-node N -m lab.runtime.torchrun",
         description="The lab model sharded over torchrun's ranks: experts (EP), attention groups and vocab (TP), "
         "Engram rows. Rank 0 prints.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -113,7 +113,7 @@ def parser() -> argparse.ArgumentParser:
 def source_config(args: argparse.Namespace):
     """The config the ranks will shard (read before any collective: config.json only, or the lab preset)."""
     if args.checkpoint is not None:
-        from .export import read_config
+        from ..realscale.export import read_config
 
         return read_config(args.checkpoint)[0]
     from dspark_mini import get_config
@@ -124,7 +124,7 @@ def source_config(args: argparse.Namespace):
 def full_model(args: argparse.Namespace, device: torch.device):
     """The whole model on this rank (the one-rank reference)."""
     if args.checkpoint is not None:
-        from .export import load_checkpoint
+        from ..realscale.export import load_checkpoint
 
         return load_checkpoint(
             args.checkpoint, packed=args.packed, device=device, dtype=args.dtype, tokenizer_required=True
@@ -152,7 +152,7 @@ def checkpoint_bytes(args: argparse.Namespace) -> int | None:
     """The total_size of --checkpoint's index: every tensor's bytes."""
     if args.checkpoint is None:
         return None
-    from .shards import read_index
+    from ..realscale.shards import read_index
 
     return int(read_index(args.checkpoint)[1].get("total_size", 0))
 
@@ -162,7 +162,7 @@ def prompt_ids(args: argparse.Namespace, cfg) -> list[int]:
     --checkpoint` on one rank), else the lab tokenizer."""
     from dspark_mini import get_tokenizer
 
-    from .export import folder_tokenizer, read_config
+    from ..realscale.export import folder_tokenizer, read_config
 
     folder = getattr(args, "checkpoint", None)  # None: no --checkpoint (a namespace built without one, too)
     if folder is not None:
