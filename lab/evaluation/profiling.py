@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from dspark_mini import Trace, get_config
+from dspark_mini import Trace
 from dspark_mini.speculative import Round, acceptance_stats, generate_speculative
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
@@ -178,23 +178,21 @@ def profile(
     lang: the language of a memory refusal."""
     from dspark_mini.tokenizer import default_tokenizer
 
-    from ..runtime.run import open_checkpoint, preset_weights, run_model
+    from ..runtime.run import open_preset, preset_weights
 
     check_seed(seed)
     check_int(reps, "reps", 1)
     check_temperature(temperature)
-    weights = preset_weights(preset, weights, checkpoint)
-    if checkpoint is None:
-        cfg = get_config(preset)
-        model, corpus_ids = None, weights == "trained"
-    else:  # the checkpoint's config, weights and tokenizer, together; corpus prompts only in the lab's ids
-        model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
-        cfg, corpus_ids = model.cfg, tok is default_tokenizer()
-    verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
-    why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
-    check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
-    if model is None:
-        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang)
+
+    def check_cache_len(cfg: Any, tok: Any) -> None:
+        verify = cfg.dspark_block_size + 1  # the same bound as the CLI's --cache-length
+        why = f"max_seq_len {cfg.max_seq_len} − one verify of {verify} tokens"
+        check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
+
+    model, tok, _ = open_preset(preset, weights, checkpoint, seed, device, dtype, lang, check_cache_len)
+    cfg = model.cfg
+    # corpus prompts only in the lab's ids: the trained lab set, or a checkpoint that reads the lab's vocabulary
+    corpus_ids = tok is default_tokenizer() if checkpoint is not None else preset_weights(preset, weights) == "trained"
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)

@@ -7,12 +7,10 @@ from typing import Any
 
 import torch
 
-from dspark_mini import get_config
-from dspark_mini.presets import text_tokenizer
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..runtime.run import open_checkpoint, preset_weights, run_model
+from ..runtime.run import open_preset
 from ..text import DEFAULT_PROMPT, check_prompt
 from .view import WordPieces, prompt_words
 
@@ -118,17 +116,18 @@ def compare(
     `lang`, naming --prompt)."""
     check_seed(seed)  # before the weights are loaded or built
     check_temperature(temperature)
-    weights = preset_weights(preset, weights, checkpoint)
-    prompt = DEFAULT_PROMPT if prompt is None else prompt
-    if checkpoint is None:
-        cfg = get_config(preset)
-        tok = text_tokenizer(cfg)
-        prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)  # before the model: costs nothing
-        model = run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang)
-    else:  # the checkpoint's config, weights and tokenizer, together (lab.runtime.run.open_checkpoint)
-        model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
-        cfg = model.cfg
-        prompt, ids = check_prompt(prompt, tok.encode, cfg, "--prompt", lang)
+    text = DEFAULT_PROMPT if prompt is None else prompt
+    model, tok, (prompt, ids) = open_preset(
+        preset,
+        weights,
+        checkpoint,
+        seed,
+        device,
+        dtype,
+        lang,
+        lambda cfg, tok: check_prompt(text, tok.encode, cfg, "--prompt", lang),
+    )
+    cfg = model.cfg
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     # the prepared weight layouts are built now, outside both clocks: otherwise the first timed run (speculative)
     # pays for them — at the real widths gigabytes of stacked and QDQ'd experts — and the ratio reads low

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from typing import Any
 
 import torch
 
-from dspark_mini import Trace, get_config
+from dspark_mini import Trace
 from dspark_mini.config import ModelConfig
-from dspark_mini.presets import text_tokenizer
 from dspark_mini.sampling import next_token
 from dspark_mini.speculative import check_verify_len as speculative_check_verify_len
 from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
-from ..runtime.run import open_checkpoint, preset_weights, run_model
+from ..runtime.run import open_preset
 from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk
@@ -52,20 +52,14 @@ def run_walk(
     prompt_limit tokens); a refusal names `prompt_option` in `lang`."""
     seed = check_seed(seed)
     lang = check_lang(lang)
-    weights = preset_weights(preset, weights, checkpoint)
     wanted = tuple(get_step(s).id for s in steps) if steps else STEP_IDS
     temperature = check_temperature(temperature)
-    if checkpoint is None:
-        cfg = get_config(preset)
-        tok = text_tokenizer(cfg)
-        prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)  # before the model: costs nothing
-        verify_len = check_verify_len(cfg, verify_len)
-        model = run_model(weights, seed, preset=preset, lang=lang)
-    else:  # the checkpoint's config, weights and tokenizer, together (lab.runtime.run.open_checkpoint)
-        model, tok = open_checkpoint(checkpoint, lang=lang)
-        cfg = model.cfg
-        prompt, ids = check_prompt(prompt, tok.encode, cfg, prompt_option, lang)
-        verify_len = check_verify_len(cfg, verify_len)
+
+    def checks(cfg: ModelConfig, tok: Any) -> tuple[tuple[str, list[int]], int]:
+        return check_prompt(prompt, tok.encode, cfg, prompt_option, lang), check_verify_len(cfg, verify_len)
+
+    model, tok, ((prompt, ids), verify_len) = open_preset(preset, weights, checkpoint, seed, lang=lang, before=checks)
+    cfg = model.cfg
     tokens = torch.tensor([ids], dtype=torch.long)
     trace = Trace()
     with torch.no_grad():

@@ -6,6 +6,11 @@ checkpoint folder in the official layout.
       (`export.folder_tokenizer`: DIR/tokenizer.json, or the lab's vocabulary where config.json names it), read
       together, or one error naming what is missing — never the lab's vocabulary in place of a missing file;
       under torchrun only this rank's tensors are read.
+  open_preset(preset, weights, checkpoint, seed, device, dtype, lang, before=None) → (model, tokenizer, checked)
+      the one way a command opens what --preset / --weights / --checkpoint name: a checkpoint's model and tokenizer
+      (open_checkpoint), or the preset's model (run_model) and the lab's tokenizer for its vocabulary; `before(cfg,
+      tok)`, the command's own checks that need the config and tokenizer (a prompt, ℓ), runs before a preset's model
+      is built and as soon as a checkpoint is read; what it returns comes back as `checked`.
   run_model(weights, seed, checkpoint, device, dtype, shard=True, free=None, preset="lab")
       checkpoint given → open_checkpoint's model (its tokenizer kept as `model.tokenizer`);
       otherwise      → `lab.weights.lab_model` (the shipped set or the seeded init), its memory estimate checked
@@ -23,6 +28,7 @@ CPU run pays nothing for the real-scale path; `lab_model` itself never imports t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +46,30 @@ from ..realscale.ranks import SINGLE
 from ..text import check_lang, lang_string, lang_table
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load
+
+
+def open_preset(
+    preset: str = "lab",
+    weights: str | None = None,
+    checkpoint: str | Path | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    dtype: str | None = None,
+    lang: str = "en",
+    before: Callable[[Any, Any], Any] | None = None,
+) -> tuple[Transformer, Any, Any]:
+    """(model, tokenizer, what `before` returned): see the module docstring. weights None: "trained" for `lab` (or
+    with a checkpoint), the seeded init for another preset (`preset_weights`)."""
+    from dspark_mini.presets import text_tokenizer
+
+    weights = preset_weights(preset, weights, checkpoint)
+    if checkpoint is not None:  # the checkpoint's config, weights and tokenizer, together
+        model, tok = open_checkpoint(checkpoint, device, dtype, lang=lang)
+        return model, tok, before(model.cfg, tok) if before is not None else None
+    cfg = get_config(preset)
+    tok = text_tokenizer(cfg)
+    checked = before(cfg, tok) if before is not None else None  # before the model: a refusal costs nothing
+    return run_model(weights, seed, device=device, dtype=dtype, preset=preset, lang=lang), tok, checked
 
 
 def run_model(

@@ -308,21 +308,16 @@ def held_out_prompts(tok: Any = None) -> list[list[int]]:
 
 def main_serve(args: argparse.Namespace, console: Console, lang: str) -> dict[str, Any]:
     """Serve, printing every request as it finishes (a line, or a JSON line with --json) → the summary."""
-    from dspark_mini.presets import text_tokenizer
 
     from ..evaluation.conditions import run_conditions
-    from ..runtime.run import open_checkpoint, preset_weights, run_model
+    from ..runtime.run import open_preset
     from ..style import print_json
     from .schedule import read_table
     from .serve import ServeStats, check_serve_sizes, estimate_serve, probe_round, serve_stream
     from .work import Bar, say_estimate, side_console
 
-    if args.checkpoint is None:
-        weights = preset_weights(args.preset, None)  # the seeded init for a preset other than `lab`
-        model = run_model(weights, args.seed, None, args.device, args.dtype, preset=args.preset, lang=lang)
-        tok = text_tokenizer(model.cfg)
-    else:  # the checkpoint's config, weights and tokenizer, together (lab.runtime.run.open_checkpoint)
-        model, tok = open_checkpoint(args.checkpoint, args.device, args.dtype, lang=lang)
+    # the seeded init for a preset other than `lab`; a checkpoint's config, weights and tokenizer together
+    model, tok, _ = open_preset(args.preset, None, args.checkpoint, args.seed, args.device, args.dtype, lang)
     model.eval()
     if args.prompts_file is not None:
         source = PromptsFile(Path(args.prompts_file), tok.encode, model.cfg, lang).scan()

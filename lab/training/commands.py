@@ -134,12 +134,22 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
         return main_train_baseline(args, console, lang, out, load_model(args.target))
     target = model_for_draft(args.target, args.kind, args.seed)
     target_sha256 = file_sha256(args.target)  # recorded in the draft's header: it loads only beside this target
-    train_ids, _ = training_streams(args.seed)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 1)
-    label = TEXT("draft", lang, kind=args.kind)
+    log = run_trainer(args, console, lang, train_draft, target, context, kind=args.kind)
+    meta = draft_meta(args, log, context)
+    path = save(target, out, part="draft", meta=meta, target_sha256=target_sha256)
+    return draft_report(args, console, out, log, path)
+
+
+def run_trainer(
+    args: argparse.Namespace, console: Console, lang: str, trainer: Any, target: Any, context: int, **kw: Any
+) -> Any:
+    """One drafter's training against `target` on the corpus's training stream (shuffled by --seed), with the
+    options' steps, batch and learning rate and a progress bar (none under --json) → what `trainer` returns."""
+    train_ids, _ = training_streams(args.seed)
     with progress(console, args.json) as bar:
-        task = bar.add_task(label, total=args.steps, loss=float("nan"))
-        log = train_draft(
+        task = bar.add_task(TEXT("draft", lang, kind=args.kind), total=args.steps, loss=float("nan"))
+        return trainer(
             target,
             train_ids,
             args.steps,
@@ -147,12 +157,9 @@ def main_train_draft(args: argparse.Namespace, console: Console, lang: str, out:
             context,
             args.lr,
             args.seed,
-            kind=args.kind,
             on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
+            **kw,
         )
-    meta = draft_meta(args, log, context)
-    path = save(target, out, part="draft", meta=meta, target_sha256=target_sha256)
-    return draft_report(args, console, out, log, path)
 
 
 def draft_meta(args: argparse.Namespace, log, context: int) -> dict[str, Any]:
@@ -192,22 +199,9 @@ def main_train_baseline(args: argparse.Namespace, console: Console, lang: str, o
     from .baselines import train_eagle3, train_mtp1
 
     target_sha256 = file_sha256(args.target)  # recorded in the module's header: it loads only beside this target
-    train_ids, _ = training_streams(args.seed)
     context = min(args.seq_len, target.cfg.max_seq_len - target.cfg.dspark_block_size - 2)
     trainer = train_eagle3 if args.kind == "eagle3" else train_mtp1
-    label = TEXT("draft", lang, kind=args.kind)
-    with progress(console, args.json) as bar:
-        task = bar.add_task(label, total=args.steps, loss=float("nan"))
-        module, log = trainer(
-            target,
-            train_ids,
-            args.steps,
-            args.batch,
-            context,
-            args.lr,
-            args.seed,
-            on_step=lambda step, loss: bar.update(task, completed=step, loss=loss),
-        )
+    module, log = run_trainer(args, console, lang, trainer, target, context)
     meta = draft_meta(args, log, context)
     path = save_baseline(module, out, meta=meta, target_sha256=target_sha256)
     return draft_report(args, console, out, log, path)
