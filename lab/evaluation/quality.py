@@ -55,13 +55,13 @@ def collect_rounds(
     temperature: float,
     seed: int = 0,
     batch: int = 1,
-    block_size: int | None = None,
+    verify_len: int | None = None,
 ) -> list[Round]:
     """Every round of every prompt, `batch` prompts at a time (see `quality` for why 1 is the honest choice)."""
     rounds: list[Round] = []
     for i in range(0, prompts.size(0), batch):
         res = generate_speculative(
-            model, prompts[i : i + batch], max_new_tokens, block_size, temperature, seed + i, drafter=drafter
+            model, prompts[i : i + batch], max_new_tokens, verify_len, temperature, seed + i, drafter=drafter
         )
         rounds += [r for rs in res.rounds for r in rs]
     return rounds
@@ -107,7 +107,7 @@ def speed(
     drafter: Drafter,
     prompts: torch.Tensor,
     max_new_tokens: int,
-    block_size: int | None = None,
+    verify_len: int | None = None,
 ) -> dict[str, float]:
     """Greedy, batch 1, prompt by prompt, plain and speculative interleaved: total new tokens / total seconds."""
     plain_s = spec_s = 0.0
@@ -118,7 +118,7 @@ def speed(
         a = generate_plain(model, p, max_new_tokens)
         plain_s += time.perf_counter() - t0
         t0 = time.perf_counter()
-        b = generate_speculative(model, p, max_new_tokens, block_size, drafter=drafter)
+        b = generate_speculative(model, p, max_new_tokens, verify_len, drafter=drafter)
         spec_s += time.perf_counter() - t0
         if a.tokens != b.tokens:  # greedy speculative decoding is lossless in float64: anything else is a bug
             raise RuntimeError(f"speculative output differs from plain decoding on prompt {i}")

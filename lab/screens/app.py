@@ -16,7 +16,6 @@ from ..weights import WEIGHTS
 from .inspector import inspector_6b
 from .widgets import (
     AUTO_LAYER,
-    TEMPERATURE_MAX,
     TEXT,
     LabState,
     build_map,
@@ -26,6 +25,8 @@ from .widgets import (
     step_panel,
     step_panel_content,
     tagged,
+    temperature_slider,
+    verify_len_slider,
 )
 
 
@@ -41,17 +42,8 @@ class LabApp:
         self.controls: dict[str, widgets.Widget] = {
             "prompt": widgets.Text(value=state.prompt, continuous_update=False, layout=widgets.Layout(width="60%")),
             "seed": widgets.IntText(value=state.seed, layout=widgets.Layout(width="160px")),
-            "verify_len": widgets.IntSlider(
-                value=state.verify_len, min=1, max=cfg.dspark_block_size, continuous_update=False
-            ),
-            "temperature": widgets.FloatSlider(
-                value=state.temperature,
-                min=0.0,
-                max=TEMPERATURE_MAX,
-                step=0.05,
-                continuous_update=False,
-                readout_format=".2f",
-            ),
+            "verify_len": verify_len_slider(state, cfg),
+            "temperature": temperature_slider(state),
             "lang": widgets.ToggleButtons(options=[("vi", "vi"), ("en", "en")], value=state.lang, layout=lay),
             "weights": widgets.Dropdown(options=self.weight_options(), value=state.weights, layout=lay),
             "layer": widgets.Dropdown(options=self.layer_options(), value=self.control_value("layer"), layout=lay),

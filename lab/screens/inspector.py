@@ -17,7 +17,17 @@ from ..lesson.view_6b import check_load, lesson_table, load_plan, next_row, stat
 from ..text import UI
 from .plots import token_text
 from .plots_6b import draft_strip, logits_bar
-from .widgets import LOAD_STEPS, TEMPERATURE_MAX, TEXT, LabState, figure_output, set_figure, table_html, tagged
+from .widgets import (
+    LOAD_STEPS,
+    TEXT,
+    LabState,
+    figure_output,
+    set_figure,
+    table_html,
+    tagged,
+    temperature_slider,
+    verify_len_slider,
+)
 
 
 # ---- the 6B inspector ----------------------------------------------------------------------------------
@@ -159,21 +169,8 @@ def inspector_6b(state: LabState, sliders: bool = True) -> widgets.VBox:
     `sliders=False` leaves the ℓ and temperature sliders out (the app has them among its controls)."""
     cfg = state.walk.cfg
     title = tagged(widgets.HTML(), "dspark-inspector-title")
-    ell = tagged(
-        widgets.IntSlider(value=state.verify_len, min=1, max=cfg.dspark_block_size, step=1, continuous_update=False),
-        "dspark-verify-len-slider",
-    )
-    temp = tagged(
-        widgets.FloatSlider(
-            value=state.temperature,
-            min=0.0,
-            max=TEMPERATURE_MAX,
-            step=0.05,
-            continuous_update=False,
-            readout_format=".2f",
-        ),
-        "dspark-temperature-slider",
-    )
+    ell = tagged(verify_len_slider(state, cfg), "dspark-verify-len-slider")
+    temp = tagged(temperature_slider(state), "dspark-temperature-slider")
     load = tagged(
         widgets.SelectionSlider(options=list(LOAD_STEPS), value=LOAD_STEPS[0], continuous_update=False),
         "dspark-load-slider",

@@ -269,6 +269,23 @@ def find_widgets(root: widgets.Widget, dom_class: str) -> list[widgets.Widget]:
     return [w for w in walk_widgets(root) if dom_class in getattr(w, "_dom_classes", ())]
 
 
+def verify_len_slider(state: LabState, cfg: Any) -> widgets.IntSlider:
+    """The ℓ slider of the app and the 6B inspector: 1 … the trained draft block, at the state's ℓ."""
+    return widgets.IntSlider(value=state.verify_len, min=1, max=cfg.dspark_block_size, step=1, continuous_update=False)
+
+
+def temperature_slider(state: LabState) -> widgets.FloatSlider:
+    """The temperature slider of the app and the 6B inspector: 0 (greedy) … TEMPERATURE_MAX, at the state's T."""
+    return widgets.FloatSlider(
+        value=state.temperature,
+        min=0.0,
+        max=TEMPERATURE_MAX,
+        step=0.05,
+        continuous_update=False,
+        readout_format=".2f",
+    )
+
+
 def tagged(widget: widgets.Widget, *dom_classes: str) -> widgets.Widget:
     for c in dom_classes:
         widget.add_class(c)
