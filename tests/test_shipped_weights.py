@@ -3,6 +3,9 @@ stay lossless, and make step 6B a lesson instead of noise."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,7 +15,7 @@ from lab.lesson.walk import run_walk
 from lab.realtext import DOMAINS
 from lab.training.rebuild import Recipe, check_shipped, corpus_streams
 from lab.training.train import evaluate
-from lab.weights import DRAFTERS, WEIGHTS_DIR, lab_model, load_drafter, report
+from lab.weights import DRAFTERS, WEIGHTS_DIR, lab_model, load_drafter, read_manifest, report
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +138,14 @@ def test_walk_6b_on_trained_weights_is_far_above_the_untrained_level():
     assert trained.round.confidence[0] > 0.5 and trained.round.n_accepted >= 1
     facts = dict(trained.views["6B"].facts)
     assert "trained" in facts.values()
+
+
+def test_the_second_rebuild_record_is_of_this_set_and_identical():
+    """docs/rebuild.json (bench/rebuild_check.py) compares a second `make weights` with *this* set: every weight
+    file of the manifest, its sha256 the manifest's, and the rebuilt one equal (a retrain leaves it stale: re-run)."""
+    record = json.loads((Path(__file__).resolve().parents[1] / "docs" / "rebuild.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(WEIGHTS_DIR)
+    weights = {k: v["sha256"] for k, v in manifest.items() if k.endswith(".safetensors")}
+    assert {k: v["shipped"] for k, v in record["files"].items()} == weights
+    assert record["identical"] and all(v["rebuilt"] == v["shipped"] and v["equal"] for v in record["files"].values())
+    assert record["runs"]["shipped"]["seconds"]["total"] == report()["seconds"]["total"]

@@ -51,6 +51,7 @@ SOURCES = {
     "corpus": "lab/realtext/stats.json",  # `make corpus`: the real-text corpus's sizes and the tokenizer's rates
     "model_card": "docs/model_card.json",  # bench/model_card.py: the target's perplexities and sample continuations
     "manifest": "lab/weights/manifest.json",  # the shipped set's files, sha256 and bytes
+    "rebuild": "docs/rebuild.json",  # bench/rebuild_check.py: a second `make weights` beside the shipped set
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -383,6 +384,13 @@ KEYS: tuple[Key, ...] = (
         lambda d, path, f: MEASURED[f](_path(d, path)),
         "text",
         "a value of docs/model_card.json (dotted path, then :format)",
+    ),
+    Key(
+        rf"rebuild\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+        "rebuild",
+        lambda d, path, f: MEASURED[f](_path(d, path)),
+        "text",
+        "a value of docs/rebuild.json (dotted path, then :format)",
     ),
     Key(
         rf"report\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
