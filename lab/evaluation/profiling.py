@@ -190,9 +190,9 @@ def profile(
         check_int(cache_len, "cache_len", 1, cfg.max_seq_len - verify, why)
 
     model, tok, _ = open_preset(preset, weights, checkpoint, seed, device, dtype, lang, check_cache_len)
-    cfg = model.cfg
+    cfg, weights = model.cfg, preset_weights(preset, weights, checkpoint)  # what was loaded: trained or untrained
     # corpus prompts only in the lab's ids: the trained lab set, or a checkpoint that reads the lab's vocabulary
-    corpus_ids = tok is default_tokenizer() if checkpoint is not None else preset_weights(preset, weights) == "trained"
+    corpus_ids = tok is default_tokenizer() if checkpoint is not None else weights == "trained"
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, cfg.vocab_size, (1, cache_len), generator=gen)
     batch = torch.randint(4, cfg.vocab_size, (prompts, 12), generator=gen)

@@ -10,7 +10,7 @@ import torch
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..runtime.run import open_preset
+from ..runtime.run import open_preset, preset_weights
 from ..text import DEFAULT_PROMPT, check_prompt
 from .view import WordPieces, prompt_words
 
@@ -154,7 +154,7 @@ def compare(
         spec,
         texts,
         tok.decode,
-        weights,
+        preset_weights(preset, weights, checkpoint),  # what was loaded: trained or untrained
         device,
         dtype,
         model.cfg,

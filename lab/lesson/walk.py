@@ -23,7 +23,7 @@ from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
-from ..runtime.run import open_preset
+from ..runtime.run import open_preset, preset_weights
 from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk
@@ -79,7 +79,7 @@ def run_walk(
         parity,
         seed,
         cache,
-        weights=weights,
+        weights=preset_weights(preset, weights, checkpoint),  # what was loaded: trained or untrained
         hooked_taps=hooked,
     )
     walk = redraft(walk, verify_len, temperature, views=False)
