@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lesson.steps import STEP_IDS
+from ..options import add_seed, add_temperature
 from ..text import LANGS, UI, Texts, check_lang, lang_string, lang_table, say_symlink
 from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, page_vocab, render
 
@@ -314,8 +315,8 @@ def write_site(page: str, out: Path) -> list[Path]:
 def add_present_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default=None, help="the prompt the lesson follows (default: the walk's)")
     p.add_argument("--lang", default="en", help="vi or en: the language the page opens in (switchable in the page)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the walk and of the rounds' sampling")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of the rounds (0 = greedy)")
+    add_seed(p, "seed of the walk and of the rounds' sampling")
+    add_temperature(p)
     p.add_argument(
         "--requests", type=int, default=DEFAULT_REQUESTS, help="requests in flight R the scheduler plans for (1..256)"
     )
@@ -385,7 +386,7 @@ def check_present_args(args: argparse.Namespace) -> None:
     from ..lesson.view_6b import MAX_LOAD
     from .rounds import MAX_ROUNDS
 
-    if args.lang not in LANGS:
+    if args.lang not in LANGS:  # named as the option (check_lang names a language)
         raise ValueError(f"--lang = {args.lang!r} is invalid: allowed {', '.join(map(repr, LANGS))}")
     check_seed(args.seed, "--seed")
     check_temperature(args.temperature, "--temperature")
