@@ -269,3 +269,20 @@ def test_bad_options_are_one_line(argv, message, capsys) -> None:
     assert main(["paper", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_the_shipped_page_is_the_full_run_of_the_shipped_set() -> None:
+    """docs/paper.md, paper.vi.md and notebook 10 read runs/paper: every item there is the full budget's, measured on
+    the very weights lab/weights holds (a retrain or a --quick run written over them fails here: run `make paper`)."""
+    from lab.paper.run import budget
+    from lab.weights import WEIGHTS_DIR, read_manifest
+
+    full = budget("full", 0)
+    shipped = {k: v["sha256"][:16] for k, v in sorted(read_manifest(WEIGHTS_DIR).items())}
+    for name in ITEMS:
+        c = item(ROOT / "runs" / "paper", name)["conditions"]
+        assert c["budget"]["name"] == "full" and c["budget"]["draft"]["steps"] == full.draft.steps, name
+        assert c["weights_sha256"] == shipped, name
+    for page, words in (("paper.md", "Run: budget `full`"), ("paper.vi.md", "ngân sách `full`")):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert words in text and "`quick`" not in text, page
