@@ -26,6 +26,8 @@ from lab.weights import WEIGHTS_DIR, file_sha256, read_manifest  # noqa: E402
 
 def compare(shipped: Path, rebuilt: Path) -> dict[str, dict[str, str | bool]]:
     """file name → {shipped, rebuilt (sha256), equal} for every weight file the shipped manifest lists."""
+    if not rebuilt.is_dir():
+        raise ValueError(f"--rebuilt {rebuilt} is not a folder: allowed the lab/weights of a second `make weights`")
     manifest = read_manifest(shipped)
     if manifest is None:
         raise ValueError(f"{shipped} has no manifest.json: allowed a weights folder `train all` wrote")
