@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..text import LANGS, check_lang, lang_table, lang_tables
+from ..text import LANGS, check_lang, lang_tables
 
 TEXT_FIELDS: tuple[str, ...] = ("title", "short", "what", "look_at", "real_scale")
 SHORT_MAX_CHARS = 90  # map blocks and tooltips
@@ -103,8 +103,8 @@ class Edge(NamedTuple):
     bidirectional: bool = False
 
 
-COLUMN_TITLES = lang_table("steps", "columns")  # lab/lang/<lang>/steps.toml
-STEP_TEXT = lang_tables("steps")  # each step's title, short, what, look_at and real_scale, by its id
+STEP_TEXT = lang_tables("steps")  # lab/lang/<lang>/steps.toml: each step's title, short, what, look_at, real_scale
+COLUMN_TITLES = STEP_TEXT.pop("columns")  # and the four columns' titles
 
 # ---- the four columns ----------------------------------------------------------------------------
 COLUMNS: tuple[Column, ...] = (
