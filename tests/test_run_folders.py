@@ -31,6 +31,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -567,6 +568,7 @@ def stall(*args, **kwargs):
 """
 PAPER_CHILD = """
 import sys
+import tempfile
 sys.path.insert(0, sys.argv[1])
 import stall_jobs
 import lab.paper.measure as m, lab.paper.run as r
@@ -716,11 +718,20 @@ leave(0)
 """
 
 
-def test_the_cli_leaves_no_temporary_folder_of_multiprocessing_behind(tmp_path):
+def test_the_cli_leaves_no_temporary_folder_of_multiprocessing_behind():
     """`dspark-lab` ends without the interpreter's exit handlers (lab/cli.py `leave`); multiprocessing's temporary
-    folder, which a pool run makes when it passes tensors to its workers, must still go."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    folder, which a pool run makes when it passes tensors to its workers, must still go.
+
+    The folder is a short one under /tmp, not pytest's tmp_path: a socket's path is limited to 107 bytes, and
+    pytest's folder under xdist (…/pytest-of-root/pytest-N/popen-gwN/<test name>/tmp/pymp-…/listener-…) can pass it."""
+    tmp = Path(tempfile.mkdtemp(prefix="mp", dir="/tmp"))
+    try:
+        _leaves_no_temporary_folder(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _leaves_no_temporary_folder(tmp):
     env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO))
     r = subprocess.run([sys.executable, "-c", LEAVE_CHILD], cwd=REPO, env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith(str(tmp / "pymp-")), r.stderr  # it was made there …
