@@ -56,6 +56,7 @@ from .model import ForwardOutput, Transformer
 from .norm import RMSNorm
 from .rope import apply_rope, rope_angles, rope_inv_freq
 from .sampling import sample, token_distribution
+from .validate import check_int
 
 FORMAT = "dspark-lab-baseline"
 VERSION = "1"
@@ -320,8 +321,7 @@ class Eagle3Draft(nn.Module):
         check_target(self, model)
         cfg = self.cfg
         k = cfg.dspark_block_size if steps is None else steps
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= cfg.dspark_block_size:
-            raise ValueError(f"steps = {k!r} is invalid: allowed 1..{cfg.dspark_block_size} (dspark_block_size)")
+        check_int(k, "steps", 1, cfg.dspark_block_size, "dspark_block_size", bare=True)
         check_rows("tap_cat", tap_cat, None, None, len(cfg.dspark_target_layer_ids) * cfg.dim)
         B, S, _ = tap_cat.shape
         check_ids("tokens", tokens, cfg.vocab_size, B, S + k)
@@ -358,8 +358,7 @@ class WindowDrafter:
         raise NotImplementedError
 
     def reset(self, batch: int) -> None:
-        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-            raise ValueError(f"batch = {batch!r} is invalid: allowed an integer ≥ 1")
+        check_int(batch, "batch", 1)
         self.batch, self.feats, self.tokens, self.length = batch, None, None, 0
 
     def observe(self, tokens: torch.Tensor, out: ForwardOutput, n: int) -> None:
@@ -367,8 +366,7 @@ class WindowDrafter:
             raise ValueError("the drafter has no batch yet: call reset(batch) before observe")
         check_ids("tokens", tokens, self.module.cfg.vocab_size, self.batch)
         S = tokens.size(1)
-        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= S:
-            raise ValueError(f"n = {n!r} is invalid: allowed 1..{S} (the rows of this forward)")
+        check_int(n, "n", 1, S, "the rows of this forward", bare=True)
         f = self.features(out)
         if f.dim() != 3 or f.size(0) != self.batch or f.size(1) < n:
             raise ValueError(
@@ -385,8 +383,7 @@ class WindowDrafter:
         anchor last), positions [W']."""
         check_target(self.module, model)
         top = self.max_block(model)
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= top:
-            raise ValueError(f"block size = {k!r} is invalid: allowed 1..{top} (the {self.kind} draft block)")
+        check_int(k, "k (the draft block size)", 1, top, f"the {self.kind} draft block", bare=True)
         if self.feats is None:
             raise ValueError("the drafter has seen no committed rows: call reset(batch) and observe(prompt …) first")
         if cache.length != self.length:

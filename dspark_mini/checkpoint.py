@@ -35,6 +35,7 @@ from .kv_cache import cache_bytes
 from .model import Transformer
 from .params import param_parts
 from .presets import build_model
+from .validate import is_integer
 
 FORMAT = "dspark-lab"
 VERSION = "1"
@@ -102,7 +103,7 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
             raise bad("true or false")
         return value
     if isinstance(default, int):
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not is_integer(value):
             raise bad("an integer")
         return value
     if isinstance(default, float):

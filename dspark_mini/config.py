@@ -19,13 +19,15 @@ from typing import Any
 
 import torch
 
+from .validate import is_integer
+
 MAX_SHOWN = 300  # characters of a value an error message shows (a hostile file's 400-digit number is cut)
 
 
 def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     """repr(value) for an error message, cut past `limit` characters; an integer of more than 20 digits as its
     first digits and its digit count (never thousands of characters, and no repr of an int past Python's limit)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+    if is_integer(value) and abs(value) >= 10**20:
         digits = int(abs(value).bit_length() * math.log10(2))  # the digit count, or one less
         digits += abs(value) >= 10**digits
         return f"{'-' if value < 0 else ''}{abs(value) // 10 ** (digits - 12)}…({digits:,} digits)"
@@ -237,9 +239,6 @@ class ModelConfig:
 
     # ---- validation -----------------------------------------------------------------------------
     def validate(self) -> ModelConfig:  # noqa: C901 - one check per field, flat on purpose
-        def is_int(v: Any) -> bool:
-            return isinstance(v, int) and not isinstance(v, bool)
-
         def is_finite(v: Any) -> bool:
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 return False
@@ -254,7 +253,7 @@ class ModelConfig:
 
         def bounded_int(name: str, lo: int, hi: int) -> None:
             v = getattr(self, name)
-            need(is_int(v) and lo <= v <= hi, name, f"an integer ≥ {lo} and ≤ {hi:,}")
+            need(is_integer(v) and lo <= v <= hi, name, f"an integer ≥ {lo} and ≤ {hi:,}")
 
         for name, (lo, hi) in INT_RANGES.items():
             bounded_int(name, lo, hi)
@@ -324,7 +323,7 @@ class ModelConfig:
             "compress_ratios",
             f"a tuple of n_layers + n_mtp_layers = {total} entries",
         )
-        need(all(is_int(x) and x in (0, 1, 2) for x in r), "compress_ratios", "entries in {0, 1, 2}")
+        need(all(is_integer(x) and x in (0, 1, 2) for x in r), "compress_ratios", "entries in {0, 1, 2}")
         need(
             all(x == 0 for x in r[L:]),
             "compress_ratios",
@@ -333,7 +332,7 @@ class ModelConfig:
 
         def layer_ids(name: str, hi: int) -> tuple[int, ...]:
             ids = getattr(self, name)
-            need(isinstance(ids, tuple) and all(is_int(i) for i in ids), name, "a tuple of layer ids (integers)")
+            need(isinstance(ids, tuple) and all(is_integer(i) for i in ids), name, "a tuple of layer ids (integers)")
             need(all(0 <= i < hi for i in ids), name, f"layer ids in 0..{hi - 1}")
             need(list(ids) == sorted(set(ids)), name, "strictly increasing layer ids")
             return ids
@@ -369,7 +368,7 @@ class ModelConfig:
             "the ratio-1 source as the last KV source (the decoder reads only its projection)",
         )
         need(
-            is_int(self.candidate_source_layer) and self.candidate_source_layer in kv,
+            is_integer(self.candidate_source_layer) and self.candidate_source_layer in kv,
             "candidate_source_layer",
             f"one of kv_source_layers {kv}",
         )
@@ -396,7 +395,7 @@ class ModelConfig:
             f"(Engram layers × (engram_max_ngram_size − 1) × engram_n_heads = {tables:,})",
         )
         need(
-            is_int(self.engram_pad_id) and 0 <= self.engram_pad_id < self.vocab_size,
+            is_integer(self.engram_pad_id) and 0 <= self.engram_pad_id < self.vocab_size,
             "engram_pad_id",
             f"a token id in 0..{self.vocab_size - 1}",
         )
@@ -407,7 +406,7 @@ class ModelConfig:
         need(self.dspark_tap_mix in TAP_MIXES, "dspark_tap_mix", f"one of {TAP_MIXES}")
         need(self.dspark_markov_kind in MARKOV_KINDS, "dspark_markov_kind", f"one of {MARKOV_KINDS}")
         need(
-            is_int(self.dspark_noise_token_id) and 0 <= self.dspark_noise_token_id < self.vocab_size,
+            is_integer(self.dspark_noise_token_id) and 0 <= self.dspark_noise_token_id < self.vocab_size,
             "dspark_noise_token_id",
             f"a token id in 0..{self.vocab_size - 1}",
         )

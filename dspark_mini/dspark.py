@@ -30,7 +30,7 @@ from .norm import RMSNorm
 from .quant import Prepared, fake_quant, forget_prepared, fp8_qdq
 from .rope import apply_rope, rope_angles, rope_table
 from .sampling import next_token, token_distribution
-from .validate import check_temperature
+from .validate import check_int, check_temperature
 
 
 @dataclass
@@ -184,17 +184,17 @@ class DSparkDraft(nn.Module):
         return {blk.layer_id: r for blk, r in zip(self.layers, rows.unbind(2), strict=True)}
 
     def block_pass(
-        self, anchor: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache, block_size: int, trace=None
+        self, anchor: torch.Tensor, embed: nn.Embedding, head: nn.Module, cache, k: int, trace=None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The parallel part: [anchor, noise × (k−1)] through the draft blocks → positions [k], h [B, k, D],
         base logits U [B, k, V]. Every row attends to the ring and to the whole block."""
         cfg = self.cfg
         B, p = anchor.size(0), cache.length
-        block = torch.full((B, block_size), cfg.dspark_noise_token_id, dtype=torch.long, device=anchor.device)
+        block = torch.full((B, k), cfg.dspark_noise_token_id, dtype=torch.long, device=anchor.device)
         block[:, 0] = anchor
-        positions = torch.arange(p, p + block_size, device=anchor.device)  # [k]
+        positions = torch.arange(p, p + k, device=anchor.device)  # [k]
         x = embed(block).unsqueeze(2).repeat(1, 1, cfg.hc_mult, 1)  # [B, k, hc, D]
-        pre = identity_pre_mix(B, block_size, cfg.hc_mult, hp_dtype(cfg), anchor.device)
+        pre = identity_pre_mix(B, k, cfg.hc_mult, hp_dtype(cfg), anchor.device)
         shared = SharedAttention()
         for blk in self.layers:
             rec = trace.recorder(blk.layer_id) if trace is not None else None
@@ -218,31 +218,27 @@ class DSparkDraft(nn.Module):
         embed: nn.Embedding,
         head: nn.Module,
         cache,
-        block_size: int,
+        k: int,
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         trace=None,
     ) -> DraftOutput:
-        """One draft pass for anchors [B] at position cache.length (the anchor is not in the target cache yet)."""
+        """One draft pass of k tokens for anchors [B] at position cache.length (the anchor is not in the target
+        cache yet)."""
         cfg = self.cfg
-        if (
-            not isinstance(block_size, int)
-            or isinstance(block_size, bool)
-            or not 1 <= block_size <= cfg.dspark_block_size
-        ):
-            raise ValueError(
-                f"block size = {block_size!r} is invalid: allowed 1..{cfg.dspark_block_size} (the trained draft block)"
-            )
+        check_int(
+            k, "k (the draft block size)", 1, cfg.dspark_block_size, "dspark_block_size, the trained block", bare=True
+        )
         p = cache.length
         if p == 0:
             raise ValueError("the draft needs the target to have processed a prompt first (empty cache)")
-        if p + block_size > cfg.max_seq_len:
-            raise ValueError(f"draft block would reach position {p + block_size - 1}: max_seq_len = {cfg.max_seq_len}")
-        positions, h, base = self.block_pass(anchor, embed, head, cache, block_size, trace)
+        if p + k > cfg.max_seq_len:
+            raise ValueError(f"draft block would reach position {p + k - 1}: max_seq_len = {cfg.max_seq_len}")
+        positions, h, base = self.block_pass(anchor, embed, head, cache, k, trace)
         temperature = check_temperature(temperature)
         prev, state = anchor, self.markov_head.start(anchor.size(0), h)
         tokens, logits, embeds = [], [], []
-        for i in range(block_size):  # the Markov head: the only sequential part
+        for i in range(k):  # the Markov head: the only sequential part
             bias, e, state = self.markov_head.step(prev, h[:, i], state)  # [B, V], [B, r]
             li = base[:, i] + bias.to(base.dtype)  # [B, V]
             xi = next_token(li, temperature, generator)  # [B]
@@ -257,7 +253,7 @@ class DSparkDraft(nn.Module):
         z = self.confidence_head(hw.to(self.confidence_head.weight.dtype)).squeeze(-1)  # [B, k] logits
         temps = self.confidence_temperatures
         if temps is not None:
-            z = z / z.new_tensor(temps[:block_size])
+            z = z / z.new_tensor(temps[:k])
         shown = probs_t if temperature > 0 else torch.softmax(logits_t, dim=-1)
         out = DraftOutput(
             tokens=tokens_t,

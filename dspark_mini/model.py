@@ -31,6 +31,7 @@ from .mhc import hc_pre, identity_pre_mix
 from .norm import RMSNorm
 from .quant import prepare_all
 from .ragged import RaggedBatch
+from .validate import renamed
 
 
 class Trace:
@@ -309,12 +310,20 @@ def draft(
     model: Transformer,
     anchor: torch.Tensor,
     cache: KVCache,
-    block_size: int | None = None,
+    k: int | None = None,
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
     trace: Trace | None = None,
+    *,
+    block_size: int | None = None,
 ) -> DraftOutput:
-    """One DSpark draft pass from anchors [B] at position cache.length (see `dspark.py`)."""
+    """One DSpark draft pass from anchors [B] at position cache.length (see `dspark.py`): k drafted tokens
+    (default: the trained block, cfg.dspark_block_size). `block_size` is k's old name (still accepted, warns)."""
+    if block_size is not None:
+        renamed("block_size", "k", "draft()")
+        if k is not None:
+            raise ValueError("k and its old name block_size were both given: give k only")
+        k = block_size
     if model.mtp is None:
         raise ValueError("this config has no draft layers (n_mtp_layers = 0)")
     if anchor.dim() != 1 or anchor.dtype != torch.long:
@@ -325,5 +334,5 @@ def draft(
             f"anchor token id {int(anchor.max()) if int(anchor.max()) >= V else int(anchor.min())} "
             f"is out of range: allowed 0..{V - 1}"
         )
-    k = model.cfg.dspark_block_size if block_size is None else block_size
+    k = model.cfg.dspark_block_size if k is None else k
     return model.mtp(anchor, model.embed, model.head, cache, k, temperature, generator, trace)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from .linear import cast
+from .validate import check_int
 
 FP8_MAX = 448.0  # largest finite E4M3 ("fn") value: 1.75 · 2^8
 FP4_MAX = 6.0  # largest E2M1 value: 1.5 · 2^2
@@ -172,8 +173,7 @@ _SCALES: dict = {}
 
 
 def _check_block(block: int) -> None:
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        raise ValueError(f"block must be a positive int, got {block!r}")
+    check_int(block, "block", 1)
 
 
 def _blocked(x: torch.Tensor, block: int) -> torch.Tensor:
@@ -234,8 +234,7 @@ def qdq_ste(x: torch.Tensor, fn: Callable[..., torch.Tensor], *args: object) -> 
 
 def _check_bytes_args(n_values: int, block: int) -> None:
     _check_block(block)
-    if isinstance(n_values, bool) or not isinstance(n_values, int) or n_values < 0:
-        raise ValueError(f"n_values must be a non-negative int, got {n_values!r}")
+    check_int(n_values, "n_values", 0)
     if n_values % block != 0:
         raise ValueError(f"n_values = {n_values} is not a multiple of block = {block}")
 

@@ -72,6 +72,8 @@ from typing import Protocol
 
 import torch
 
+from .validate import check_int, check_verify_len
+
 POLICIES = ("fixed", "threshold", "dspark", "dspark-async")  # the shipped policies
 RETROSPECTIVE = "retrospective"  # a biased global search, kept only to show the bias
 ALL_POLICIES = POLICIES + (RETROSPECTIVE,)
@@ -210,14 +212,9 @@ class Scheduler:
         length: int | None = None,
     ):
         self.policy = check_policy(policy)
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k = {k!r} is invalid: allowed an integer ≥ 1 (the drafted block)")
-        self.k = k
+        self.k = check_int(k, "k", 1, None, "the drafted block")
         self.threshold = check_threshold(threshold)
-        length = k if length is None else length
-        if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= k:
-            raise ValueError(f"length = {length!r} is invalid: allowed 0..{k} (the fixed verify length)")
-        self.length = length
+        self.length = check_verify_len(length, k, "length", lo=0)
         if sps is not None and not callable(getattr(sps, "steps_per_s", None)):
             raise ValueError("sps must be an SPS cost table with steps_per_s(batch_tokens) (lab.serving.sps)")
         if sps is None and policy in NEEDS_TABLE:

@@ -27,7 +27,7 @@ from .dspark import DraftOutput
 from .kv_cache import KVCache
 from .model import Transformer, forward_ragged
 from .sampling import next_token, sample, token_distribution
-from .validate import check_seed, check_temperature
+from .validate import check_int, check_seed, check_temperature, check_verify_len, renamed
 
 ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS = "accepted", "rejected", "not verified", "resampled", "bonus"
 NOT_SENT = "not sent"  # drafted, but beyond the verify length ℓ the scheduler chose: never shown to the target
@@ -116,10 +116,16 @@ class Round:
         return self.n_accepted + 1
 
     @property
-    def block(self) -> int:
+    def k(self) -> int:
         """k, the drafts proposed: the whole trained block for the parallel (DSpark-family) drafters; the first
         `verify_len` (ℓ) of them were sent to verify."""
         return len(self.draft)
+
+    @property
+    def block(self) -> int:
+        """k's old name (still works, warns)."""
+        renamed("Round.block", "Round.k", "Round")
+        return self.k
 
 
 @dataclass
@@ -144,8 +150,7 @@ def check_prompt(model: Transformer, prompt: torch.Tensor, max_new_tokens: int) 
         raise ValueError(f"prompt must be int64 token ids of shape [B, S] (got {getattr(prompt, 'shape', prompt)})")
     if prompt.size(1) == 0:
         raise ValueError("prompt is empty: give at least one token")
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens = {max_new_tokens!r} is invalid: allowed ≥ 1")
+    check_int(max_new_tokens, "max_new_tokens", 1, bare=True)
     room = model.cfg.max_seq_len - prompt.size(1)
     if max_new_tokens > room:
         raise ValueError(
@@ -153,15 +158,6 @@ def check_prompt(model: Transformer, prompt: torch.Tensor, max_new_tokens: int) 
             f"(max_seq_len {model.cfg.max_seq_len} − prompt {prompt.size(1)})"
         )
     model.check_tokens(prompt, None)
-
-
-def check_verify_len(verify_len: int | None, top: int, name: str = "verify_len") -> int:
-    """ℓ, the drafts a round sends to verify: 1..top, the drafter's trained block (None: all of it). The one check of
-    ℓ: the API checks it, the CLI relies on it and names its option."""
-    ell = top if verify_len is None else verify_len
-    if not isinstance(ell, int) or isinstance(ell, bool) or not 1 <= ell <= top:
-        raise ValueError(f"{name} = {ell!r} is invalid: allowed 1..{top} (the trained draft block)")
-    return ell
 
 
 def drafter_block(model: Transformer, drafter: Drafter | None = None) -> int:
@@ -354,8 +350,7 @@ def verify_ragged(
     rows = []
     for r, (a, d, n) in enumerate(zip(anchors, drafts, lengths, strict=True)):
         k = d.tokens.size(1)
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= k:
-            raise ValueError(f"verify length ℓ[{r}] = {n!r} is invalid: allowed an integer in 0..{k}")
+        check_int(n, f"verify length ℓ[{r}]", 0, k)
         rows.append(torch.cat([torch.tensor([[a]], device=dev), d.tokens[:, :n]], dim=1))  # [1, 1 + ℓ_r]
     outs = forward_ragged(model, rows, caches)  # commit=False: nothing stored yet
     result = []

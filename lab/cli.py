@@ -105,7 +105,7 @@ def check_args(args: argparse.Namespace) -> None:
     before anything is built, run or written. The ranges that depend on the model come from its config."""
     from dspark_mini import get_config  # torch: only once a command runs, not for --help
     from dspark_mini.presets import PRESETS
-    from dspark_mini.validate import check_int, check_seed, check_temperature
+    from dspark_mini.validate import check_seed, check_temperature, check_verify_len
 
     preset = getattr(args, "preset", "lab")
     if preset not in PRESETS:  # named as the option the user typed, not as a config field
@@ -130,7 +130,7 @@ def check_args(args: argparse.Namespace) -> None:
     if getattr(args, "temperature", None) is not None:
         check_temperature(args.temperature, "--temperature")
     if getattr(args, "verify_len", None) is not None:
-        check_int(args.verify_len, "--verify-len", 1, cfg.dspark_block_size, "the trained draft block")
+        check_verify_len(args.verify_len, cfg.dspark_block_size, "--verify-len")
     if hasattr(args, "dtype"):  # generate, profile, serve
         from dspark_mini.device import check_device, check_dtype
 

@@ -92,7 +92,7 @@ assert err == 0.0  # probe: the draft read layers 3 and 4, mixed 0.5/0.5
 # %%
 show(render_view(walk.views["6B"]))
 rd = walk.round
-assert rd.block == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe: the whole block is drafted
+assert rd.k == cfg.dspark_block_size and rd.tau == rd.n_accepted + 1  # probe: the whole block is drafted
 plots_6b.draft_strip(rd, walk.tokenizer, lang=LANG, temperature=walk.temperature)  # hover: the numbers verify used
 
 # %% [markdown]
@@ -107,8 +107,8 @@ short = redraft(walk, 2, 0.0)
 print(tr("status with ℓ = 2:", "trạng thái với ℓ = 2:"), [verify_label(st, LANG) for st in short.round.status])
 assert short.round.draft == rd.draft and short.round.status[2:] == ["not sent"] * 3  # probe: drafted, never sent
 for plan in load_plans(rd.confidence):
-    print(tr(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.block}",
-             f"R = {plan.requests:3d} yêu cầu đang chạy → dspark verify ℓ = {plan.verify_len} trên {rd.block}"))
+    print(tr(f"R = {plan.requests:3d} requests in flight → dspark verifies ℓ = {plan.verify_len} of {rd.k}",
+             f"R = {plan.requests:3d} yêu cầu đang chạy → dspark verify ℓ = {plan.verify_len} trên {rd.k}"))
 plots_6b.draft_strip(short.round, walk.tokenizer, lang=LANG, temperature=0.0)
 
 # %% [markdown]
@@ -127,7 +127,7 @@ raw = run_walk(PROMPT, seed=SEED, lang=LANG, steps=("6B",), weights="untrained")
 for name, w in ((tr("trained", "đã huấn luyện"), walk), (tr("untrained", "chưa huấn luyện"), raw)):
     r = w.round
     print(f"{name:15s} p_d {[round(p, 3) for p in r.draft_probs]}  c {[round(c, 3) for c in r.confidence]}  "
-          + tr(f"kept {r.n_accepted} of the {r.block} verified", f"giữ {r.n_accepted} trên {r.block} token đã verify"))
+          + tr(f"kept {r.n_accepted} of the {r.verify_len} verified", f"giữ {r.n_accepted} trên {r.verify_len} token đã verify"))
 assert max(raw.round.draft_probs) < 0.1 * max(walk.round.draft_probs)  # probe: untrained = noise, far below trained
 assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
 
@@ -176,7 +176,7 @@ assert walk.model.mtp.confidence_head.bias is None  # probe: no bias in the conf
 # %%
 for ell in (1, 3, 5):
     w = redraft(walk, ell, 0.0)
-    assert w.trace is walk.trace and w.round.verify_len == ell and w.round.block == 5  # probe: forward reused, 5 drafted
+    assert w.trace is walk.trace and w.round.verify_len == ell and w.round.k == 5  # probe: forward reused, 5 drafted
     sent = [walk.tokenizer.token_text(t) for t in w.round.draft[:ell]]
     print(tr(f"ℓ = {ell}: sent {sent} → kept {w.round.n_accepted}", f"ℓ = {ell}: gửi {sent} → giữ {w.round.n_accepted}"))
 inspector.inspector_6b(widgets.LabState.from_walk(walk, lang=LANG))

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from dspark_mini.scheduler import survival as scheduler_survival
+from dspark_mini.validate import check_int
 
 DEFAULT_GRID = tuple(round(0.25 + 0.05 * i, 2) for i in range(76))  # 0.25 … 4.0
 
@@ -47,8 +48,7 @@ def ece(pred: torch.Tensor, label: torch.Tensor, n_bins: int = 20) -> float:
     """Expected calibration error with equal-width bins: Σ_b (n_b / N) · |mean pred_b − mean label_b|."""
     if pred.numel() == 0:
         raise ValueError("ece of no points: allowed at least one")
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins = {n_bins!r} is invalid: allowed an integer ≥ 1")
+    check_int(n_bins, "n_bins", 1)
     pred, label = pred.double().flatten(), label.double().flatten()
     b = (pred * n_bins).long().clamp(0, n_bins - 1)
     total = 0.0

@@ -258,8 +258,7 @@ def reliability(rounds: Sequence[Round], n_bins: int = 5, source: str = "confide
     outcome = kept. Returns equal-width bins [{lo, hi, n, predicted, observed}] and the ECE."""
     if source not in ("confidence", "draft_probs"):
         raise ValueError(f"source = {source!r} is invalid: allowed 'confidence', 'draft_probs'")
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins = {n_bins!r} is invalid: allowed an integer ≥ 1")
+    check_int(n_bins, "n_bins", 1)
     points = [
         (getattr(r, source)[i], float(r.n_accepted > i))
         for r in rounds

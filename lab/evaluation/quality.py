@@ -23,6 +23,7 @@ import torch
 from dspark_mini.drafters import Drafter
 from dspark_mini.speculative import Round, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.tokenizer import default_tokenizer
+from dspark_mini.validate import check_int
 
 from ..realtext import DOMAINS, check_domain
 from ..realtext import prompts as held_out_lines
@@ -42,8 +43,7 @@ def eval_prompts(
     (`test`; the STS calibration reads `val`), drawn by `seed`.  → [n, L]"""
     check_domain(domain)
     for name, v in (("n", n), ("prompt_tokens", prompt_tokens)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
+        check_int(v, name, 1)
     return held_out_lines(domain, n, prompt_tokens, seed, split)
 
 
@@ -142,8 +142,7 @@ def quality(
     in a batch every sequence commits the shortest verdict, so a sequence that kept more re-drafts text it has
     already drafted, which inflates its τ."""
     for name, v in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
+        check_int(v, name, 1)
     out: dict[str, Any] = {}
     for domain in domains:
         if on_progress is not None:
@@ -225,10 +224,8 @@ def evaluate_drafters(
     """Table 1 / Figure 2 / Figure 5 in miniature for every (name → (model, drafter)) entry: `quality` per
     domain, then tokens/s of plain vs speculative decoding (greedy, batch 1) per domain."""
     for name, v in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
-    if isinstance(speed_prompts, bool) or not isinstance(speed_prompts, int) or not 1 <= speed_prompts <= n_prompts:
-        raise ValueError(f"speed_prompts = {speed_prompts!r} is invalid: allowed 1..n_prompts ({n_prompts})")
+        check_int(v, name, 1)
+    check_int(speed_prompts, "speed_prompts", 1, n_prompts, "n_prompts", bare=True)
     report: dict[str, Any] = {"conditions": conditions(n_prompts, max_new_tokens, speed_prompts, seed), "drafters": {}}
     for name, (model, drafter) in entries.items():
         rows = quality(

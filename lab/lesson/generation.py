@@ -50,7 +50,8 @@ class Comparison:
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
             "prompt_words": [{"text": w.text, "ids": w.ids, "split": w.split} for w in self.words],
-            "block": max((r.block for r in self.spec.rows(0)), default=None),  # k: the drafts a round proposes
+            "k": max((r.k for r in self.spec.rows(0)), default=None),  # k: the drafts a round proposes
+            "block": max((r.k for r in self.spec.rows(0)), default=None),  # k's old key (kept for old readers)
             "verify_len": self.verify_len,  # ℓ (--verify-len): the first ℓ of them are sent to verify
             "temperature": self.temperature,
             "seed": self.seed,

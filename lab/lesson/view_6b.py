@@ -93,13 +93,13 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     loads = ", ".join(str(p.requests) for p in plans)
     v.checks.append(Check(NOTES("check_sched", lang, rs=loads), float(scheduler_disagreements(rd, plans)), 0.0))
     v.shapes += [
-        (NOTES("draft_logits", lang), (1, rd.block, cfg.vocab_size)),
-        (NOTES("conf_shape", lang), (1, rd.block)),
+        (NOTES("draft_logits", lang), (1, rd.k, cfg.vocab_size)),
+        (NOTES("conf_shape", lang), (1, rd.k)),
     ]
     v.facts += [
         (UI("accepted_length", lang), rd.tau),
         (UI("acceptance_rate", lang), r(rd.n_accepted / rd.verify_len)),  # over the ℓ verified positions only
-        (UI("block_size", lang), rd.block),
+        (UI("block_size", lang), rd.k),
         (UI("verify_len", lang), rd.verify_len),
         (NOTES("survival", lang), [r(a, 3) for a in survival_of(rd.confidence)]),
         (UI("temperature", lang), w.temperature),
@@ -108,19 +108,20 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
     monotone = all(a.verify_len >= b.verify_len for a, b in zip(plans, plans[1:], strict=False))
     v.notes += [
         verdict_text(w, lang),
-        NOTES("prefix_note", lang, k=rd.block, l=rd.verify_len),
+        NOTES("prefix_note", lang, k=rd.k, l=rd.verify_len),
         NOTES("t0_note", lang) if w.temperature == 0 else NOTES("t_note", lang, t=f"{w.temperature:g}"),
         NOTES("not_acceptance", lang),
         NOTES("sched_note", lang, l=rd.verify_len),
         NOTES("sched_monotone", lang, rs=loads, ok=NOTES("yes" if monotone else "no", lang)),
         UI("warning_untrained", lang) if w.weights == "untrained" else trained_note(lang),
         NOTES("lesson_pd", lang, v=cfg.vocab_size, u=r(1.0 / cfg.vocab_size, 5)),
-        NOTES("lesson_prefix", lang, k=lesson_round(w).block),
+        NOTES("lesson_prefix", lang, k=lesson_round(w).k),
         why_k(lang),
         NOTES("why_taps", lang),
     ]
     v.data = {
-        "block": rd.block,  # k, the drafts proposed (the first ℓ = verify_len were sent)
+        "k": rd.k,  # k, the drafts proposed (the first ℓ = verify_len were sent)
+        "block": rd.k,  # k's old key (kept for old readers)
         "verify_len": rd.verify_len,
         "status": list(rd.status),
         "n_accepted": rd.n_accepted,
@@ -255,7 +256,7 @@ def draft_table(w: Walk, lang: str) -> ViewTable:
     cols.insert(1, UI("draft_token", lang))
     if greedy:
         cols.append(NOTES("soft_col", lang))
-    title = NOTES("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.block - 1, l=rd.verify_len)
+    title = NOTES("draft_block", lang, a=w.tokenizer.token_text(rd.anchor), n=rd.k - 1, l=rd.verify_len)
     return ViewTable(title, cols, rows)
 
 
@@ -368,7 +369,7 @@ def scheduler_disagreements(rd: Round, plans: Sequence[LoadPlan], sps: StepRate 
 
 def scheduler_table(w: Walk, plans: Sequence[LoadPlan], lang: str) -> ViewTable:
     """R | ℓ (copy 0) | mean ℓ | sent ●/○ | B | τ* | Θ, one row per load."""
-    drafted = w.round.block
+    drafted = w.round.k
     rows = [
         [p.requests, p.verify_len, r(p.mean_verify_len, 2), p.sent(drafted), p.batch_tokens]
         + [r(p.expected_tokens, 2), r(p.throughput, 1)]
@@ -423,7 +424,7 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
     rows = [
         [NOTES("row_taps", lang), LESSON["taps"], taps(cfg), taps(cfg), taps(real)],
         [NOTES("row_mix", lang), LESSON["mix"], mix, mix, NOTES("concat", lang)],
-        [NOTES("row_k", lang), LESSON["block"], less.block, rd.block, real.dspark_block_size],
+        [NOTES("row_k", lang), LESSON["block"], less.k, rd.k, real.dspark_block_size],
         [NOTES("row_l", lang), "—", less.verify_len, rd.verify_len, NOTES("real_l", lang)],
         [
             NOTES("row_weights", lang),
@@ -446,8 +447,8 @@ def lesson_table(w: Walk, lang: str) -> ViewTable:
     cols = [
         "",
         NOTES("lesson_col", lang),
-        NOTES("lab_col", lang, w=UI("untrained", lang), k=less.block, l=less.verify_len),
-        NOTES("lab_col", lang, w=UI(w.weights, lang), k=rd.block, l=rd.verify_len),
+        NOTES("lab_col", lang, w=UI("untrained", lang), k=less.k, l=less.verify_len),
+        NOTES("lab_col", lang, w=UI(w.weights, lang), k=rd.k, l=rd.verify_len),
         NOTES("real_col", lang),
     ]
     return ViewTable(NOTES("lesson_title", lang), cols, rows)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspark_mini.config import ModelConfig
+from dspark_mini.validate import check_int
 
 
 class ShardingError(ValueError):
@@ -52,8 +53,7 @@ def check_shardable(cfg: ModelConfig, size: int, tp: int | None = None) -> int:
     before any collective, so every rank raises and none waits."""
     tp = size if tp is None else tp
     for name, v in (("ranks", size), ("tp", tp)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ShardingError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
+        check_int(v, name, 1, error=ShardingError)
     problems = []
     if size % tp:
         problems.append(f"tp = {tp} does not divide the {size} ranks")

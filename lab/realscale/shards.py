@@ -27,6 +27,7 @@ from pathlib import Path
 from dspark_mini.config import shown
 from dspark_mini.files import write_atomic
 from dspark_mini.jsonlimits import JSONLimitError, loads, read_json
+from dspark_mini.validate import check_int
 
 from .layout import ST_DTYPES, RealScaleError
 
@@ -224,8 +225,7 @@ def write_header_only_shard(path: Path, entries: list[tuple[str, str, tuple[int,
 
 def assign_shards(sizes: list[int], n: int) -> list[int]:
     """Shard index of each tensor (in order): about total/n bytes per shard, every shard non-empty."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(sizes):
-        raise RealScaleError(f"shards = {n!r} is invalid: allowed 1..{len(sizes)} (the number of tensors)")
+    check_int(n, "shards", 1, len(sizes), "the number of tensors", bare=True, error=RealScaleError)
     total, cum, shard, out = sum(sizes), 0, 0, []
     for i, b in enumerate(sizes):
         later = n - 1 - shard  # shards still empty after the current one

@@ -75,6 +75,7 @@ from dspark_mini.model import Recorder
 from dspark_mini.moe import MoE
 from dspark_mini.packed import PackedWeight, drop_weight_caches, replace_module, slice_packed
 from dspark_mini.quant import forget_prepared
+from dspark_mini.validate import check_int
 
 from ..realscale import placement
 from ..realscale.export import CheckpointReader, build_on_meta, folder_tokenizer, load_checkpoint, read_config
@@ -210,9 +211,11 @@ def make_parallel(size: int | None = None, tp: int | None = None) -> Parallel:
     world, me = dist.get_world_size(), dist.get_rank()
     size = world if size is None else size
     tp = size if tp is None else tp
-    if not isinstance(size, int) or size < 1 or world % size:
+    check_int(size, "ranks", 1, error=ShardingError, allowed=f"a divisor of the world size {world}")
+    if world % size:
         raise ShardingError(f"ranks = {size!r} is invalid: allowed a divisor of the world size {world}")
-    if not isinstance(tp, int) or tp < 1 or size % tp:
+    check_int(tp, "tp", 1, error=ShardingError, allowed=f"a divisor of ranks = {size}")
+    if size % tp:
         raise ShardingError(f"tp = {tp!r} is invalid: allowed a divisor of ranks = {size}")
     mine: dict[str, Any] = {}
     for start in range(0, world, size):  # every rank creates every group, in this order

@@ -61,7 +61,7 @@ def inspector_6b_content(state: LabState) -> dict[str, Any]:
     lesson = lesson_table(walk, lang)
     greedy = walk.temperature == 0
     return {
-        "k": rd.block,  # drafted: the whole trained block
+        "k": rd.k,  # drafted: the whole trained block
         "verify_len": rd.verify_len,  # ℓ sent to verify (the state's `verify_len`, a fixed policy)
         "temperature": state.temperature,
         "rows": rows,
@@ -123,7 +123,7 @@ def load_content(state: LabState, requests: int) -> dict[str, Any]:
         "mean_verify_len": plan.mean_verify_len,
         "batch_tokens": plan.batch_tokens,
         "throughput": plan.throughput,
-        "k": rd.block,
+        "k": rd.k,
         "fixed_verify_len": rd.verify_len,
         "drafts": [{"token": token_text(tok, t), "sent": i < plan.verify_len} for i, t in enumerate(rd.draft)],
         "sweep": [(r, load_plan(rd.confidence, r).verify_len) for r in LOAD_STEPS],

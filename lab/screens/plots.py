@@ -26,6 +26,7 @@ from dspark_mini.config import ModelConfig
 from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.schedule import LayerRole, layer_roles
+from dspark_mini.validate import check_int, is_integer
 
 from ..lesson.steps import get_step
 from ..lesson.view import Walk
@@ -75,8 +76,7 @@ def role_of(cfg: ModelConfig, layer: int) -> LayerRole:
 
 def check_position(walk: Walk, position: int) -> int:
     S = walk.tokens.size(1)
-    if isinstance(position, bool) or not isinstance(position, int) or not -S <= position < S:
-        raise ValueError(f"position = {position!r} is invalid: allowed {-S}..{S - 1} (the prompt has {S} tokens)")
+    check_int(position, "position", -S, S - 1, f"the prompt has {S} tokens", bare=True)
     return position % S
 
 
@@ -92,8 +92,7 @@ def embedding_lanes(walk: Walk, lang: str = "en", dims: int = 16) -> go.Figure:
     streams = walk.trace.get("1A", "streams")[0]  # [S, hc, D]
     pre = walk.trace.get("1A", "pre_mix")[0, 0].tolist()
     hc, D = streams.size(1), streams.size(2)
-    if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= D:
-        raise ValueError(f"dims = {dims!r} is invalid: allowed 1..{D}")
+    check_int(dims, "dims", 1, D, bare=True)
     ys = position_labels(walk)
     lim = float(streams[..., :dims].abs().max())
     fig = make_subplots(
@@ -471,8 +470,7 @@ def kv_bytes_vs_context(lang: str = "en", max_tokens: int = 1_048_576) -> go.Fig
     """Step 6A: KV bytes of one sequence vs context length (log–log), the lab model and the real one side by
     side: the global KV grows with L (890 B/token at real scale), the window rings stay constant."""
     lang = check_lang(lang)
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
-        raise ValueError(f"max_tokens = {max_tokens!r} is invalid: allowed an integer ≥ 2")
+    check_int(max_tokens, "max_tokens", 2)
     lengths = sorted({2**i for i in range(max_tokens.bit_length()) if 2**i <= max_tokens} | {max_tokens})
     presets = [(UI("toy", lang), get_config("lab")), (UI("real", lang), get_config("flash"))]
     fig = make_subplots(rows=1, cols=2, subplot_titles=[name for name, _ in presets], horizontal_spacing=0.12)
@@ -597,6 +595,7 @@ def resolve_layer(walk: Walk, step_id: str, layer: int | None) -> int | None:
         return None
     if layer is None:
         return default_layer(walk, sid)
-    if isinstance(layer, bool) or not isinstance(layer, int) or layer not in allowed:
-        raise ValueError(f"layer = {layer!r} is invalid for step {sid}: allowed {', '.join(map(str, allowed))}")
+    listed = ", ".join(map(str, allowed))
+    if layer not in allowed or not is_integer(layer):
+        raise ValueError(f"layer = {layer!r} is invalid for step {sid}: allowed {listed}")
     return layer

@@ -15,7 +15,7 @@ import torch
 
 from dspark_mini.hf_tokenizer import HFTokenizer
 from dspark_mini.speculative import ACCEPTED, BONUS, NOT_SENT, NOT_VERIFIED, REJECTED, RESAMPLED, Round
-from dspark_mini.validate import check_temperature
+from dspark_mini.validate import check_int, check_temperature
 
 from ..evaluation.profiling import reliability
 from ..lesson.view import Walk
@@ -46,8 +46,7 @@ def logits_bar(walk: Walk, k: int = 10, lang: str = "en") -> go.Figure:
     """Step 6B: the top-k tokens of the last position's logits, as probability bars (dotted line: 1/V)."""
     logits = walk.logits[0, -1]
     V = logits.numel()
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= V:
-        raise ValueError(f"k = {k!r} is invalid: allowed 1..{V}")
+    check_int(k, "k", 1, V, bare=True)
     probs = logits.softmax(-1)
     top = torch.topk(logits, k)
     ids = top.indices.tolist()
@@ -93,7 +92,7 @@ def draft_strip(
     rounds = [round_or_rounds] if isinstance(round_or_rounds, Round) else list(round_or_rounds)
     if not rounds or not all(isinstance(r, Round) for r in rounds):
         raise ValueError("draft_strip needs a Round or a non-empty sequence of Rounds")
-    k = max(r.block for r in rounds)
+    k = max(r.k for r in rounds)
     code = {kind: i for i, kind in enumerate(STRIP_KINDS)}
     xs = [f"d{i + 1}" for i in range(k)] + [TEXT("target_col", lang)]
     ys = [
@@ -167,7 +166,7 @@ def draft_strip(
             )
         )
     for n_round, r in enumerate(rounds):  # the verify length ℓ: a dashed line after the last draft sent
-        if r.verify_len < r.block:
+        if r.verify_len < r.k:
             x = r.verify_len - 0.5
             fig.add_shape(
                 type="line", x0=x, x1=x, y0=n_round - 0.5, y1=n_round + 0.5, line={"dash": "dash", "color": "#333"}

@@ -179,7 +179,7 @@ def strip_legend(lang: str) -> Columns:
 def render_generate(console: Console, report, lang: str) -> None:
     """Plain vs speculative: the texts, tokens/s, and one strip per round."""
     j = report.to_json()
-    drafted = max((r.block for r in report.spec.rows(0)), default=report.verify_len)
+    drafted = max((r.k for r in report.spec.rows(0)), default=report.verify_len)
     console.print(
         Text(
             f"{NOTES('prompt_label', lang)}: {report.prompt!r}  ·  {UI('block_size', lang)}: {drafted}  ·  "

@@ -21,7 +21,7 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from dspark_mini import get_config, get_tokenizer
-from dspark_mini.validate import check_seed, check_temperature
+from dspark_mini.validate import check_int, check_seed, check_temperature
 
 from ..lesson.notes import equation
 from ..lesson.steps import COLUMNS, FLOW, STEP_IDS, Step, get_column, get_step, steps_in_column
@@ -133,9 +133,7 @@ class LabState:
         n = self.walk.cfg.n_layers
         if layer is None:
             return None
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
-            raise ValueError(f"layer = {layer!r} is invalid: allowed None (each step's default) or 0..{n - 1}")
-        return layer
+        return check_int(layer, "layer", 0, n - 1, allowed=f"None (each step's default) or 0..{n - 1}")
 
     def check(self, name: str, value: Any) -> Any:
         """`value` validated (and normalized) for field `name`; a bad one raises ValueError (or TypeError, for a
@@ -270,7 +268,7 @@ def find_widgets(root: widgets.Widget, dom_class: str) -> list[widgets.Widget]:
 
 
 def verify_len_slider(state: LabState, cfg: Any) -> widgets.IntSlider:
-    """The ℓ slider of the app and the 6B inspector: 1 … the trained draft block, at the state's ℓ."""
+    """The ℓ slider of the app and the 6B inspector: 1 … the trained block (k), at the state's ℓ."""
     return widgets.IntSlider(value=state.verify_len, min=1, max=cfg.dspark_block_size, step=1, continuous_update=False)
 
 

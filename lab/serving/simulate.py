@@ -40,6 +40,7 @@ import torch
 from dspark_mini.files import write_atomic
 from dspark_mini.jsonlimits import MAX_DATA_BYTES, read_json
 from dspark_mini.scheduler import DEFAULT_THRESHOLD, POLICIES, Scheduler, StepRate, check_policy
+from dspark_mini.validate import check_int
 
 from .sps import nearest_rank
 
@@ -78,8 +79,7 @@ def check_streams(streams: Sequence[Sequence[Any]]) -> tuple[list[torch.Tensor],
                 raise ValueError(f"streams[{s}][{t}] has {len(c)} confidences: allowed k = {k} in every row")
             if not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in c):
                 raise ValueError(f"streams[{s}][{t}].confidence = {c} is invalid: allowed values in [0, 1]")
-            if not isinstance(acc, int) or isinstance(acc, bool) or not 0 <= acc <= k:
-                raise ValueError(f"streams[{s}][{t}].n_accepted = {acc!r} is invalid: allowed 0..{k}")
+            check_int(acc, f"streams[{s}][{t}].n_accepted", 0, k, bare=True)
             cs.append(c)
             n.append(acc)
         confs.append(torch.tensor(cs, dtype=torch.float64))
@@ -87,16 +87,10 @@ def check_streams(streams: Sequence[Sequence[Any]]) -> tuple[list[torch.Tensor],
     return confs, ns, int(k)
 
 
-def _check_int(name: str, v: Any, low: int) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < low:
-        raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ {low}")
-    return v
-
-
 def replay(streams: Sequence[Sequence[Any]], requests: int, rounds: int, seed: int = 0):
     """The rounds R slots see: a list of `rounds` pairs (confidences [R, k], n_accepted [R])."""
-    _check_int("requests", requests, 1)
-    _check_int("rounds", rounds, 1)
+    check_int(requests, "requests", 1)
+    check_int(rounds, "rounds", 1)
     confs, ns, _ = check_streams(streams)
     rng = random.Random(seed)
     slots = []  # [stream index, row index] per slot
@@ -121,7 +115,7 @@ def run_policy(
     """Play the replayed rounds under one scheduler; the round time is 1/SPS(B). The first `lag` rounds are a
     warm-up that only provides stale confidences (a running server has them); the rest are measured.
     `on_round(R)` hears of every measured round of R requests (a progress bar)."""
-    _check_int("lag", lag, 1)
+    check_int(lag, "lag", 1)
     if len(batches) <= lag:
         raise ValueError(f"{len(batches)} rounds leave nothing to measure after the warm-up of lag = {lag}")
     committed = seconds = verified = batch_tokens = slots = 0.0
@@ -164,7 +158,7 @@ def simulate(
     for p in policies:
         check_policy(p)
     for r in requests:
-        _check_int("requests", r, 1)
+        check_int(r, "requests", 1)
     _, _, k = check_streams(streams)
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {name: {p: {} for p in policies} for name in tables}
     for r in requests:
@@ -181,7 +175,7 @@ def plan_cost(
 ) -> dict[str, float]:
     """The scheduler's own time per round: p50 / p95 / p99 seconds of `scheduler.plan` over `reps` calls
     (nearest rank). The issue asks for it to be reported beside the verify forward it must stay small next to."""
-    _check_int("reps", reps, 1)
+    check_int(reps, "reps", 1)
     times = []
     for _ in range(reps):
         t0 = clock()
@@ -200,7 +194,7 @@ def synthetic_streams(
     q_j = max(0, e − drop·(j − 1)) (later drafts are harder); c_j = q_j and the target keeps draft j with
     probability q_j given drafts 1..j−1 kept. → n_streams streams of `rounds` rows each."""
     for name, v in (("n_streams", n_streams), ("rounds", rounds), ("k", k)):
-        _check_int(name, v, 1)
+        check_int(v, name, 1)
     g = torch.Generator().manual_seed(seed)
     beta = torch.distributions.Beta(torch.tensor(4.0), torch.tensor(1.0))
     torch_state = torch.get_rng_state()

@@ -38,6 +38,7 @@ import torch
 
 from dspark_mini.files import write_atomic
 from dspark_mini.jsonlimits import MAX_DATA_BYTES, JSONLimitError, read_json
+from dspark_mini.validate import check_int, is_integer
 
 FORMAT = "dspark-lab/sps-table"
 VERSION = 1
@@ -48,10 +49,6 @@ MONOTONE_RULE = "step time non-decreasing in B (SPS non-increasing); B·SPS(B) n
 
 class SPSTableError(ValueError):
     """A malformed SPS table (the message names the key)."""
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _is_pos(x) -> bool:
@@ -91,8 +88,7 @@ class SPSTable:
         if len(sps) != len(bt):
             raise SPSTableError(f"steps_per_s has {len(sps)} values for {len(bt)} batch_tokens")
         for i, (b, s) in enumerate(zip(bt, sps, strict=True)):
-            if not _is_int(b) or b < 1:
-                raise SPSTableError(f"points[{i}].batch_tokens = {b!r} is invalid: allowed an integer ≥ 1")
+            check_int(b, f"points[{i}].batch_tokens", 1, error=SPSTableError)
             if i and b <= bt[i - 1]:
                 raise SPSTableError(
                     f"points[{i}].batch_tokens = {b} is invalid: allowed strictly ascending sizes (after {bt[i - 1]})"
@@ -269,13 +265,12 @@ def measure_sps(
     if not sizes:
         raise ValueError("batch_tokens is empty: allowed a list of distinct integers ≥ 1")
     for b in sizes:
-        if not _is_int(b) or b < 1:
+        if not is_integer(b) or b < 1:
             raise ValueError(f"batch_tokens contains {b!r}: allowed distinct integers ≥ 1")
     if len(set(sizes)) != len(sizes):
         raise ValueError("batch_tokens has repeated sizes: allowed distinct integers ≥ 1")
     for key, v, low in (("reps", reps, 1), ("warmup", warmup, 0)):
-        if not _is_int(v) or v < low:
-            raise ValueError(f"{key} = {v!r} is invalid: allowed an integer ≥ {low}")
+        check_int(v, key, low)
     sizes.sort()
     for b in sizes:
         for _ in range(warmup):
@@ -312,8 +307,7 @@ def affine_step_seconds(b: int, step_s: float, knee: int) -> float:
 def _check_synthetic(step_s: float, knee: int, sizes: Sequence[int]) -> None:
     if not _is_pos(step_s):
         raise ValueError(f"step_s = {step_s!r} is invalid: allowed a finite number > 0")
-    if not _is_int(knee) or knee < 1:
-        raise ValueError(f"knee = {knee!r} is invalid: allowed an integer ≥ 1")
+    check_int(knee, "knee", 1)
     if not sizes:
         raise ValueError("sizes is empty")
 

@@ -14,7 +14,6 @@ so only the draft module learns. AdamW, linear warm-up over 5 % of the steps, li
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 
 from dspark_mini import Transformer
 from dspark_mini.baselines import Eagle3Draft, MTP1Draft, config_diff
+from dspark_mini.validate import check_float, check_int
 from lab.training.train import Selection, TrainLog, check_schedule, windows
 
 LOSSES = ("ce", "distill", "soft-ce")  # the baselines' loss choices (`train_mtp1(loss=…)`, `train_eagle3(loss=…)`)
@@ -97,10 +97,8 @@ def check_args(
     if not isinstance(target, Transformer):
         raise ValueError(f"target must be a dspark_mini Transformer (got {type(target).__name__})")
     for name, v in (("steps", steps), ("batch", batch), ("context", context)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr = {lr!r} is invalid: allowed a finite number > 0")
+        check_int(v, name, 1)
+    check_float(lr, "lr", 0.0, lo_open=True)
     cfg = target.cfg
     top = cfg.max_seq_len - extra
     if context > top:

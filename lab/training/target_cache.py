@@ -36,6 +36,7 @@ from safetensors import SafetensorError, safe_open
 
 from dspark_mini.checkpoint import write_tensors
 from dspark_mini.jsonlimits import JSONLimitError, loads
+from dspark_mini.validate import check_int
 
 from .train import distill_prompts, self_distill, windows
 
@@ -66,16 +67,14 @@ class CacheSpec:
         """ValueError naming the first bad field and its allowed range."""
         for name in ("prompts", "length", "steps", "batch"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"cache {name} = {v!r} is invalid: allowed an integer ≥ 1")
+            check_int(v, f"cache {name}", 1)
         if self.length < 3:
             raise ValueError(f"cache length = {self.length} is invalid: allowed ≥ 3 (a prompt id and 2 new ids)")
         for name in ("free", "sampled"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 raise ValueError(f"cache {name} = {v!r} is invalid: allowed a share 0 ≤ {name} ≤ 1")
-        if isinstance(self.rows, bool) or not isinstance(self.rows, int) or not 0 <= self.rows <= self.batch:
-            raise ValueError(f"cache rows = {self.rows!r} is invalid: allowed 0..batch ({self.batch})")
+        check_int(self.rows, "cache rows", 0, self.batch, allowed=f"0..batch ({self.batch})")
         return self
 
 

@@ -114,12 +114,10 @@ def train_target(
     on_step: Callable[[int, float], None] | None = None,
 ) -> tuple[Transformer, TrainLog]:
     """Train the backbone (not the draft) and return it in the preset's dtype, with its loss curve."""
-    for name, v in (("steps", steps), ("batch", batch), ("seq_len", seq_len), ("eval_every", eval_every)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
+    for name, v in (("steps", steps), ("batch", batch), ("eval_every", eval_every)):
+        check_int(v, name, 1)
+    check_int(seq_len, "seq_len", 1, cfg.max_seq_len, "max_seq_len", bare=True)
     check_float(lr, "lr", 0.0, lo_open=True)
-    if seq_len > cfg.max_seq_len:
-        raise ValueError(f"seq_len = {seq_len} is invalid: allowed 1..{cfg.max_seq_len} (max_seq_len)")
     torch.manual_seed(seed)
     model = build_model(cfg.replace(dtype="float32"), seed=seed)
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -403,10 +401,8 @@ def train_draft(
             f"kind = {kind!r} needs dspark_markov_kind = {want!r} in the model config (got {cfg.dspark_markov_kind!r})"
         )
     for name, v in (("steps", steps), ("batch", batch), ("context", context), ("anchors", anchors)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} = {v!r} is invalid: allowed an integer ≥ 1")
-    if not W <= context <= cfg.max_seq_len - k - 1:
-        raise ValueError(f"context = {context} is invalid: allowed {W}..{cfg.max_seq_len - k - 1}")
+        check_int(v, name, 1)
+    check_int(context, "context", W, cfg.max_seq_len - k - 1, bare=True)
     check_schedule(schedule, steps, batch, context + k + 1)
     torch.manual_seed(seed)
     frozen = ("mtp.markov_head.", "mtp.confidence_head.") if kind == "dflash" else ()
