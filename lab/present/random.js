@@ -143,12 +143,9 @@
     return cum;
   }
 
-  /** The sampling rule on one row of weights [V] for u in [0, 1): the smallest i with u · total < c_i; if none (a
-   * subnormal total that u · total rounds up to), the last i with weight. */
-  function pick(row, u, where = "row") {
-    if (typeof u !== "number" || !(u >= 0 && u < 1))
-      throw new RangeError(`u = ${u} is invalid: allowed a number in [0, 1)`);
-    const cum = cumulative(row, where);
+  /** The sampling rule on one checked row [V] with its cumulative sums cum [V]: the smallest i with u · total < c_i;
+   * if none (a subnormal total that u · total rounds up to), the last i with weight. */
+  function pickChecked(row, cum, u) {
     const t = u * cum[cum.length - 1];
     let lo = 0;
     let hi = cum.length; // binary search: the first i with t < cum[i] (cum never decreases)
@@ -161,17 +158,23 @@
     for (let v = row.length - 1; ; v--) if (row[v] > 0) return v;
   }
 
+  /** The index the sampling rule picks in one row of weights [V] (not necessarily normalised) for u in [0, 1). */
+  function pick(row, u, where = "row") {
+    if (typeof u !== "number" || !(u >= 0 && u < 1))
+      throw new RangeError(`u = ${u} is invalid: allowed a number in [0, 1)`);
+    return pickChecked(row, cumulative(row, where), u);
+  }
+
   /** One index per row: probs [V] → an index; nested rows [..., V] → nested indices, row-major, one draw a row
    * (every row is checked before the first draw, as Python checks the whole batch). */
   function sample(probs, generator) {
     if (!(generator instanceof PortableGenerator))
       throw new TypeError(`generator = ${generator} is invalid: allowed a PortableGenerator`);
     const isRow = (x) => x && typeof x.length === "number" && (x.length === 0 || typeof x[0] === "number");
-    const check = (x, where) => (isRow(x) ? cumulative(x, where) : Array.from(x, (y, i) => check(y, `${where}[${i}]`)));
-    check(probs, "probs");
-    const walk = (x, where) =>
-      isRow(x) ? pick(x, generator.random(), where) : Array.from(x, (y, i) => walk(y, `${where}[${i}]`));
-    return walk(probs, "probs");
+    const check = (x, where) =>
+      isRow(x) ? { row: x, cum: cumulative(x, where) } : Array.from(x, (y, i) => check(y, `${where}[${i}]`));
+    const draw = (c) => (Array.isArray(c) ? c.map(draw) : pickChecked(c.row, c.cum, generator.random()));
+    return draw(check(probs, "probs"));
   }
 
   /** min(1, p_t / max(p_d, 1e−12)) in float64, as speculative.verify_block. */
