@@ -32,6 +32,10 @@ A weight too small to move the running sum (c_i = c_{i−1} in float64) is never
 For a normal total, t ≤ (1 − 2**−53) · total rounds below total = c_{V−1}, so some i is found. A batch [..., V] is
 sampled row by row in row-major order, each row taking the generator's next draw (an empty batch takes none).
 
+What the two languages share is the draws and the rule: the same float64 weights give the same token. Weights each
+side computes for itself (an exp, a softmax, a matrix product summed in another order) can differ in their last bit,
+and then a pick differs only where u · total falls within that difference of a cumulative sum.
+
 The accept test of speculative verify, as dspark_mini/speculative.py does it: ratio = min(1, p_t / max(p_d, 1e−12))
 in float64, then one draw u (always, even when the ratio is 1), and the draft is kept when u < ratio.
 

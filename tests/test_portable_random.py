@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dspark_mini.portable_random import (
     PortableGenerator,
@@ -314,6 +316,26 @@ def test_pick_is_the_naive_rule_and_never_picks_zero_weight(job):
             assert row[got] > 0, (name, u)
 
 
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    row=st.lists(
+        st.one_of(
+            st.just(0.0),
+            st.floats(0.0, 1.0, allow_subnormal=True),
+            st.floats(0.0, 2.0**-1000, allow_subnormal=True),  # subnormal and tiny weights
+            st.floats(0.0, 1e300),
+        ),
+        min_size=1,
+        max_size=40,
+    ).filter(lambda r: 0.0 < math.fsum(r) < 1e307),
+    bits=st.integers(0, 2**53 - 1),
+)
+def test_pick_is_the_naive_rule_on_any_row(row, bits):
+    u = bits * 2.0**-53  # every float a draw can be
+    got = pick(row, u)
+    assert got == naive_pick(row, u) and row[got] > 0
+
+
 def test_js_picks_what_python_picks(job, js):
     for (name, row), got in zip(rows().items(), js["picks"], strict=True):
         assert got == [pick(row, u) for u in job["us"]], name
@@ -338,6 +360,8 @@ def test_sample_takes_one_counter_a_row_in_row_major_order():
     assert got.dtype == torch.long and got.shape == (2, 3, 4) and got.flatten().tolist() == want
     assert g.counter == 24
     assert sample(torch.zeros(0, 5), g).shape == (0,) and g.counter == 24  # an empty batch takes no draw
+    one = sample(torch.tensor([0.0, 1.0, 0.0]), g)  # a single row [V] → a 0-d tensor, as sampling.sample
+    assert one.shape == () and int(one) == 1 and g.counter == 25
 
 
 def test_js_sample_is_pythons(job, js):
