@@ -261,6 +261,29 @@ def test_packing_is_deterministic():
     assert hashlib.sha256(zlib.decompress(a.compressed)).hexdigest() == a.manifest["raw_sha256"]
 
 
+def test_pages_compare_whatever_zlib_compressed_them():
+    """Another zlib may write another stream for the same bytes: `comparable` sees through it, not through a change."""
+    p = wp.pack(small())
+    other = zlib.compress(zlib.decompress(p.compressed), 1)  # stands for another zlib's stream
+    assert other != p.compressed
+
+    def page(text: str, title: str = "w") -> bytes:
+        return wp.page_bytes(
+            f"<html><head>{wp.CHARSET_META}<title>{title}</title></head>"
+            f'<script type="application/octet-stream" id="{wp.ELEMENT_ID}">{text}</script></html>'
+        )
+
+    a, b = page(p.text), page(wp.text_of(other))
+    assert a != b and wp.comparable(a) == wp.comparable(b)
+    assert wp.comparable(page(p.text, "v")) != wp.comparable(a)
+    changed = wp.pack({**small(), "scalar": np.array(3.5)})
+    assert wp.comparable(wp.page_bytes(wp.payload_html(changed))) != wp.comparable(wp.page_bytes(wp.payload_html(p)))
+    with pytest.raises(PackError, match="no weights element with id 'dspark-weights'; allowed exactly one"):
+        wp.comparable(b"<html></html>")
+    with pytest.raises(PackError, match="more than one weights element"):
+        wp.comparable(a + a)
+
+
 @pytest.mark.parametrize(
     "tensors, reps, message",
     [

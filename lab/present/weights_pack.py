@@ -26,11 +26,20 @@ and one byte is the escape itself, so those four are written as two bytes: ESC t
 compressed, uniform bytes). The rest of such a page must then be windows-1252 too (`page_bytes` encodes it and
 names any character it cannot hold: write those as HTML entities, \\u escapes in scripts).
 
-Why this text encoding: base64 (4/3) or base85 (5/4) on ~21 MB of deflated weights would end beyond the page's 24 MB;
-a UTF-8 page cannot carry bytes at better than ≈ 8/7.1 (base122-like schemes reach 8/7), also beyond.
+The shipped target + DSpark weights (5.55 M values, 44.4 MB as float64): 24.10 MB in these representations, 20.86 MB
+deflated (the random mantissa planes stay as they are: the DSpark tensors are full float64), 21.20 MB as page text.
+Text encodings of those 20.86 MB: base64 27.82 MB, base85 26.08 MB, base122 (8/7) 23.84 MB, the best any UTF-8
+page can do ≈ 23.5 MB (8/7.1 bits) — with the 1.76 MB of today's Explorer all beyond 24 MB; windows-1252 with four
+escaped bytes: 21.20 MB, the whole page ≈ 23.0 MB.
+
+Determinism: zlib's stream is a function of the input, the level and the zlib version/build (no time, no
+randomness); another zlib (a newer release, zlib-ng) may write other bytes that inflate the same. The manifest holds
+nothing compressor-dependent, and `comparable(page)` replaces the weights element's text by the sha256 of what it
+inflates to: a check of a page against a rebuild compares those where the zlibs may differ.
 
 `pack(tensors)` → Packed(compressed, text, manifest); `unpack(text, manifest)` is the Python twin of what
-weights_unpack.js decodes (tests hold them equal); `payload_html` and `page_bytes` put a payload in a page.
+weights_unpack.js decodes (tests hold them equal); `payload_html`, `manifest_json` and `page_bytes` put a payload in
+a page (declared with CHARSET_META in its first 1024 bytes).
 """
 
 from __future__ import annotations
@@ -242,7 +251,6 @@ def pack(tensors: Mapping[str, Any], reps: Mapping[str, str] | None = None, *, e
         "text": {"charset": "windows-1252", "escape": ESC, "escaped": list(ESCAPED)},
         "raw_bytes": len(raw),
         "raw_sha256": hashlib.sha256(raw).hexdigest(),
-        "compressed_bytes": len(compressed),
         "tensors": entries,
     }
     return Packed(compressed, text_of(compressed), manifest)
@@ -282,3 +290,24 @@ def unpack(text: str, manifest: dict) -> dict[str, dict]:
 def digest(text: str) -> str:
     """sha256 of the inflated payload: what two builds share even where their zlib versions compress differently."""
     return hashlib.sha256(zlib.decompress(compressed_of(text))).hexdigest()
+
+
+# ---- comparing pages -------------------------------------------------------------------------------------------
+# zlib gives the same stream for the same input, level and zlib; another zlib version or build (zlib-ng, say) may
+# pick other deflate blocks and still inflate to the same bytes. The manifest holds nothing that depends on the
+# compressor, so a page compared with its weights element's text replaced by the digest of what it inflates to is
+# equal across zlibs exactly when it carries the same weights and the same everything else.
+def comparable(page: bytes, element_id: str = ELEMENT_ID) -> bytes:
+    """A page's bytes with the weights element's text replaced by "sha256:" + the digest of its inflated payload."""
+    opening = f'<script type="application/octet-stream" id="{element_id}">'.encode("ascii")
+    start = page.find(opening)
+    if start < 0 or page.find(opening, start + 1) >= 0:
+        found = "no" if start < 0 else "more than one"
+        raise PackError(f"page: {found} weights element with id {element_id!r}; allowed exactly one")
+    start += len(opening)
+    end = page.find(b"<", start)  # the text holds no "<": the first one starts </script>
+    try:
+        raw = zlib.decompress(unescape(page[start:end]))
+    except zlib.error as e:
+        raise PackError(f"page: the weights element's text does not inflate ({e})") from None
+    return page[:start] + b"sha256:" + hashlib.sha256(raw).hexdigest().encode("ascii") + page[end:]
