@@ -326,6 +326,18 @@ def test_node_refuses_a_damaged_payload(tmp_path):
     assert "character U+2192" in report["error"]
 
 
+def test_windows_1252_safe():
+    html = '<p title="→">ℓ é 😀</p><script>a = "→😀"; // ℓ\n</script><style>b{content:"→"}</style>'
+    safe = wp.windows_1252_safe(html)
+    assert safe == (
+        '<p title="&#x2192;">&#x2113; é &#x1F600;</p><script>a = "\\u2192\\uD83D\\uDE00"; // \\u2113\n</script>'
+        '<style>b{content:"\\002192"}</style>'
+    )
+    assert wp.page_bytes(safe)
+    with pytest.raises(PackError, match=r"U\+2192 '→' follows a backslash in a script"):
+        wp.windows_1252_safe('<script>"\\→"</script>')
+
+
 # ---- a real browser ----------------------------------------------------------------------------------------
 @pytest.mark.browser
 def test_chromium_decodes_the_payload_from_a_file_page(masters, packed, tab, tmp_path):
@@ -361,3 +373,25 @@ def test_chromium_decodes_the_payload_from_a_file_page(masters, packed, tab, tmp
     assert tab.page.evaluate("document.characterSet") == "windows-1252"
     tab.assert_no_errors()
     print(f"chromium decode: {result['ms']:.0f} ms")
+
+
+@pytest.mark.browser
+def test_the_explorer_saved_as_windows_1252_is_the_same_page(tab, tmp_path):
+    """docs/explorer.html (UTF-8) rewritten by windows_1252_safe and saved as windows-1252: chromium shows the same
+    text and redraws the same strip when the temperature moves (what a page carrying the weights must be)."""
+    html = (REPO / "docs" / "explorer.html").read_text(encoding="utf-8")
+    assert html.count('<meta charset="utf-8">') == 1
+    page = tmp_path / "explorer.html"
+    page.write_bytes(wp.page_bytes(wp.windows_1252_safe(html.replace('<meta charset="utf-8">', wp.CHARSET_META))))
+
+    def seen(path: Path) -> list[str]:
+        tab.page.goto(path.as_uri())
+        shown = [tab.page.evaluate("document.characterSet"), tab.page.locator("body").inner_text()]
+        tab.page.locator("#temperature").focus()
+        tab.page.keyboard.press("Home")
+        return shown + [tab.page.locator("#strip").inner_html(), tab.page.evaluate("document.title")]
+
+    original, rewritten = seen(REPO / "docs" / "explorer.html"), seen(page)
+    assert (original[0], rewritten[0]) == ("UTF-8", "windows-1252")
+    assert rewritten[1:] == original[1:]
+    tab.assert_no_errors()

@@ -206,6 +206,50 @@ def page_bytes(html: str) -> bytes:
         ) from None
 
 
+# a page's <script> / <style> elements: their text runs to the first closing tag (pages that put "<!--" in a script,
+# whose closing tag the HTML parser then reads otherwise, are not handled)
+_RAW_TEXT = re.compile(r"(<(script|style)\b[^>]*>)(.*?)(</\2\s*>)", re.S | re.I)
+
+
+def _escape_in(text: str, where: str, escape) -> str:
+    def one(m: re.Match) -> str:
+        ch = m.group(1)
+        if m.start() > 0 and text[m.start() - 1] == "\\":
+            raise PackError(f"page text: U+{ord(ch):04X} {ch!r} follows a backslash in a {where}; allowed unescaped")
+        return escape(ch)
+
+    return _NOT_1252.sub(one, text)
+
+
+_NOT_1252 = re.compile("([^" + re.escape(WINDOWS_1252) + "])")
+
+
+def _js_escape(ch: str) -> str:
+    units = ch.encode("utf-16-le")  # an astral character as its surrogate pair: right in strings and in any regex
+    return "".join(f"\\u{int.from_bytes(units[i : i + 2], 'little'):04X}" for i in range(0, len(units), 2))
+
+
+def windows_1252_safe(html: str) -> str:
+    """A page's text with every character windows-1252 lacks written so that the page means the same once saved as
+    windows-1252: \\uXXXX in scripts (strings, comments, regular expressions; not String.raw), \\XXXXXX in styles,
+    &#x…; elsewhere. The page must still declare the charset itself (CHARSET_META)."""
+
+    def entities(text: str) -> str:
+        return _NOT_1252.sub(lambda c: f"&#x{ord(c.group(1)):X};", text)
+
+    out, at = [], 0
+    for m in _RAW_TEXT.finditer(html):
+        out.append(entities(html[at : m.end(1)]))
+        if m.group(2).lower() == "script":
+            out.append(_escape_in(m.group(3), "script", _js_escape))
+        else:
+            out.append(_escape_in(m.group(3), "style", lambda ch: f"\\{ord(ch):06X}"))
+        out.append(m.group(4))
+        at = m.end()
+    out.append(entities(html[at:]))
+    return "".join(out)
+
+
 def payload_html(packed: Packed, element_id: str = ELEMENT_ID) -> str:
     """The page element holding the weights (the page itself must declare windows-1252: CHARSET_META)."""
     if not re.fullmatch(r"[A-Za-z][\w-]*", element_id):
