@@ -22,9 +22,10 @@ from safetensors.numpy import load_file
 
 from dspark_mini import build_model, get_config
 from dspark_mini.checkpoint import load_model
+from dspark_mini.engram import Engram
 from dspark_mini.moe import Expert, MoE
 from dspark_mini.packed import PackError
-from dspark_mini.quant import fp4_qdq
+from dspark_mini.quant import fp4_qdq, fp8_qdq
 from lab.present import weights_pack as wp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,9 +92,11 @@ def run_node(tmp: Path, packed: wp.Packed, mode: str = "text", manifest: dict | 
     return json.loads(res.stdout.strip().splitlines()[-1]), out
 
 
-def expected(name: str, v: np.ndarray, qdq: bool) -> np.ndarray:
-    """What the page must give back: the master itself, or the forward's fp4_qdq of it."""
-    return fp4_qdq(torch.from_numpy(v), 32, "e8m0").numpy() if qdq else v
+def expected(v: np.ndarray, qdq: str | None) -> np.ndarray:
+    """What the page must give back: the master itself, or the forward's QDQ of it."""
+    if qdq == "fp4":
+        return fp4_qdq(torch.from_numpy(v), 32, "e8m0").numpy()
+    return fp8_qdq(torch.from_numpy(v), 32).numpy() if qdq == "fp8" else v
 
 
 def mismatches(masters: dict, manifest: dict, bits: np.ndarray) -> list[str]:
@@ -101,7 +104,7 @@ def mismatches(masters: dict, manifest: dict, bits: np.ndarray) -> list[str]:
     bad, at = [], 0
     for e in manifest["tensors"]:
         v = masters[e["name"]]
-        want = expected(e["name"], v, e.get("qdq") == "fp4").view(np.uint64).ravel()
+        want = expected(v, e.get("qdq")).view(np.uint64).ravel()
         if not np.array_equal(bits[at : at + v.size], want):
             bad.append(e["name"])
         at += v.size
@@ -216,6 +219,7 @@ def small() -> dict[str, np.ndarray]:
         "a.f32": f32,
         "layers.0.ffn.experts.1.w2.weight": ex,
         "mtp.layers.0.ffn.shared_experts.w1.weight": g.standard_normal((2, 32)),
+        "spare.engram.embed.weight": g.standard_normal((4, 64)) * np.array([1e-9, 1.0, 1e9, 0.0])[:, None],
     }
 
 
@@ -223,7 +227,7 @@ def test_small_round_trip_in_python_and_node(tmp_path):
     t = small()
     p = wp.pack(t)
     reps = [e["rep"] for e in p.manifest["tensors"]]
-    assert reps == ["f32", "f32", "f64", "f32", "fp4", "f64"]
+    assert reps == ["f32", "f32", "f64", "f32", "fp4", "f64", "f64"]
     got = wp.unpack(p.text, p.manifest)
     bits = np.concatenate([got[n]["data"].view(np.uint64).ravel() for n in t])
     assert mismatches(t, p.manifest, bits) == []
@@ -232,6 +236,37 @@ def test_small_round_trip_in_python_and_node(tmp_path):
             report, out = run_node(tmp_path, p, mode)
             assert report.get("error") is None, (mode, report)
             assert mismatches(t, p.manifest, np.fromfile(out, np.uint64)) == [], mode
+
+
+def test_engram_tables_as_fp8_on_request(masters, tmp_path):
+    """engram_fp8: the shipped Engram tables come back as fp8_qdq of the master (node too), and each Engram layer looks
+    up the same rows from them as from the master."""
+    tables = {n: v for n, v in masters.items() if wp.reads_through_fp8(n)}
+    assert len(tables) == len(get_config("lab").engram_layer_ids)
+    t = {**tables, **small()}
+    p = wp.pack(t, engram_fp8=True)
+    assert {e["name"] for e in p.manifest["tensors"] if e.get("qdq") == "fp8"} == set(tables) | {
+        "spare.engram.embed.weight"
+    }
+    got = wp.unpack(p.text, p.manifest)
+    assert mismatches(t, p.manifest, np.concatenate([got[n]["data"].view(np.uint64).ravel() for n in t])) == []
+    if NODE:
+        report, out = run_node(tmp_path, p)
+        assert report.get("error") is None, report
+        assert mismatches(t, p.manifest, np.fromfile(out, np.uint64)) == []
+    model = load_model(WEIGHTS / "target.safetensors").eval()
+    engrams = {n: m for n, m in model.named_modules() if isinstance(m, Engram)}
+    assert {f"{n}.embed.weight" for n in engrams} == set(tables)
+    with torch.no_grad():
+        for name, eng in engrams.items():
+            ids = torch.randint(
+                0, eng.num_embeddings, (2, 5, eng.n_hash_cols), generator=torch.Generator().manual_seed(1)
+            )
+            before = eng.lookup(ids)
+            eng.embed.weight.copy_(torch.from_numpy(got[f"{name}.embed.weight"]["data"]))
+            assert torch.equal(eng.lookup(ids), before), name
+    assert not wp.reads_through_fp8("layers.1.engram.embed.weight", engram_table_quant=False)
+    assert wp.pack(tables).manifest["tensors"][0]["rep"] == "f32"  # not asked: as stored
 
 
 def test_forced_reps(tmp_path):
@@ -290,7 +325,8 @@ def test_pages_compare_whatever_zlib_compressed_them():
         ({"x": np.array([0.1])}, {"x": "f32"}, r"'x': rep 'f32' but 1 of 1 values are not exactly float32"),
         ({"x": np.zeros((2, 33))}, {"x": "fp4"}, r"'x': rep 'fp4' needs a last dim that is a multiple of 32"),
         ({"x": np.full(32, np.nan)}, {"x": "fp4"}, r"x: holds NaN or ±inf"),
-        ({"x": np.zeros(3)}, {"x": "bf16"}, r"'x': rep = 'bf16'; allowed one of \('fp4', 'f32', 'f64'\)"),
+        ({"x": np.zeros(3)}, {"x": "bf16"}, r"'x': rep = 'bf16'; allowed one of \('fp4', 'fp8', 'f32', 'f64'\)"),
+        ({"x": np.zeros((2, 33))}, {"x": "fp8"}, r"'x': rep 'fp8' needs a last dim that is a multiple of 32"),
         ({"x": np.zeros(3)}, {"y": "f32"}, r"reps names \['y'\] not among the tensors"),
         ({"x": np.zeros(3, np.int64)}, None, r"'x': int64; allowed a float32 or float64"),
         ({"x": torch.zeros(3, dtype=torch.bfloat16)}, None, r"'x': dtype torch.bfloat16; allowed float32 or float64"),
@@ -345,7 +381,7 @@ def test_chromium_decodes_the_payload_from_a_file_page(masters, packed, tab, tmp
     float64 bits (manifest order) is Python's."""
     want = hashlib.sha256()
     for e in packed.manifest["tensors"]:
-        want.update(expected(e["name"], masters[e["name"]], e.get("qdq") == "fp4").astype("<f8").tobytes())
+        want.update(expected(masters[e["name"]], e.get("qdq")).astype("<f8").tobytes())
     run = """(async () => { try {
       const man = JSON.parse(document.getElementById("manifest").textContent);
       const t0 = performance.now();

@@ -10,11 +10,16 @@ Each tensor gets the smallest representation that gives back, bit for bit, the f
         experts, routers and everything else are read as stored
   f32   every value is exactly a float32 (the bits agree)      4               the stored float64 values
   f64   otherwise                                              8               the stored float64 values
+  fp8   only when asked (reps, or engram_fp8=True): the        1 + 1/32        fp8_qdq(w, 32) itself, flagged
+        Engram tables `layers.{i}.engram.embed.weight`, which                  qdq: "fp8" (a forward must know
+        the forward reads only through FP8 QDQ when the config's               the flag: 0.87 MB less on the
+        `engram_table_quant` is on (it is at `lab`)                             shipped set)
 
 An fp4 tensor is E2M1 codes (two a byte, the even element in the low nibble; sign · 8 + the index of |v| in
 0, .5, 1, 1.5, 2, 3, 4, 6) and one E8M0 byte per 32 values along the last dim (scale 2^(code − 127)), exactly as
 `dspark_mini.packed.pack_mxfp4` lays them out; code · scale is exact in float64, so the page rebuilds the QDQ'd
-tensor bit for bit.
+tensor bit for bit. An fp8 tensor is likewise E4M3 ("fn") codes, one a byte, then one E8M0 byte per 32 values
+(`dspark_mini.packed.pack_fp8_rows`).
 
 The payload: every tensor's bytes, f32/f64 ones byte-plane shuffled (all first bytes of the values, then all
 second bytes, …: the sign/exponent planes compress, the mantissa planes are noise), one after another in manifest
@@ -56,12 +61,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from dspark_mini.packed import PackError, pack_mxfp4
+from dspark_mini.packed import PackError, pack_fp8_rows, pack_mxfp4
 
 FORMAT = "dspark-lab-weights-pack"
 VERSION = 1
-REPS = ("fp4", "f32", "f64")
-BLOCK = 32  # values per E8M0 scale of an fp4 tensor
+REPS = ("fp4", "fp8", "f32", "f64")
+BLOCK = 32  # values per E8M0 scale of an fp4 or fp8 tensor
 ZLIB_LEVEL = 9
 ESC = 0x3D  # "=": the escape byte of the page text
 ESCAPED = (0x00, 0x0D, 0x3C, ESC)  # NUL, CR, "<", the escape: written ESC + "0".."3"
@@ -95,6 +100,16 @@ class Packed:
 
 
 # ---- which representation -----------------------------------------------------------------------------------
+# the Engram tables: the forward reads them only through fp8_qdq(w, 32) when engram_table_quant is on
+# (dspark_mini/engram.py: Engram.lookup, the table QDQ'd once or the looked-up rows QDQ'd)
+FP8_READ = re.compile(r"(?:^|\.)engram\.embed\.weight$")
+
+
+def reads_through_fp8(name: str, engram_table_quant: bool = True) -> bool:
+    """Whether the forward reads tensor `name` only through FP8 QDQ (an Engram table, engram_table_quant on)."""
+    return bool(engram_table_quant) and FP8_READ.search(name) is not None
+
+
 def reads_through_fp4(name: str, expert_quant: bool = True) -> bool:
     """Whether the forward reads tensor `name` only through MXFP4 QDQ (a routed expert's weight, expert_quant on)."""
     return bool(expert_quant) and FP4_READ.search(name) is not None
@@ -118,10 +133,13 @@ def _f32_exact(v: np.ndarray) -> np.ndarray:
     return back.view(np.uint64) == v.view(np.uint64)
 
 
-def choose_rep(name: str, v: np.ndarray, expert_quant: bool = True) -> str:
-    """The representation `pack` picks by default: fp4 for a QDQ-read tensor, f32 when exact, else f64."""
+def choose_rep(name: str, v: np.ndarray, expert_quant: bool = True, engram_fp8: bool = False) -> str:
+    """The representation `pack` picks: fp4 for a tensor read through MXFP4 QDQ, fp8 for one read through FP8 QDQ
+    when engram_fp8, else f32 when exact, else f64."""
     if reads_through_fp4(name, expert_quant):
         return "fp4"
+    if engram_fp8 and reads_through_fp8(name):
+        return "fp8"
     return "f32" if bool(_f32_exact(v).all()) else "f64"
 
 
@@ -150,15 +168,16 @@ def _encode(name: str, v: np.ndarray, rep: str) -> bytes:
         return shuffle(v.astype("<f4"))
     if v.ndim == 0 or v.shape[-1] % BLOCK:
         raise PackError(
-            f"tensor {name!r}: rep 'fp4' needs a last dim that is a multiple of {BLOCK}, got shape {v.shape}"
+            f"tensor {name!r}: rep {rep!r} needs a last dim that is a multiple of {BLOCK}, got shape {v.shape}"
         )
-    q, s = pack_mxfp4(torch.from_numpy(v), name)  # PackError for NaN/inf or a scale beyond E8M0
-    return q.numpy().tobytes() + s.view(torch.uint8).numpy().tobytes()
+    packer = pack_mxfp4 if rep == "fp4" else pack_fp8_rows  # PackError for NaN/inf or a scale beyond E8M0
+    q, s = packer(torch.from_numpy(v), name)
+    return q.view(torch.uint8).numpy().tobytes() + s.view(torch.uint8).numpy().tobytes()
 
 
 def rep_bytes(rep: str, n: int) -> int:
     """Bytes of n values in a representation (before compression)."""
-    return {"f64": 8 * n, "f32": 4 * n, "fp4": n // 2 + n // BLOCK}[rep]
+    return {"f64": 8 * n, "f32": 4 * n, "fp4": n // 2 + n // BLOCK, "fp8": n + n // BLOCK}[rep]
 
 
 # ---- the page text ------------------------------------------------------------------------------------------
@@ -263,9 +282,16 @@ def manifest_json(manifest: dict) -> str:
 
 
 # ---- both directions ------------------------------------------------------------------------------------------
-def pack(tensors: Mapping[str, Any], reps: Mapping[str, str] | None = None, *, expert_quant: bool = True) -> Packed:
+def pack(
+    tensors: Mapping[str, Any],
+    reps: Mapping[str, str] | None = None,
+    *,
+    expert_quant: bool = True,
+    engram_fp8: bool = False,
+) -> Packed:
     """Pack {name: float tensor} in the given order. reps: a representation per name to force (the others are
-    chosen by `choose_rep`); a tensor that cannot be held exactly as asked raises PackError naming it."""
+    chosen by `choose_rep`); a tensor that cannot be held exactly as asked raises PackError naming it.
+    engram_fp8: the Engram tables as fp8 (for a forward that knows qdq: "fp8")."""
     reps = dict(reps or {})
     unknown = sorted(set(reps) - set(tensors))
     if unknown:
@@ -275,13 +301,13 @@ def pack(tensors: Mapping[str, Any], reps: Mapping[str, str] | None = None, *, e
         if not isinstance(name, str) or not name:
             raise PackError(f"tensor name {name!r}: allowed a non-empty string")
         v = _as_float64(name, t)
-        rep = reps.get(name) or choose_rep(name, v, expert_quant)
+        rep = reps.get(name) or choose_rep(name, v, expert_quant, engram_fp8)
         if rep not in REPS:
             raise PackError(f"tensor {name!r}: rep = {rep!r}; allowed one of {REPS}")
         data = _encode(name, v, rep)
         entry = {"name": name, "shape": list(v.shape), "rep": rep, "offset": offset, "bytes": len(data)}
-        if rep == "fp4":
-            entry["qdq"] = "fp4"
+        if rep in ("fp4", "fp8"):
+            entry["qdq"] = rep
         entries.append(entry)
         parts.append(data)
         offset += len(data)
@@ -308,17 +334,32 @@ def _decode_entry(raw: bytes, e: dict) -> np.ndarray:
         raise PackError(f"manifest entry {e['name']!r}: rep {rep!r}, shape {shape}, bytes {e['bytes']} do not agree")
     if rep in ("f32", "f64"):
         return unshuffle(chunk, "<f4" if rep == "f32" else "<f8").astype(np.float64).reshape(shape)
-    codes = np.frombuffer(chunk[: n // 2], np.uint8)
-    scales = np.frombuffer(chunk[n // 2 :], np.uint8).astype(np.int64)
-    nib = np.stack([codes & 0x0F, codes >> 4], axis=-1).ravel()
-    mags = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
-    table = np.concatenate([mags, -mags])
-    scale = np.ldexp(1.0, scales - 127)
-    return (table[nib].reshape(-1, BLOCK) * scale[:, None]).reshape(shape)
+    n_codes = n // 2 if rep == "fp4" else n
+    codes = np.frombuffer(chunk[:n_codes], np.uint8)
+    scale = np.ldexp(1.0, np.frombuffer(chunk[n_codes:], np.uint8).astype(np.int64) - 127)
+    if rep == "fp4":
+        values = _E2M1[np.stack([codes & 0x0F, codes >> 4], axis=-1).ravel()]
+    else:
+        values = _E4M3[codes]
+    return (values.reshape(-1, BLOCK) * scale[:, None]).reshape(shape)
+
+
+def _e4m3_table() -> np.ndarray:
+    """[256] E4M3 ("fn") code → value: sign bit 7, exponent bits 6-3 (bias 7), mantissa bits 2-0; 0x7F/0xFF NaN."""
+    out = np.empty(256)
+    for code in range(256):
+        e, m = (code >> 3) & 15, code & 7
+        mag = m / 8 * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+        out[code] = np.nan if (code & 0x7F) == 0x7F else (-mag if code & 0x80 else mag)
+    return out
+
+
+_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+_E4M3 = _e4m3_table()
 
 
 def unpack(text: str, manifest: dict) -> dict[str, dict]:
-    """What the page decodes: {name: {"shape", "data" (float64 ndarray), "qdq" for fp4 tensors}}."""
+    """What the page decodes: {name: {"shape", "data" (float64 ndarray), "qdq" for fp4 / fp8 tensors}}."""
     raw = zlib.decompress(compressed_of(text))
     if len(raw) != manifest["raw_bytes"]:
         raise PackError(f"payload: {len(raw):,} bytes inflated, the manifest's raw_bytes is {manifest['raw_bytes']:,}")

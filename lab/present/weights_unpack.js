@@ -3,6 +3,8 @@
  *   const W = await DSparkWeights.unpack(payload, manifest);   // node: require("./weights_unpack.js")
  *   W["layers.0.attn.wq_a.weight"] -> {shape: [32, 128], data: Float64Array}
  *   a routed expert's weight      -> {shape, data, qdq: "fp4"}: data is already the MXFP4-QDQ'd tensor, use as is
+ *   an Engram table packed as fp8 -> {shape, data, qdq: "fp8"}: data is already the FP8-QDQ'd table (only when the
+ *                                    page was packed with engram_fp8)
  *
  * payload: the text of the page's <script type="application/octet-stream"> element (the page declared windows-1252:
  * each character stands for one byte; NUL, CR, "<" and the escape byte come as the escape + "0".."3"), or the zlib
@@ -10,7 +12,8 @@
  * Safari 16.4, node 18), which also checks its Adler-32. Then per manifest entry:
  *   f64 / f32: byte planes (all first bytes, then all second bytes, ...) of little-endian values -> float64;
  *   fp4: E2M1 codes two a byte (even element in the low nibble) and one E8M0 byte per 32 values -> code * 2^(e - 127),
- *        exact in float64.
+ *        exact in float64;
+ *   fp8: E4M3 ("fn") codes one a byte and one E8M0 byte per 32 values -> code * 2^(e - 127), exact in float64.
  * No dependencies, no network; works in node and from file://. ASCII only, so that it can sit inline in the
  * windows-1252 page that carries the payload.
  */
@@ -36,6 +39,13 @@
   for (let b = 0; b < 256; b++) BYTE_OF[b] = b;
   for (let b = 0x80; b < 0xa0; b++) BYTE_OF[HIGH[b - 0x80]] = b;
   const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
+  const E4M3 = new Float64Array(256); // sign bit 7, exponent bits 6-3 (bias 7), mantissa bits 2-0; 0x7f/0xff NaN
+  for (let c = 0; c < 256; c++) {
+    const e = (c >> 3) & 15;
+    const m = c & 7;
+    const mag = e === 0 ? (m / 8) * 2 ** -6 : (1 + m / 8) * 2 ** (e - 7);
+    E4M3[c] = (c & 0x7f) === 0x7f ? NaN : c & 0x80 ? -mag : mag;
+  }
   const POW2 = new Float64Array(256); // E8M0 code -> 2^(code - 127), built from its bits (exact); 255 is NaN
   {
     const bits = new BigUint64Array(POW2.buffer);
@@ -95,16 +105,23 @@
 
   function decode(raw, e) {
     const n = e.shape.reduce((a, d) => a * d, 1);
-    const want = { f64: 8 * n, f32: 4 * n, fp4: n / 2 + n / BLOCK }[e.rep];
-    if (want === undefined || e.bytes !== want || e.offset + e.bytes > raw.length || (e.rep === "fp4" && n % BLOCK)) {
+    const want = { f64: 8 * n, f32: 4 * n, fp4: n / 2 + n / BLOCK, fp8: n + n / BLOCK }[e.rep];
+    const blocked = e.rep === "fp4" || e.rep === "fp8";
+    if (want === undefined || e.bytes !== want || e.offset + e.bytes > raw.length || (blocked && n % BLOCK)) {
       throw new Error(
         `weights manifest entry ${e.name}: rep ${e.rep}, shape [${e.shape}], ${e.bytes} bytes at ${e.offset} ` +
-          "do not agree (rep: f64, f32 or fp4)",
+          "do not agree (rep: f64, f32, fp4 or fp8)",
       );
     }
     if (e.rep === "f64") return new Float64Array(planes(raw, e.offset, n, 8));
     if (e.rep === "f32") return Float64Array.from(new Float32Array(planes(raw, e.offset, n, 4)));
     const data = new Float64Array(n);
+    if (e.rep === "fp8") {
+      const codes = raw.subarray(e.offset, e.offset + n);
+      const scales = raw.subarray(e.offset + n, e.offset + e.bytes);
+      for (let i = 0; i < n; i++) data[i] = E4M3[codes[i]] * POW2[scales[(i / BLOCK) | 0]];
+      return data;
+    }
     const codes = raw.subarray(e.offset, e.offset + n / 2);
     const scales = raw.subarray(e.offset + n / 2, e.offset + e.bytes);
     for (let blk = 0, i = 0; blk < n / BLOCK; blk++) {
@@ -131,7 +148,7 @@
     }
     const raw = await inflate(zbytes);
     if (raw.length !== manifest.raw_bytes) {
-      throw new Error(`weights payload: ${raw.length} bytes inflated, the manifest's raw_bytes is ${manifest.raw_bytes}`);
+      throw new Error(`weights payload: ${raw.length} bytes inflated, manifest.raw_bytes is ${manifest.raw_bytes}`);
     }
     const out = {};
     for (const e of manifest.tensors) {
