@@ -12,7 +12,7 @@ Each tensor gets the smallest representation that gives back, bit for bit, the f
   f64   otherwise                                              8               the stored float64 values
   fp8   only when asked (reps, or engram_fp8=True): the        1 + 1/32        fp8_qdq(w, 32) itself, flagged
         Engram tables `layers.{i}.engram.embed.weight`, which                  qdq: "fp8" (a forward must know
-        the forward reads only through FP8 QDQ when the config's               the flag: 0.87 MB less on the
+        the forward reads only through FP8 QDQ when the config's               the flag: 0.88 MB less on the
         `engram_table_quant` is on (it is at `lab`)                             shipped set)
 
 An fp4 tensor is E2M1 codes (two a byte, the even element in the low nibble; sign · 8 + the index of |v| in
@@ -35,7 +35,7 @@ The shipped target + DSpark weights (5.55 M values, 44.4 MB as float64): 24.10 M
 deflated (the random mantissa planes stay as they are: the DSpark tensors are full float64), 21.20 MB as page text.
 Text encodings of those 20.86 MB: base64 27.82 MB, base85 26.08 MB, base122 (8/7) 23.84 MB, the best any UTF-8
 page can do ≈ 23.5 MB (8/7.1 bits) — with the 1.76 MB of today's Explorer all beyond 24 MB; windows-1252 with four
-escaped bytes: 21.20 MB, the whole page ≈ 23.0 MB.
+escaped bytes: 21.20 MB, the whole page ≈ 23.0 MB (20.32 MB and ≈ 22.1 MB with engram_fp8).
 
 Determinism: zlib's stream is a function of the input, the level and the zlib version/build (no time, no
 randomness); another zlib (a newer release, zlib-ng) may write other bytes that inflate the same. The manifest holds
@@ -44,7 +44,8 @@ inflates to: a check of a page against a rebuild compares those where the zlibs 
 
 `pack(tensors)` → Packed(compressed, text, manifest); `unpack(text, manifest)` is the Python twin of what
 weights_unpack.js decodes (tests hold them equal); `payload_html`, `manifest_json` and `page_bytes` put a payload in
-a page (declared with CHARSET_META in its first 1024 bytes).
+a page (declared with CHARSET_META in its first 1024 bytes), `windows_1252_safe` rewrites a UTF-8 page's other
+characters for it, `comparable` is what a check compares.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ CHARSET_META = '<meta charset="windows-1252">'
 # (dspark_mini/moe.py: Expert.weight and MoE.stack_experts, both for backbone and DSpark layers; the shared expert
 # is built with fp4 off and the router reads its weight as stored)
 FP4_READ = re.compile(r"(?:^|\.)ffn\.experts\.\d+\.w[123]\.weight$")
+# the Engram tables: the forward reads them only through fp8_qdq(w, 32) when engram_table_quant is on
+# (dspark_mini/engram.py: Engram.lookup, the table QDQ'd once or the looked-up rows QDQ'd)
+FP8_READ = re.compile(r"(?:^|\.)engram\.embed\.weight$")
 
 # WHATWG windows-1252: bytes 0x80-0x9F decode to these code points (the five unassigned ones to the C1 control of
 # the same number); every other byte b decodes to U+00b. Python's cp1252 codec lacks the five, so the table is here.
@@ -100,9 +104,6 @@ class Packed:
 
 
 # ---- which representation -----------------------------------------------------------------------------------
-# the Engram tables: the forward reads them only through fp8_qdq(w, 32) when engram_table_quant is on
-# (dspark_mini/engram.py: Engram.lookup, the table QDQ'd once or the looked-up rows QDQ'd)
-FP8_READ = re.compile(r"(?:^|\.)engram\.embed\.weight$")
 
 
 def reads_through_fp8(name: str, engram_table_quant: bool = True) -> bool:
