@@ -1,6 +1,6 @@
 """Every number the prose quotes, filled from the data it quotes.
 
-    python -m lab.sync.prose --write   fill every marker of README.md, docs/*.md and notebooks/*.py from the data,
+    python -m lab.sync.prose --write   fill every marker of README*.md, docs/*.md and notebooks/*.py from the data,
                                          then regenerate the notebooks (nbsync) — one command after a retrain
     python -m lab.sync.prose --check   exit 1 naming file, line, key, the quoted and the data value where they
                                          differ, or a marker whose key is unknown (CI runs it in tests/test_prose.py)
@@ -217,7 +217,7 @@ KEYS: tuple[Key, ...] = (
         "report",
         lambda r, d, t: _mean([r["summary"]["decay"][d][dom][t] for dom in DOMAINS]),
         "f2",
-        "c₁ − mean(c₂..c_k), mean over domains",
+        "α₁ − mean(α₂..α_k) of the conditional acceptance α_i, mean over domains",
     ),
     Key(
         rf"speed\.{D}\.{DOM}",
@@ -504,8 +504,13 @@ def default_sim(requests: int) -> dict[str, Any]:
 
 
 def prose_files(root: Path = ROOT) -> list[Path]:
-    """The files whose prose may quote data: README.md, docs/*.md and the notebooks' py:percent sources."""
-    files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sources(root / "notebooks")]
+    """The files whose prose may quote data: README.md, README.vi.md, docs/*.md, the notebooks' py:percent sources."""
+    files = [
+        root / "README.md",
+        root / "README.vi.md",
+        *sorted((root / "docs").glob("*.md")),
+        *sources(root / "notebooks"),
+    ]
     return [p for p in files if p.is_file()]
 
 
