@@ -179,6 +179,9 @@ def page_fig3(it: dict[str, Any], lang: str) -> list[str]:
         ),
         "",
     ]
+    prompts = it.get("conditions", {}).get("budget", {}).get("draft", {}).get("distill_prompts")
+    if prompts is not None:
+        out += [P("fig3_not_shipped", lang, prompts=f"{prompts:,}"), ""]
     domains = lab_domains(next(iter(lab["tau"].values())))
     head = [
         "",
