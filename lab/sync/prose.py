@@ -36,6 +36,7 @@ from ..lesson.walk import run_walk
 from ..realtext import DOMAINS
 from ..serving.schedule import LAG, SIM_ROUNDS, read_streams, read_table, tables_for
 from ..serving.simulate import simulate
+from ..weights import DRAFTER_LABEL, drafter_speeds
 from .nbsync import sources, write_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,6 +219,20 @@ KEYS: tuple[Key, ...] = (
         lambda r, d, t: _mean([r["summary"]["decay"][d][dom][t] for dom in DOMAINS]),
         "f2",
         "α₁ − mean(α₂..α_k) of the conditional acceptance α_i, mean over domains",
+    ),
+    Key(
+        r"speed\.fastest",
+        "report",
+        lambda r: DRAFTER_LABEL[next(iter(drafter_speeds(r)))],
+        "text",
+        "the drafter with the most tokens/s",
+    ),
+    Key(
+        r"speed\.fastest\.mean",
+        "report",
+        lambda r: next(iter(drafter_speeds(r).values())),
+        "f2",
+        "the fastest drafter's tokens/s spec ÷ plain, mean over domains",
     ),
     Key(
         rf"speed\.{D}\.{DOM}",
