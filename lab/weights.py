@@ -36,6 +36,14 @@ WEIGHTS = ("trained", "untrained")
 MODEL_DRAFTERS = ("dspark", "dspark-rnn", "dflash")  # stored as the model's own draft part (`mtp.*`)
 BASELINE_DRAFTERS = ("eagle3", "mtp1")  # separate modules
 DRAFTERS = MODEL_DRAFTERS + BASELINE_DRAFTERS
+# each drafter's name as the pages and screens print it (the lab's Eagle3 is a smaller cousin of the paper's)
+DRAFTER_LABEL = {
+    "dspark": "DSpark",
+    "dspark-rnn": "DSpark-RNN",
+    "dflash": "DFlash",
+    "eagle3": "Eagle3-lite",
+    "mtp1": "MTP-1",
+}
 MANIFEST = "manifest.json"
 CACHE_FILE = "target_cache.safetensors"  # the windows every drafter of a set trained on (lab.training.target_cache)
 SET_FILES = ("target.safetensors", CACHE_FILE, *(f"{k}.safetensors" for k in DRAFTERS), "report.json")  # manifest
@@ -303,6 +311,13 @@ def training_streams(seed: int) -> tuple[Any, Any]:
     from .realtext import token_stream
 
     return token_stream("train", seed), token_stream("val")
+
+
+def drafter_speeds(rep: dict[str, Any]) -> dict[str, float]:
+    """Each drafter's tokens/s, speculative ÷ plain decoding, mean over the domains (report.json's `summary`),
+    fastest first."""
+    means = {d: sum(v.values()) / len(v) for d, v in rep["summary"]["tokens_per_s_ratio"].items()}
+    return dict(sorted(means.items(), key=lambda kv: -kv[1]))
 
 
 def report(weights_dir: str | Path | None = None) -> dict[str, Any]:

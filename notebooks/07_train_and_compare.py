@@ -274,11 +274,13 @@ assert min(ds / e3 for e3, _, ds in PAPER_TAU.values()) > 1  # the paper: DSpark
 # thích cả hai.
 #
 # ## 3 · Figure 2 in miniature: acceptance along the block / Hình 2 thu nhỏ: tỉ lệ giữ dọc theo khối
-# **EN** — Conditional acceptance at position i = P(draft i kept | drafts 1..i−1 kept). A parallel drafter that guesses
-# all k tokens at once tends to lose accuracy further along; `decay` = c₁ − mean(c₂..c_k) measures it.
+# **EN** — Conditional acceptance at position i, α_i = P(draft i kept | drafts 1..i−1 kept). A parallel drafter that guesses
+# all k tokens at once tends to lose accuracy further along; `decay` = α₁ − mean(α₂..α_k) measures it
+# (α is measured by verify; c, the confidence head, only predicts it).
 #
-# **VI** — Tỉ lệ giữ có điều kiện ở vị trí i = P(token nháp i được giữ | token 1..i−1 đã được giữ). Bộ vẽ song song đoán
-# cả k token một lượt thường kém chính xác dần về sau; `decay` = c₁ − trung bình(c₂..c_k) đo mức giảm đó.
+# **VI** — Tỉ lệ giữ có điều kiện ở vị trí i, α_i = P(token nháp i được giữ | token 1..i−1 đã được giữ). Bộ vẽ song song đoán
+# cả k token một lượt thường kém chính xác dần về sau; `decay` = α₁ − trung bình(α₂..α_k) đo mức giảm đó
+# (α do verify đo được; c, đầu tin cậy, chỉ dự đoán nó).
 
 # %%
 dec = {n: {T: mean(decay(q[n][d][T]["cond_accept"]) for d in DOMAINS) for T in TEMPS} for n in q}

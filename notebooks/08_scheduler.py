@@ -323,13 +323,13 @@ for policy in ("dspark", "retrospective"):
 #   chính sách đi kèm đều chính xác; phép tìm hồi cứu thì không.
 #
 # ## Exercise / Bài tập
-# **EN** — Two requests, k = 3, confidences c₁ = (0.9, 0.8, 0.5) and c₂ = (0.6, 0.5, 0.9). The step time is
-# t(B) = 1 + B/4 seconds, so the rule of section 3 reads v_n > τ_{n−1} / (4 + B_n − 1). Compute the survivals, sort
-# them, and walk the path from B = 2, τ = 2. Write the verify lengths as a list [ℓ₁, ℓ₂].
+# **EN** — Two requests, k = 3; request 1's confidences are c = (0.9, 0.8, 0.5), request 2's c = (0.6, 0.5, 0.9).
+# The step time is t(B) = 1 + B/4 seconds, so the rule of section 3 reads v_n > τ_{n−1} / (4 + B_n − 1). Compute
+# the survivals, sort them, and walk the path from B = 2, τ = 2. Write the verify lengths as a list [ℓ₁, ℓ₂].
 #
-# **VI** — Hai yêu cầu, k = 3, đầu tin cậy c₁ = (0.9, 0.8, 0.5) và c₂ = (0.6, 0.5, 0.9). Thời gian một bước là
-# t(B) = 1 + B/4 giây, nên quy tắc ở mục 3 thành v_n > τ_{n−1} / (4 + B_n − 1). Tính xác suất sống sót, sắp xếp
-# chúng, rồi đi dọc đường từ B = 2, τ = 2. Viết các độ dài verify thành danh sách [ℓ₁, ℓ₂].
+# **VI** — Hai yêu cầu, k = 3; đầu tin cậy của yêu cầu 1 là c = (0.9, 0.8, 0.5), của yêu cầu 2 là c = (0.6, 0.5, 0.9).
+# Thời gian một bước là t(B) = 1 + B/4 giây, nên quy tắc ở mục 3 thành v_n > τ_{n−1} / (4 + B_n − 1). Tính xác
+# suất sống sót, sắp xếp chúng, rồi đi dọc đường từ B = 2, τ = 2. Viết các độ dài verify thành danh sách [ℓ₁, ℓ₂].
 
 # %%
 answer = None  # e.g. [3, 0]

@@ -55,12 +55,12 @@ print(tr(f"flash: {cfg.n_layers} layers + {cfg.n_mtp_layers} DSpark layers, dim 
 # **EN**
 # - `build_model(cfg, device="meta")` builds every module of the real model with shapes but no storage: the same
 #   code the lab runs, at 762.7 B parameters, in a few seconds and no memory.
-# - The counts match the dossier's derivation from the config: 551.88 B for the backbone, 14.23 B for the draft.
+# - The counts match what the config gives when counted by hand: 551.88 B for the backbone, 14.23 B for the draft.
 #
 # **VI**
 # - `build_model(cfg, device="meta")` dựng mọi module của mô hình thật với hình dạng nhưng không có bộ nhớ: cùng
 #   mã mà lab vẫn chạy, ở 762.7 tỉ tham số, trong vài giây và không tốn bộ nhớ.
-# - Các con số khớp với phép suy ra từ config trong hồ sơ nghiên cứu: 551.88 tỉ cho backbone, 14.23 tỉ cho bản nháp.
+# - Các con số khớp với phép đếm tay từ config: 551.88 tỉ cho backbone, 14.23 tỉ cho bản nháp.
 
 # %%
 model = build_model(cfg, seed=SEED, device="meta")

@@ -216,6 +216,18 @@ def test_why_k_quotes_the_shipped_ratio(lang) -> None:
     assert "1.30×" not in text
 
 
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_6b_note_names_the_fastest_drafter_from_the_report(lang) -> None:
+    from lab.lesson.view_6b import fastest
+    from lab.weights import DRAFTER_LABEL
+
+    means = {d: sum(v.values()) / len(v) for d, v in REPORT["summary"]["tokens_per_s_ratio"].items()}
+    best = max(means, key=means.get)
+    text = fastest(lang)
+    assert text.count(DRAFTER_LABEL[best]) == 1 and f"{means[best]:.2f}" in text
+    assert f"{means['dspark']:.2f}" in text and "flash-cpu" in text  # and what is (not) measured at real widths
+
+
 def test_train_help_defaults_are_the_shipped_recipe(capsys) -> None:
     from dspark_mini import get_config
     from lab.training.rebuild import Recipe

@@ -90,8 +90,9 @@ def test_every_drafter_trained_on_the_same_target_cache_with_the_same_budget(rec
 def test_dspark_against_dflash_on_equal_data(recorded, remeasured):
     """Measured one prompt at a time (batch 1), every drafter on the same target cache. At T = 1 DSpark's mean τ is
     ≥ 1.15 × DFlash's at T = 1 and greedy (the paper's gap) and its conditional acceptance decays less after
-    position 1 (decay = c₁ − mean(c₂..c_k), averaged over the domains). The rows are the report's, with the
-    re-measured ones in their place. Can still fail: a shipped set or re-measured rows that lose either ordering."""
+    position 1 (decay = α₁ − mean(α₂..α_k), α_i the conditional acceptance, averaged over the domains). The rows are
+    the report's, with the re-measured ones in their place. Can still fail: a shipped set or re-measured rows that
+    lose either ordering."""
     rows = {n: dict(recorded["drafters"][n]["quality"]) for n in ("dspark", "dflash")}
     for n, fresh in remeasured.items():
         rows[n].update(fresh)

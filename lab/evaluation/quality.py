@@ -261,8 +261,8 @@ def conditions(n_prompts: int, max_new_tokens: int, speed_prompts: int, seed: in
 
 
 def decay(cond: Sequence[float | None]) -> float:
-    """How much conditional acceptance falls after position 1: c₁ − mean(c₂..c_k) (positions never reached
-    are skipped)."""
+    """How much conditional acceptance falls after position 1: α₁ − mean(α₂..α_k), α_i the conditional acceptance
+    at position i (positions never reached are skipped)."""
     rest = [c for c in cond[1:] if c is not None]
     if cond[0] is None or not rest:
         return 0.0

@@ -21,7 +21,7 @@ from dspark_mini.validate import check_int, check_temperature
 
 from ..evaluation.profiling import hooked_forward, main_x_error, main_x_threshold
 from ..text import UI, verify_label
-from ..weights import lab_model, report
+from ..weights import DRAFTER_LABEL, drafter_speeds, lab_model, report
 from .notes import LESSON, NOTES, ece_text
 from .view import Check, StepView, ViewTable, Walk, dash, r, shape, sig, tok_text
 
@@ -54,6 +54,15 @@ def why_k(lang: str) -> str:
     """Why the lab trains k = 5, with the shipped set's DSpark ÷ DFlash mean τ (report.json's `summary`)."""
     ratio = report()["summary"]["dspark_over_dflash"]
     return NOTES("why_k", lang, t1=f"{ratio['t1']:.2f}", greedy=f"{ratio['greedy']:.2f}")
+
+
+def fastest(lang: str) -> str:
+    """Which shipped drafter gives the most tokens/s, from report.json's `summary` (so it follows every retrain)."""
+    speeds = drafter_speeds(report())
+    name = next(iter(speeds))
+    return NOTES(
+        "fastest", lang, name=DRAFTER_LABEL[name], n=len(speeds), x=f"{speeds[name]:.2f}", d=f"{speeds['dspark']:.2f}"
+    )
 
 
 def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
@@ -118,6 +127,7 @@ def view_6b(w: Walk, v: StepView, k: int = 8) -> StepView:
         NOTES("lesson_prefix", lang, k=lesson_round(w).k),
         why_k(lang),
         NOTES("why_taps", lang),
+        fastest(lang),
     ]
     v.data = {
         "k": rd.k,  # k, the drafts proposed (the first ℓ = verify_len were sent)

@@ -158,6 +158,12 @@ def dflash_whose(lab: dict[str, Any], lang: str) -> str:
     return P("depth_shipped" if "dflash_depth" in lab else "depth_lab", lang)
 
 
+def not_shipped(it: dict[str, Any], lang: str) -> list[str]:
+    """Why a variant of Figures 3 and 4 has another τ than the shipped drafter of its depth and block in Table 1."""
+    prompts = it.get("conditions", {}).get("budget", {}).get("draft", {}).get("distill_prompts")
+    return [] if prompts is None else [P("variants_not_shipped", lang, prompts=f"{prompts:,}"), ""]
+
+
 def page_fig3(it: dict[str, Any], lang: str) -> list[str]:
     lab, paper = it["lab"], it["paper"]
     runs = lab["runs"]
@@ -179,6 +185,7 @@ def page_fig3(it: dict[str, Any], lang: str) -> list[str]:
         ),
         "",
     ]
+    out += not_shipped(it, lang)
     domains = lab_domains(next(iter(lab["tau"].values())))
     head = [
         "",
@@ -223,7 +230,7 @@ def page_fig4(it: dict[str, Any], lang: str) -> list[str]:
     lab, paper = it["lab"], it["paper"]
     depth = lab["depth"]
     note = P("fig4_note", lang, depth=depth, dflash=lab.get("dflash_depth", depth), whose=dflash_whose(lab, lang))
-    out = [P("h_fig4", lang), "", section(it, lang), note, ""]
+    out = [P("h_fig4", lang), "", section(it, lang), note, "", *not_shipped(it, lang)]
     domains = lab_domains(lab["gain_percent"][str(lab["blocks"][0])]["t1"])
     head = [P("block_k", lang), "τ DSpark", "τ DFlash", *(f"{lab_domain(d, lang)} %" for d in domains)]
     rows = [

@@ -15,15 +15,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..style import finish
+from ..weights import DRAFTER_LABEL
 from .texts import T, lab_domain, lab_domains, paper_domain, paper_pair
 
-DRAFTER_LABEL = {
-    "dspark": "DSpark",
-    "dspark-rnn": "DSpark-RNN",
-    "dflash": "DFlash",
-    "eagle3": "Eagle3-lite",
-    "mtp1": "MTP-1",
-}
 PAPER_LABEL = {"dspark": "DSpark", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash", "eagle3": "Eagle3"}  # the paper's
 # one colour a drafter in every panel (the paper's curves in its lab drafter's colour, dotted)
 COLOUR = {"dspark": "#636efa", "dspark-rnn": "#ef553b", "dflash": "#00cc96", "eagle3": "#ab63fa", "mtp1": "#ffa15a"}

@@ -1,6 +1,6 @@
 """Every number the prose quotes, filled from the data it quotes.
 
-    python -m lab.sync.prose --write   fill every marker of README.md, docs/*.md and notebooks/*.py from the data,
+    python -m lab.sync.prose --write   fill every marker of README*.md, docs/*.md and notebooks/*.py from the data,
                                          then regenerate the notebooks (nbsync) — one command after a retrain
     python -m lab.sync.prose --check   exit 1 naming file, line, key, the quoted and the data value where they
                                          differ, or a marker whose key is unknown (CI runs it in tests/test_prose.py)
@@ -36,6 +36,7 @@ from ..lesson.walk import run_walk
 from ..realtext import DOMAINS
 from ..serving.schedule import LAG, SIM_ROUNDS, read_streams, read_table, tables_for
 from ..serving.simulate import simulate
+from ..weights import DRAFTER_LABEL, drafter_speeds
 from .nbsync import sources, write_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,7 +218,21 @@ KEYS: tuple[Key, ...] = (
         "report",
         lambda r, d, t: _mean([r["summary"]["decay"][d][dom][t] for dom in DOMAINS]),
         "f2",
-        "c₁ − mean(c₂..c_k), mean over domains",
+        "α₁ − mean(α₂..α_k) of the conditional acceptance α_i, mean over domains",
+    ),
+    Key(
+        r"speed\.fastest",
+        "report",
+        lambda r: DRAFTER_LABEL[next(iter(drafter_speeds(r)))],
+        "text",
+        "the drafter with the most tokens/s",
+    ),
+    Key(
+        r"speed\.fastest\.mean",
+        "report",
+        lambda r: next(iter(drafter_speeds(r).values())),
+        "f2",
+        "the fastest drafter's tokens/s spec ÷ plain, mean over domains",
     ),
     Key(
         rf"speed\.{D}\.{DOM}",
@@ -504,8 +519,13 @@ def default_sim(requests: int) -> dict[str, Any]:
 
 
 def prose_files(root: Path = ROOT) -> list[Path]:
-    """The files whose prose may quote data: README.md, docs/*.md and the notebooks' py:percent sources."""
-    files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sources(root / "notebooks")]
+    """The files whose prose may quote data: README.md, README.vi.md, docs/*.md, the notebooks' py:percent sources."""
+    files = [
+        root / "README.md",
+        root / "README.vi.md",
+        *sorted((root / "docs").glob("*.md")),
+        *sources(root / "notebooks"),
+    ]
     return [p for p in files if p.is_file()]
 
 
