@@ -200,6 +200,38 @@ def generate_plain(
 
 
 @torch.no_grad()
+def round_record(
+    position: int,
+    anchor: int,
+    d: DraftOutput,
+    b: int,
+    v: Verdict,
+    target_probs: list[float],
+    target_argmax: list[int],
+    committed: list[int],
+) -> Round:
+    """Sequence b's Round: its draft (row b of d, k tokens), the verdict on the first ℓ = len(target_probs) of them
+    and the tokens it committed; each draft position is accepted, rejected, not verified or not sent (past ℓ)."""
+    sent, drafted = len(target_probs), d.tokens.size(1)
+    status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < sent else [])
+    status += [NOT_VERIFIED] * (sent - len(status)) + [NOT_SENT] * (drafted - sent)
+    return Round(
+        position=position,
+        anchor=anchor,
+        draft=d.tokens[b].tolist(),
+        draft_probs=d.draft_probs[b].tolist(),
+        confidence=d.confidence[b].tolist(),
+        target_probs=target_probs,
+        target_argmax=target_argmax,
+        status=status,
+        n_accepted=v.n_accepted,
+        next_token=v.next_token,
+        next_kind=v.kind,
+        committed=committed,
+        verify_len=sent,
+    )
+
+
 def speculative_round(
     model: Transformer,
     cache,
@@ -247,27 +279,10 @@ def speculative_round(
     tp = shown[:, :k].gather(-1, sent[..., None]).squeeze(-1)  # [B, k]
     result = []
     for b, v in enumerate(verdicts):
-        status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < k else [])
-        status += [NOT_VERIFIED] * (k - len(status)) + [NOT_SENT] * (drafted - k)
         drafts = d.tokens[b].tolist()
         last = drafts[n_min] if v.n_accepted > n_min else v.next_token
-        result.append(
-            Round(
-                position=p,
-                anchor=int(anchors[b]),
-                draft=drafts,
-                draft_probs=d.draft_probs[b].tolist(),
-                confidence=d.confidence[b].tolist(),
-                target_probs=tp[b].tolist(),
-                target_argmax=argmax[b].tolist(),
-                status=status,
-                n_accepted=v.n_accepted,
-                next_token=v.next_token,
-                next_kind=v.kind,
-                committed=drafts[:n_min] + [last],
-                verify_len=k,
-            )
-        )
+        committed = drafts[:n_min] + [last]
+        result.append(round_record(p, int(anchors[b]), d, b, v, tp[b].tolist(), argmax[b].tolist(), committed))
     return result
 
 
@@ -363,28 +378,10 @@ def verify_ragged(
             v = verify_block(d.tokens[0, :n], d.probs[0, :n], target, gen)
         cache.commit(out.pending, v.n_accepted + 1)  # anchor + kept drafts; the other rows were never written
         drafter.observe(row, out, v.n_accepted + 1)
-        k = d.tokens.size(1)
-        drafts_r = d.tokens[0].tolist()
-        status = [ACCEPTED] * v.n_accepted + ([REJECTED] if v.n_accepted < n else [])
-        status += [NOT_VERIFIED] * (n - len(status)) + [NOT_SENT] * (k - n)
         shown = target if temperature > 0 else torch.softmax(out.logits[0], -1)
-        result.append(
-            Round(
-                position=p,
-                anchor=int(row[0, 0]),
-                draft=drafts_r,
-                draft_probs=d.draft_probs[0].tolist(),
-                confidence=d.confidence[0].tolist(),
-                target_probs=shown[:n].gather(-1, d.tokens[0, :n, None]).squeeze(-1).tolist(),
-                target_argmax=out.logits[0].argmax(-1).tolist(),
-                status=status,
-                n_accepted=v.n_accepted,
-                next_token=v.next_token,
-                next_kind=v.kind,
-                committed=drafts_r[: v.n_accepted] + [v.next_token],
-                verify_len=n,
-            )
-        )
+        tp = shown[:n].gather(-1, d.tokens[0, :n, None]).squeeze(-1).tolist()  # p_t of the ℓ_r drafts sent
+        committed = d.tokens[0, : v.n_accepted].tolist() + [v.next_token]
+        result.append(round_record(p, int(row[0, 0]), d, 0, v, tp, out.logits[0].argmax(-1).tolist(), committed))
     return result
 
 
