@@ -26,8 +26,8 @@ from .drafters import Drafter, DSparkDrafter
 from .dspark import DraftOutput
 from .kv_cache import KVCache
 from .model import Transformer, forward_ragged
-from .sampling import next_token, sample, token_distribution
-from .validate import check_int, check_seed, check_temperature, check_verify_len, renamed
+from .sampling import new_generator, next_token, sample, token_distribution, uniform
+from .validate import check_int, check_temperature, check_verify_len, renamed
 
 ACCEPTED, REJECTED, NOT_VERIFIED, RESAMPLED, BONUS = "accepted", "rejected", "not verified", "resampled", "bonus"
 NOT_SENT = "not sent"  # drafted, but beyond the verify length ℓ the scheduler chose: never shown to the target
@@ -61,7 +61,7 @@ def verify_block(
         pt, pd = target_probs[i], draft_probs[i]
         ratio = min(1.0, float(pt[x]) / max(float(pd[x]), 1e-12))
         ratios.append(ratio)
-        u = float(torch.rand((), generator=generator, dtype=torch.float64, device=pt.device))
+        u = uniform(generator, pt.device)
         if u < ratio:
             continue
         if residual:
@@ -183,12 +183,17 @@ def prefill(
 
 @torch.inference_mode()
 def generate_plain(
-    model: Transformer, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+    model: Transformer,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+    sampler: str = "torch",
 ) -> GenerateResult:
-    """One target forward per new token (prompts [B, S] of equal length)."""
+    """One target forward per new token (prompts [B, S] of equal length); `sampler`: sampling.SAMPLERS."""
     check_prompt(model, prompt, max_new_tokens)
     check_temperature(temperature)
-    gen = torch.Generator(device=model.device).manual_seed(check_seed(seed))
+    gen = new_generator(seed, model.device, sampler)
     t0 = time.perf_counter()
     cache, nxt = prefill(model, prompt, temperature, gen)
     out = [nxt]
@@ -296,14 +301,15 @@ def generate_speculative(
     seed: int = 0,
     residual: bool = True,
     drafter: Drafter | None = None,
+    sampler: str = "torch",
 ) -> GenerateResult:
     """Speculative decoding: one draft + one verify forward per round (prompts [B, S]); the model's DSpark
-    draft unless another `drafter` is given."""
+    draft unless another `drafter` is given; `sampler`: sampling.SAMPLERS (greedy draws nothing)."""
     check_prompt(model, prompt, max_new_tokens)
     drafter = DSparkDrafter() if drafter is None else drafter
     k_max = check_verify_len(verify_len, drafter_block(model, drafter))
     check_temperature(temperature)
-    gen = torch.Generator(device=model.device).manual_seed(check_seed(seed))
+    gen = new_generator(seed, model.device, sampler)
     t0 = time.perf_counter()
     cache, anchors = prefill(model, prompt, temperature, gen, drafter)
     tokens = [[int(a)] for a in anchors]

@@ -138,9 +138,10 @@ def compare(
     # so that neither clock pays for it; the first timed run (speculative) otherwise reads slow beside the warm loop
     # of `make bench` (its generate section times this command beside that loop)
     warm = min(max_new_tokens, cfg.dspark_block_size + 1)
-    generate_speculative(model, x, warm, verify_len, temperature, seed)
-    spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed)  # validates first
-    plain = generate_plain(model, x, max_new_tokens, temperature, seed)
+    # the portable sampler: the same seed draws the same tokens here, in the walk and in the browser page
+    generate_speculative(model, x, warm, verify_len, temperature, seed, sampler="portable")
+    spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed, sampler="portable")
+    plain = generate_plain(model, x, max_new_tokens, temperature, seed, sampler="portable")
     ell = cfg.dspark_block_size if verify_len is None else verify_len
     texts = list(tok.vocab)
     device, dtype = str(model.device), model.cfg.dtype

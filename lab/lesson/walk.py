@@ -17,7 +17,7 @@ import torch
 
 from dspark_mini import Trace
 from dspark_mini.config import ModelConfig
-from dspark_mini.sampling import next_token
+from dspark_mini.sampling import new_generator, next_token
 from dspark_mini.speculative import check_verify_len as speculative_check_verify_len
 from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
@@ -99,7 +99,7 @@ def redraft(walk: Walk, verify_len: int | None, temperature: float, views: bool 
     """
     verify_len = check_verify_len(walk.cfg, verify_len)
     temperature = check_temperature(temperature)
-    gen = torch.Generator().manual_seed(walk.seed)
+    gen = new_generator(walk.seed, sampler="portable")  # the draws the browser page makes for the same seed
     draft_trace = Trace(sinkhorn_history=False)
     with torch.no_grad():
         cache = copy.deepcopy(walk.prompt_cache)

@@ -23,6 +23,7 @@ import torch
 
 from dspark_mini import Transformer
 from dspark_mini.kv_cache import KVCache
+from dspark_mini.sampling import new_generator
 from dspark_mini.speculative import draft_requests, prefill, verify_ragged
 from dspark_mini.validate import check_int, check_seed, check_temperature
 
@@ -81,7 +82,7 @@ def scheduled_rounds(
     room = model.cfg.max_seq_len - rounds * (K + 1) - 1
     if not ids or len(ids) > room:
         raise ValueError(f"prompt has {len(ids)} tokens: allowed 1..{room} (max_seq_len minus {rounds} rounds)")
-    gen = torch.Generator().manual_seed(seed)
+    gen = new_generator(seed, sampler="portable")  # the same draws as `generate` and the walk for this seed
     cache, anchor = prefill(model, torch.tensor([ids]), temperature, gen)
     anchor = int(anchor[0])
     committed = list(ids)  # the tokens the caches hold

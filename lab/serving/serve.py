@@ -35,10 +35,10 @@ from typing import Any
 import torch
 
 from dspark_mini.model import forward_ragged
-from dspark_mini.sampling import next_token
+from dspark_mini.sampling import new_generator, next_token
 from dspark_mini.scheduler import POLICIES, Scheduler
 from dspark_mini.speculative import Round, draft_requests, prefill, verify_ragged
-from dspark_mini.validate import check_int, check_seed, check_temperature
+from dspark_mini.validate import check_int, check_temperature
 
 MAX_REQUESTS = 1024  # slots in flight
 PLAN_SAMPLE = 4096  # scheduler times kept for the median: all of them up to this many rounds, a uniform sample beyond
@@ -301,7 +301,7 @@ def serve_stream(
         raise ValueError(f"--policy = {policy!r} is invalid: allowed {', '.join(POLICIES)}")
     check_int(max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - 1, f"max_seq_len {cfg.max_seq_len} − 1")
     temperature = check_temperature(temperature)
-    gen = torch.Generator(device=model.device).manual_seed(check_seed(seed))
+    gen = new_generator(seed, model.device, "portable")  # the draws `generate` and the browser make for a seed
     options = {} if threshold is None else {"threshold": threshold}
     table = sps if sps is not None else (read_table(None) if policy in ("dspark", "dspark-async") else None)
     scheduler = Scheduler(policy, cfg.dspark_block_size, sps=table, **options)
