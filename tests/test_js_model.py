@@ -1,0 +1,184 @@
+"""lab/present/model.js, the lab model in JavaScript (float64), computes what dspark_mini computes for the shipped `lab`
+weights: the target's logits at every position of many prompts (English, Vietnamese, code, emoji, one token, a prompt
+near max_seq_len) and every layer's output; incremental decoding and verify blocks on the caches, with the rollback of
+a partial accept; the DSpark draft; and greedy plain and speculative generation, round by round, at every verify
+length. Logits are compared by max |JS − Python| relative to the largest |logit| of the prompt (≤ 1e-9); discrete
+choices (tokens, expert picks, indexer picks, accepted lengths) exactly.
+
+The weights are dumped once per module as raw little-endian float64 with a JSON index; a node driver
+(tests/js_model_driver.js) loads them into model.js and runs every task of a job in one process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dspark_mini.quant import fp4_qdq
+from lab.present.model_config import js_config
+from lab.weights import lab_model
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "lab" / "present" / "model.js"
+DRIVER = REPO / "tests" / "js_model_driver.js"
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/present/model.js")
+
+TOL = 1e-9  # max |JS − Python| / max |Python logit| over a prompt's rows
+
+PROMPTS = {
+    "english": "The quick brown fox jumps over the lazy dog.",
+    "vietnamese": "Hôm nay trời đẹp, chúng tôi đi dạo quanh hồ Hoàn Kiếm.",
+    "code": "def f(x):\n    return x ** 2 + 1\n",
+    "emoji": "Good luck 🍀🎉 with the test! 🚀",
+    "story": "Once upon a time, there was a little girl who lived in a village near the forest.",
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return lab_model("trained")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from dspark_mini.tokenizer import default_tokenizer
+
+    return default_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def dump(model, tmp_path_factory) -> Path:
+    """weights.bin (every tensor, float64 little-endian, end to end), index.json {"master": {name: {shape, offset,
+    length}}, "qdq": the same names with the routed experts' weights MXFP4-QDQ'd here and flagged qdq "fp4"} and
+    config.json (lab/present/model_config.py)."""
+    d = tmp_path_factory.mktemp("js_model")
+    state = {k: v.detach().to(torch.float64).contiguous() for k, v in model.state_dict().items()}
+    index: dict[str, dict] = {"master": {}, "qdq": {}}
+    offset = 0
+    with open(d / "weights.bin", "wb") as f:
+
+        def put(arr: np.ndarray) -> tuple[int, int]:
+            nonlocal offset
+            f.write(arr.astype("<f8").tobytes())
+            start, offset = offset, offset + arr.size
+            return start, arr.size
+
+        for name, t in state.items():
+            start, n = put(t.numpy())
+            index["master"][name] = {"shape": list(t.shape), "offset": start, "length": n}
+            index["qdq"][name] = dict(index["master"][name])
+            if ".experts." in name and "shared" not in name:
+                start, n = put(fp4_qdq(t, 32, "e8m0").numpy())
+                index["qdq"][name] = {"shape": list(t.shape), "offset": start, "length": n, "qdq": "fp4"}
+    (d / "index.json").write_text(json.dumps(index))
+    (d / "config.json").write_text(json.dumps(js_config(model)))
+    return d
+
+
+def run_js(dump: Path, tasks: list[dict], tmp_path: Path) -> tuple[list, np.ndarray]:
+    """Run the tasks in one node process: (results, the float64 side file they reference)."""
+    (tmp_path / "job.json").write_text(json.dumps({"tasks": tasks}))
+    subprocess.run(
+        [NODE, str(DRIVER), str(SCRIPT), str(dump), str(tmp_path / "job.json"), str(tmp_path)],
+        check=True,
+        timeout=600,
+    )
+    res = json.loads((tmp_path / "result.json").read_text())["results"]
+    return res, np.fromfile(tmp_path / "result.bin", dtype="<f8")
+
+
+def arr(ref: dict, side: np.ndarray) -> np.ndarray:
+    return side[ref["bin"] : ref["bin"] + ref["n"]]
+
+
+def rel_diff(js: np.ndarray, py: torch.Tensor) -> float:
+    """max |JS − Python| / max |Python|."""
+    p = py.detach().to(torch.float64).reshape(-1).numpy()
+    assert js.shape == p.shape, f"JS gave {js.shape} values, Python {p.shape}"
+    return float(np.abs(js - p).max() / max(np.abs(p).max(), 1e-300))
+
+
+def long_ids(tok, n: int) -> list[int]:
+    text = " ".join(PROMPTS.values()) * 20
+    ids = tok.encode(text)
+    assert len(ids) >= n
+    return ids[:n]
+
+
+# ---- the target's prefill --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def prefill_cases(tok, model) -> dict[str, list[int]]:
+    cases = {name: tok.encode(text) for name, text in PROMPTS.items()}
+    cases["one token"] = tok.encode("Hi")[:1]
+    cases["long"] = long_ids(tok, model.cfg.max_seq_len - 6)
+    cases["full"] = long_ids(tok, model.cfg.max_seq_len)
+    return cases
+
+
+@pytest.fixture(scope="module")
+def prefill_js(dump, prefill_cases, tmp_path_factory):
+    tasks = [{"kind": "forward", "ids": ids, "trace": name == "english"} for name, ids in prefill_cases.items()]
+    tasks += [{"kind": "forward", "ids": prefill_cases["vietnamese"], "weights": "qdq"}]
+    return run_js(dump, tasks, tmp_path_factory.mktemp("prefill"))
+
+
+@torch.no_grad()
+def test_prefill_logits_equal_pythons_at_every_position(model, prefill_cases, prefill_js):
+    results, side = prefill_js
+    worst = {}
+    for (name, ids), res in zip(prefill_cases.items(), results, strict=False):
+        py = model(torch.tensor([ids])).logits[0]  # [S, V]
+        worst[name] = rel_diff(arr(res["logits"], side), py)
+        js_top = arr(res["logits"], side).reshape(len(ids), -1).argmax(-1)
+        assert js_top.tolist() == py.argmax(-1).tolist(), name
+    assert max(worst.values()) <= TOL, worst
+
+
+@torch.no_grad()
+def test_prefill_layers_taps_and_picks_equal_pythons(model, prefill_cases, prefill_js):
+    """Every block's output streams [S, hc, D], the DSpark taps, the experts each token chose, the Engram rows and
+    the indexer's picks of the first prompt."""
+    from dspark_mini.model import Trace
+
+    results, side = prefill_js
+    ids = prefill_cases["english"]
+    trace = Trace(sinkhorn_history=False)
+    out = model(torch.tensor([ids]), trace=trace)
+    res = results[0]
+    x_by_layer = []
+
+    def keep(module, args, output):
+        x_by_layer.append(output[0][0])
+
+    hooks = [b.register_forward_hook(keep) for b in model.layers]
+    try:
+        model(torch.tensor([ids]))
+    finally:
+        for h in hooks:
+            h.remove()
+    for i, ref in enumerate(res["layers"]):
+        assert rel_diff(arr(ref, side), x_by_layer[i]) <= TOL, f"layer {i}"
+        chosen = trace.get("5A", "indices", i)[0]  # [S, k]
+        assert sorted(map(sorted, np.array(res["chosen"][i]).reshape(len(ids), -1).tolist())) == sorted(
+            map(sorted, chosen.tolist())
+        ), f"layer {i} experts"
+    for layer, rows in res["engram_rows"].items():
+        assert rows == trace.get("1B", "row_ids", int(layer))[0].reshape(-1).tolist()
+    for layer, picks in res["picks"].items():
+        assert picks == trace.get("3C", "topk_idxs", int(layer))[0].reshape(-1).tolist(), f"layer {layer} picks"
+    for layer, ref in res["taps"].items():
+        assert rel_diff(arr(ref, side), out.taps[int(layer)][0]) <= TOL
+
+
+@torch.no_grad()
+def test_already_qdq_expert_weights_give_the_same_logits(model, prefill_cases, prefill_js):
+    results, side = prefill_js
+    names = list(prefill_cases)
+    master = arr(results[names.index("vietnamese")]["logits"], side)
+    assert np.array_equal(arr(results[-1]["logits"], side), master)
