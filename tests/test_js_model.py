@@ -182,3 +182,68 @@ def test_already_qdq_expert_weights_give_the_same_logits(model, prefill_cases, p
     names = list(prefill_cases)
     master = arr(results[names.index("vietnamese")]["logits"], side)
     assert np.array_equal(arr(results[-1]["logits"], side), master)
+
+
+# ---- decoding on the caches ------------------------------------------------------------------------------------------
+def step_cases(tok) -> dict[str, list[tuple[list[int], int | None]]]:
+    """Chunks fed one after another on one cache, each (ids, rows kept: None = all): a prompt then single tokens
+    (past the window and across ratio-2 groups); verify blocks of 6 rows with partial accepts (the rest rolled back);
+    a long prompt decoded up to max_seq_len."""
+    ids = long_ids(tok, 256)
+    single = [(ids[:9], None)] + [([t], None) for t in ids[9:31]]
+    blocks = [(ids[:7], None)]
+    pos = 7
+    for keep in (3, 1, 6, 2, 5, 4, 1, 6):
+        blocks.append((ids[pos : pos + 6], keep))
+        pos += keep
+    blocks.append((ids[pos : pos + 3], 2))
+    long = [(ids[:243], None)] + [(ids[243 + 2 * j : 245 + 2 * j], 1 + j % 2) for j in range(4)]
+    n = 243 + sum(1 + j % 2 for j in range(4))
+    long += [(ids[n : n + 256 - n], None)]
+    return {"single tokens": single, "verify blocks": blocks, "to max_seq_len": long}
+
+
+@torch.no_grad()
+def python_steps(model, steps) -> tuple[list[torch.Tensor], dict]:
+    cache = model.new_cache()
+    logits = []
+    for ids, keep in steps:
+        out = model(torch.tensor([ids]), cache=cache, commit=False)
+        cache.commit(out.pending, keep)
+        logits.append(out.logits[0])
+    return logits, cache.snapshot()
+
+
+@pytest.fixture(scope="module")
+def steps_js(dump, tok, tmp_path_factory):
+    cases = step_cases(tok)
+    tasks = [{"kind": "steps", "steps": [[ids, keep] for ids, keep in steps]} for steps in cases.values()]
+    return cases, *run_js(dump, tasks, tmp_path_factory.mktemp("steps"))
+
+
+def test_decode_and_verify_blocks_give_pythons_logits(model, steps_js):
+    cases, results, side = steps_js
+    for (name, steps), res in zip(cases.items(), results, strict=True):
+        py_logits, _ = python_steps(model, steps)
+        assert len(res["logits"]) == len(py_logits)
+        for j, (ref, py) in enumerate(zip(res["logits"], py_logits, strict=True)):
+            assert rel_diff(arr(ref, side), py) <= TOL, f"{name}: chunk {j}"
+
+
+def test_caches_after_partial_accepts_equal_pythons(model, steps_js):
+    """Window rings and their positions, compressed latents, index keys, the open group's carry and the Engram
+    history: what rolling back the rejected rows leaves, equal to Python's cache."""
+    cases, results, side = steps_js
+    for (name, steps), res in zip(cases.items(), results, strict=True):
+        _, snap = python_steps(model, steps)
+        js = res["snapshot"]
+        assert set(js) == set(snap), name
+        for key, value in snap.items():
+            got = js[key]
+            if isinstance(got, dict):
+                v = value.reshape(-1)
+                assert arr(got, side).shape == tuple(v.shape), f"{name}: {key}"
+                if v.numel():
+                    assert rel_diff(arr(got, side), v) <= TOL, f"{name}: {key}"
+            else:
+                assert got == value.reshape(-1).tolist() if value.dim() else got == int(value), f"{name}: {key}"
