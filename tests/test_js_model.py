@@ -247,3 +247,96 @@ def test_caches_after_partial_accepts_equal_pythons(model, steps_js):
                     assert rel_diff(arr(got, side), v) <= TOL, f"{name}: {key}"
             else:
                 assert got == value.reshape(-1).tolist() if value.dim() else got == int(value), f"{name}: {key}"
+
+
+# ---- the DSpark draft and greedy generation -------------------------------------------------------------------------
+GEN_PROMPTS = ("english", "vietnamese", "code")
+GEN_NEW = {"english": 32, "vietnamese": 27, "code": 40}  # 27: the last round drafts fewer than the block
+
+
+@torch.no_grad()
+def test_draft_equals_pythons(model, tok, dump, tmp_path):
+    from dspark_mini.model import draft
+
+    cases = [(tok.encode(PROMPTS[name]), k) for name in PROMPTS for k in (5, 3, 1)]
+    anchors = [model(torch.tensor([ids])).logits[0, -1].argmax().item() for ids, _ in cases]
+    tasks = [{"kind": "draft", "prompt": ids, "anchor": a, "k": k} for (ids, k), a in zip(cases, anchors, strict=True)]
+    results, side = run_js(dump, tasks, tmp_path)
+    for (ids, k), a, res in zip(cases, anchors, results, strict=True):
+        cache = model.new_cache()
+        model(torch.tensor([ids]), cache=cache)
+        d = draft(model, torch.tensor([a]), cache, k)
+        assert res["tokens"] == d.tokens[0].tolist()
+        assert rel_diff(arr(res["logits"], side), d.logits[0]) <= TOL
+        assert np.abs(np.array(res["confidence"]) - d.confidence[0].numpy()).max() <= TOL
+        assert np.abs(np.array(res["draft_probs"]) - d.draft_probs[0].numpy()).max() <= TOL
+
+
+@pytest.fixture(scope="module")
+def generations(tok, dump, tmp_path_factory):
+    """(prompt name, ℓ) → (what `dspark-lab generate --json` computes, what model.js gives)."""
+    from lab.lesson.generation import compare
+
+    keys = [(name, ell) for name in GEN_PROMPTS for ell in range(1, 6)]
+    tasks = [
+        {"kind": "generate", "prompt": tok.encode(PROMPTS[name]), "max_new": GEN_NEW[name], "verify_len": ell}
+        for name, ell in keys
+    ]
+    results, _ = run_js(dump, tasks, tmp_path_factory.mktemp("generate"))
+    py = {key: compare(PROMPTS[key[0]], max_new_tokens=GEN_NEW[key[0]], verify_len=key[1]).to_json() for key in keys}
+    return {key: (py[key], res) for key, res in zip(keys, results, strict=True)}
+
+
+def close(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= TOL
+
+
+def test_greedy_generation_equals_the_cli_at_every_verify_length(generations):
+    """Plain and speculative tokens, the rounds, and every round's draft, verdict and next token; draft
+    probabilities and confidences within 1e-9."""
+    for (name, ell), (py, js) in generations.items():
+        where = f"{name}, ℓ = {ell}"
+        assert js["prompt_ids"] == py["prompt_ids"], where
+        assert (js["block"], js["verify_len"]) == (py["block"], py["verify_len"]), where
+        assert js["plain"]["tokens"] == py["plain"]["tokens"], where
+        assert js["speculative"]["tokens"] == py["speculative"]["tokens"], where
+        assert js["identical_tokens"] and py["identical_tokens"], where
+        for field in ("rounds", "target_forwards", "mean_accepted_length", "acceptance_rate"):
+            assert js["speculative"][field] == py["speculative"][field], f"{where}: {field}"
+        assert len(js["speculative"]["strip"]) == len(py["speculative"]["strip"]), where
+        for j, (a, b) in enumerate(zip(js["speculative"]["strip"], py["speculative"]["strip"], strict=True)):
+            for field in ("anchor", "draft", "verify_len", "status", "next_token", "next_kind"):
+                assert a[field] == b[field], f"{where}, round {j}: {field}"
+            for field in ("draft_probs", "confidence"):
+                assert all(map(close, a[field], b[field])), f"{where}, round {j}: {field}"
+        for a, b in zip(js["speculative"]["per_position"], py["speculative"]["per_position"], strict=True):
+            assert {k: a[k] for k in ("position", "reached", "cond_accept", "cum_accept")} == {
+                k: b[k] for k in ("position", "reached", "cond_accept", "cum_accept")
+            }, where
+            assert close(a["mean_confidence"], b["mean_confidence"]), where
+            assert close(a["mean_draft_prob"], b["mean_draft_prob"]), where
+
+
+def test_the_runs_exercise_partial_accepts_and_every_verdict(generations):
+    """The compared runs hold rejections, full accepts (bonus tokens) and a last round shorter than the block."""
+    strips = [r for py, _ in generations.values() for r in py["speculative"]["strip"]]
+    assert {r["next_kind"] for r in strips} == {"resampled", "bonus"}
+    assert any(0 < r["status"].count("accepted") < r["verify_len"] for r in strips)
+    assert any(len(r["draft"]) < 5 for r in strips)
+
+
+def test_the_cli_json_is_what_compare_gives(tok, generations):
+    """One run of `python -m lab generate --json` itself: the tokens and strip compared above are the CLI's."""
+    import os
+    import sys
+
+    name, ell = "english", 2
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "lab", "generate", "--json", "--prompt", PROMPTS[name], "--verify-len", str(ell)]
+    cmd += ["--max-new-tokens", str(GEN_NEW[name])]
+    cli = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=300).stdout)
+    py, js = generations[(name, ell)]
+    assert cli["speculative"]["tokens"] == js["speculative"]["tokens"] == py["speculative"]["tokens"]
+    assert cli["speculative"]["strip"] == py["speculative"]["strip"]
