@@ -137,9 +137,32 @@
   /** y = x · Wᵀ: x [rows, n] (from xOff), W [m, n] → [rows, m]. */
   function linear(x, xOff, rows, n, W, m) {
     const y = new Float64Array(rows * m); // [rows, m]
-    for (let r = 0; r < rows; r++) {
-      const xo = xOff + r * n;
-      for (let o = 0; o < m; o++) y[r * m + o] = dot(x, xo, W, o * n, n);
+    const full = rows - (rows % 4);
+    for (let o = 0; o < m; o++) {
+      // one weight row against every input row while it sits in the cache, four rows per read of a weight
+      const wo = o * n;
+      for (let r = 0; r < full; r += 4) {
+        const x0 = xOff + r * n,
+          x1 = x0 + n,
+          x2 = x1 + n,
+          x3 = x2 + n;
+        let a0 = 0,
+          a1 = 0,
+          a2 = 0,
+          a3 = 0;
+        for (let i = 0; i < n; i++) {
+          const w = W[wo + i];
+          a0 += x[x0 + i] * w;
+          a1 += x[x1 + i] * w;
+          a2 += x[x2 + i] * w;
+          a3 += x[x3 + i] * w;
+        }
+        y[r * m + o] = a0;
+        y[(r + 1) * m + o] = a1;
+        y[(r + 2) * m + o] = a2;
+        y[(r + 3) * m + o] = a3;
+      }
+      for (let r = full; r < rows; r++) y[r * m + o] = dot(x, xOff + r * n, W, wo, n);
     }
     return y;
   }
