@@ -99,9 +99,44 @@ function run(task) {
     const gen = time(() => model.generate(task.prompt, { maxNewTokens: task.max_new, plain: false }));
     return { prefill_ms: prefill, decode_ms: decode, speculative_ms: gen, load_ms: model.loadMs };
   }
+  if (task.kind === "quant") {
+    // each row of `x` (a multiple of 32 values) through fp8 QDQ, fp4 QDQ with an E8M0 scale per 32 and with an E4M3
+    // scale per 16
+    const x = Float64Array.from(task.x);
+    const out = { fp8: new Float64Array(x.length), e8m0: new Float64Array(x.length), e4m3: new Float64Array(x.length) };
+    DSparkModel.quant.fp8Qdq(x, 0, x.length, out.fp8, 0);
+    DSparkModel.quant.fp4Qdq(x, 0, x.length, out.e8m0, 0, 32, "e8m0");
+    DSparkModel.quant.fp4Qdq(x, 0, x.length, out.e4m3, 0, 16, "e4m3");
+    return { fp8: bin(out.fp8), e8m0: bin(out.e8m0), e4m3: bin(out.e4m3) };
+  }
+  if (task.kind === "constants") {
+    const c = config;
+    const win = DSparkModel.ropeInvFreq(c.rope_head_dim, c.rope_theta, false);
+    const comp = DSparkModel.ropeInvFreq(
+      c.rope_head_dim, c.compress_rope_theta, true, c.rope_factor, c.original_seq_len, c.beta_fast, c.beta_slow);
+    return { window: Array.from(win), compressed: Array.from(comp), primes: DSparkModel.engramPrimes(c) };
+  }
+  if (task.kind === "page") {
+    // the script run as a page's script (no `module`): it defines the global DSparkModel
+    const vm = require("vm");
+    const page = {};
+    vm.runInNewContext(fs.readFileSync(modelJs, "utf8"), page);
+    return { global: typeof page.DSparkModel === "object" && typeof page.DSparkModel.createModel === "function" };
+  }
   if (task.kind === "error") {
     try {
-      task.call === "forward" ? model.forward(task.ids) : model.generate(task.prompt, task.opts);
+      if (task.call === "create") {
+        const w = weightsFrom(index.master);
+        for (const [name, change] of Object.entries(task.weights_change || {})) {
+          if (change === null) delete w[name];
+          else w[name] = { ...w[name], ...change, data: change.length ? new Float64Array(change.length) : w[name].data };
+        }
+        const cfg = { ...config, ...(task.config_change || {}) };
+        for (const name of task.config_drop || []) delete cfg[name];
+        DSparkModel.createModel(w, cfg);
+      } else if (task.call === "forward") model.forward(task.ids);
+      else if (task.call === "draft") model.draft(model.prefill(task.prompt).cache, task.anchor, task.k);
+      else model.generate(task.prompt, task.opts);
       return { error: null };
     } catch (e) {
       return { error: String(e.message) };

@@ -11,6 +11,7 @@ The weights are dumped once per module as raw little-endian float64 with a JSON 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -340,3 +341,90 @@ def test_the_cli_json_is_what_compare_gives(tok, generations):
     py, js = generations[(name, ell)]
     assert cli["speculative"]["tokens"] == js["speculative"]["tokens"] == py["speculative"]["tokens"]
     assert cli["speculative"]["strip"] == py["speculative"]["strip"]
+
+
+# ---- the pieces: quantization, constants, the page script, bad input -------------------------------------------------
+def quant_probe() -> torch.Tensor:
+    """Values on, between and just beside the E4M3 and E2M1 grids (ties to even, saturation, the smallest scales),
+    scaled so that each block of 32 has its amax at a binade edge or just past it; plus random rows.  → [n·32]"""
+    from dspark_mini.quant import _build_grid_table
+
+    grids = [_build_grid_table(m, fmt, torch.float64, "cpu")[0] for m, fmt in ((448.0, (-6, 3)), (6.0, (0, 1)))]
+    vals = torch.cat([torch.cat([g, (g[1:] + g[:-1]) / 2]) for g in grids])
+    vals = torch.cat(
+        [vals, torch.nextafter(vals, torch.tensor(math.inf)), torch.nextafter(vals, torch.tensor(-math.inf))]
+    )
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for scale in (1.0, 2.0**-9, 2.0**-126, 1e-4 / 448, 448.0, 3.0, 6.0 * 2**-9, 1e-300):
+        v = vals * scale
+        v = torch.cat([v, v.new_zeros(-v.numel() % 32)])
+        rows.append(v)
+        rows.append(torch.randn(32 * 8, generator=gen, dtype=torch.float64) * scale)
+    edges = torch.tensor([448.0 * 2.0**k for k in range(-20, 20)] + [6.0 * 2.0**k for k in range(-20, 20)])
+    for e in torch.cat([edges, torch.nextafter(edges, torch.tensor(math.inf))]):  # amax exactly at / past an edge
+        rows.append(torch.cat([e.view(1), torch.randn(31, generator=gen, dtype=torch.float64) * float(e) / 8]))
+    return torch.cat(rows)
+
+
+def test_quantization_is_bit_for_bit_pythons(dump, tmp_path):
+    from dspark_mini.quant import fp8_qdq
+
+    x = quant_probe()
+    results, side = run_js(dump, [{"kind": "quant", "x": x.tolist()}], tmp_path)
+    res = results[0]
+    for name, py in (("fp8", fp8_qdq(x, 32)), ("e8m0", fp4_qdq(x, 32, "e8m0")), ("e4m3", fp4_qdq(x, 16, "e4m3"))):
+        js = arr(res[name], side)
+        differ = np.flatnonzero(js != py.numpy())
+        assert differ.size == 0, f"{name}: {differ.size} values differ, first at {differ[:5]}"
+
+
+def test_constants_computed_in_javascript(model, dump, tmp_path):
+    """The Engram primes equal Python's; the RoPE inverse frequencies JavaScript computes (Math.pow, when the config
+    does not give Python's) are within an ulp of them."""
+    from dspark_mini.engram import engram_primes
+
+    results, _ = run_js(dump, [{"kind": "constants"}], tmp_path)
+    res = results[0]
+    assert res["primes"] == [list(p) for p in engram_primes(model.cfg)]
+    cfg = js_config(model)
+    for kind in ("window", "compressed"):
+        py = np.array(cfg["rope_inv_freq"][kind])
+        assert np.abs(np.array(res[kind]) - py).max() <= 4e-16 * py.max(), kind
+
+
+def test_the_script_defines_a_global_in_a_page(dump, tmp_path):
+    results, _ = run_js(dump, [{"kind": "page"}], tmp_path)
+    assert results[0]["global"]
+
+
+BAD = [  # (task, words the error must hold)
+    ({"call": "forward", "ids": []}, "non-empty"),
+    ({"call": "forward", "ids": [8192]}, "token id 8192 is out of range: allowed 0..8191"),
+    ({"call": "forward", "ids": [-1]}, "allowed 0..8191"),
+    ({"call": "forward", "ids": [1] * 257}, "exceeds max_seq_len = 256"),
+    (
+        {"call": "generate", "prompt": [1, 2], "opts": {"maxNewTokens": 255}},
+        "maxNewTokens = 255 is invalid: allowed 1..254",
+    ),
+    ({"call": "generate", "prompt": [1, 2], "opts": {"verifyLen": 6}}, "verifyLen = 6 is invalid: allowed 1..5"),
+    ({"call": "generate", "prompt": [1, 2], "opts": {"verifyLen": 0}}, "allowed 1..5"),
+    ({"call": "generate", "prompt": [1, 2], "opts": {"temperature": -1}}, "temperature = -1 is invalid"),
+    ({"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7}}, "only greedy"),
+    ({"call": "draft", "prompt": [1, 2], "anchor": 5, "k": 6}, "block size = 6 is invalid: allowed 1..5"),
+    ({"call": "create", "weights_change": {"head.weight": None}}, "tensor 'head.weight' is missing"),
+    ({"call": "create", "weights_change": {"norm.weight": {"shape": [127], "length": 127}}}, "expected [128]"),
+    (
+        {"call": "create", "weights_change": {"layers.0.ffn.experts.0.w1.weight": {"qdq": "fp8"}}},
+        'qdq = "fp8": allowed "fp4" or none',
+    ),
+    ({"call": "create", "config_drop": ["compress_map"]}, "config field 'compress_map' is missing"),
+    ({"call": "create", "config_change": {"dtype": "bfloat16"}}, "config field 'dtype'"),
+    ({"call": "create", "config_change": {"confidence_temperatures": [1, 2]}}, "'confidence_temperatures'"),
+]
+
+
+def test_bad_input_gets_a_clear_error(dump, tmp_path):
+    results, _ = run_js(dump, [{"kind": "error", **task} for task, _ in BAD], tmp_path)
+    for (task, words), res in zip(BAD, results, strict=True):
+        assert res["error"] is not None and words in res["error"], (task, res["error"])
