@@ -78,7 +78,18 @@ function run(task) {
     return { tokens: d.tokens, draft_probs: d.draftProbs, confidence: d.confidence, logits: bin(d.logits) };
   }
   if (task.kind === "generate") {
-    return model.generate(task.prompt, { maxNewTokens: task.max_new, verifyLen: task.verify_len, plain: task.plain !== false });
+    // the text fields from the lab tokenizer's JavaScript twin (next to model.js) when a tokenizer.json is given
+    const tok = task.tokenizer_json
+      ? require(path.join(path.dirname(path.resolve(modelJs)), "tokenizer.js"))(
+          JSON.parse(fs.readFileSync(task.tokenizer_json, "utf8")),
+        )
+      : null;
+    return model.generate(task.prompt, {
+      maxNewTokens: task.max_new,
+      verifyLen: task.verify_len,
+      plain: task.plain !== false,
+      decode: tok ? (ids) => tok.decode(ids) : undefined,
+    });
   }
   if (task.kind === "time") {
     const reps = task.reps || 5;

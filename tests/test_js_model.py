@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from dspark_mini.quant import fp4_qdq
+from dspark_mini.tokenizer import LAB_TOKENIZER_DIR
 from lab.present.model_config import js_config
 from lab.weights import lab_model
 
@@ -255,6 +256,13 @@ GEN_PROMPTS = ("english", "vietnamese", "code")
 GEN_NEW = {"english": 32, "vietnamese": 27, "code": 40}  # 27: the last round drafts fewer than the block
 
 
+def near_the_end(tok) -> tuple[str, int]:
+    """A prompt of about 240 tokens and the new tokens that fill the cache up to max_seq_len (256): the last rounds
+    draft fewer tokens because the cache runs out of room."""
+    text = tok.decode(long_ids(tok, 238))
+    return text, 256 - len(tok.encode(text))
+
+
 @torch.no_grad()
 def test_draft_equals_pythons(model, tok, dump, tmp_path):
     from dspark_mini.model import draft
@@ -278,13 +286,21 @@ def generations(tok, dump, tmp_path_factory):
     """(prompt name, ℓ) → (what `dspark-lab generate --json` computes, what model.js gives)."""
     from lab.lesson.generation import compare
 
-    keys = [(name, ell) for name in GEN_PROMPTS for ell in range(1, 6)]
+    texts = {name: (PROMPTS[name], GEN_NEW[name]) for name in GEN_PROMPTS}
+    texts["near the end"] = near_the_end(tok)
+    keys = [(name, ell) for name in GEN_PROMPTS for ell in range(1, 6)] + [("near the end", 5), ("near the end", 2)]
     tasks = [
-        {"kind": "generate", "prompt": tok.encode(PROMPTS[name]), "max_new": GEN_NEW[name], "verify_len": ell}
+        {
+            "kind": "generate",
+            "prompt": tok.encode(texts[name][0]),
+            "max_new": texts[name][1],
+            "verify_len": ell,
+            "tokenizer_json": str(LAB_TOKENIZER_DIR / "tokenizer.json"),
+        }
         for name, ell in keys
     ]
     results, _ = run_js(dump, tasks, tmp_path_factory.mktemp("generate"))
-    py = {key: compare(PROMPTS[key[0]], max_new_tokens=GEN_NEW[key[0]], verify_len=key[1]).to_json() for key in keys}
+    py = {key: compare(texts[key[0]][0], max_new_tokens=texts[key[0]][1], verify_len=key[1]).to_json() for key in keys}
     return {key: (py[key], res) for key, res in zip(keys, results, strict=True)}
 
 
@@ -303,6 +319,7 @@ def test_greedy_generation_equals_the_cli_at_every_verify_length(generations):
         assert (js["block"], js["verify_len"]) == (py["block"], py["verify_len"]), where
         assert js["plain"]["tokens"] == py["plain"]["tokens"], where
         assert js["speculative"]["tokens"] == py["speculative"]["tokens"], where
+        assert js["plain"]["text"] == py["plain"]["text"] and js["speculative"]["text"] == py["speculative"]["text"]
         assert js["identical_tokens"] and py["identical_tokens"], where
         for field in ("rounds", "target_forwards", "mean_accepted_length", "acceptance_rate"):
             assert js["speculative"][field] == py["speculative"][field], f"{where}: {field}"

@@ -1,6 +1,7 @@
 /* The lab model in plain JavaScript, float64: a twin of dspark_mini (preset `lab`) for pages and scripts without
- * Python. The same numbers as the library's forward (within 1e-9 of every logit), the same caches, the same DSpark
- * draft and greedy verify loop.
+ * Python. The same numbers as the library's forward (every logit within 1e-9 of the largest |logit|; measured a few
+ * 1e-15), the FP8/FP4 rounding bit for bit, the same caches, the same DSpark draft and greedy verify loop
+ * (tests/test_js_model.py).
  *
  *   const DSparkModel = require("./model.js");            // a page: <script src="model.js"> defines DSparkModel
  *   const model = DSparkModel.createModel(weights, config);
@@ -1220,7 +1221,7 @@
     }
 
     // ---- generation ----------------------------------------------------------------------------------------------------
-    function checkGenerate(promptIds, maxNewTokens, temperature) {
+    function checkGenerate(promptIds, maxNewTokens, temperature, uniform) {
       checkIds(promptIds, "prompt");
       const room = cfg.max_seq_len - promptIds.length;
       if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1 || maxNewTokens > room)
@@ -1231,6 +1232,8 @@
         throw new Error(`temperature = ${temperature} is invalid: allowed a finite number ≥ 0`);
       if (temperature > 0)
         throw new Error(`temperature = ${temperature} is not supported here yet: only greedy decoding (temperature 0)`);
+      if (uniform !== undefined && typeof uniform !== "function")
+        throw new Error("uniform must be a function () → a float in [0, 1)");
     }
 
     /** One round: draft after the anchor, verify the first ℓ drafts in one forward, commit the kept prefix. */
@@ -1277,14 +1280,15 @@
       return typeof performance !== "undefined" ? performance.now() : Date.now();
     }
 
-    /** Plain then speculative greedy decoding of one prompt; shaped as `dspark-lab generate --json`'s result.
-     * opts: maxNewTokens (32), verifyLen ℓ (1..block, default the block), temperature (0 only), uniform (the random
-     * source sampled decoding will read: () → a float in [0, 1)), plain (true: also decode plainly). */
+    /** Speculative then plain greedy decoding of one prompt; shaped as `dspark-lab generate --json`'s result.
+     * opts: maxNewTokens (32), verifyLen ℓ (1..block, default the block), temperature (0 only for now), uniform (the
+     * random source sampled decoding will read: () → a float in [0, 1); unused at temperature 0), plain (true: also
+     * decode plainly), decode (ids → text, e.g. tokenizer.js's decode: fills the `text` fields). */
     function generate(promptIds, opts) {
       opts = opts || {};
       const maxNew = opts.maxNewTokens === undefined ? 32 : opts.maxNewTokens;
       const temperature = opts.temperature === undefined ? 0 : opts.temperature;
-      checkGenerate(promptIds, maxNew, temperature);
+      checkGenerate(promptIds, maxNew, temperature, opts.uniform);
       const kMax = opts.verifyLen === undefined ? cfg.dspark_block_size : opts.verifyLen;
       if (!Number.isInteger(kMax) || kMax < 1 || kMax > cfg.dspark_block_size)
         throw new Error(`verifyLen = ${kMax} is invalid: allowed 1..${cfg.dspark_block_size} (the trained draft block)`);
@@ -1302,13 +1306,17 @@
         spec.push(...r.committed);
       }
       const specSeconds = (now() - t0) / 1000;
+      const decode = typeof opts.decode === "function" ? opts.decode : null;
       const result = {
         prompt_ids: ids,
+        dtype: "float64",
+        device: "javascript",
         block: rounds.length ? Math.max(...rounds.map((r) => r.draft.length)) : null,
         verify_len: kMax,
         temperature,
         speculative: {
           tokens: spec.slice(0, maxNew),
+          text: decode ? decode(spec.slice(0, maxNew)) : null,
           seconds: specSeconds,
           tokens_per_s: maxNew / specSeconds,
           rounds: rounds.length,
@@ -1333,7 +1341,13 @@
         const plain = [argmax(out.logits, 0, V)];
         while (plain.length < maxNew) plain.push(argmax(forward([plain[plain.length - 1]], cache).logits, 0, V));
         const seconds = (now() - t0) / 1000;
-        result.plain = { tokens: plain, seconds, tokens_per_s: maxNew / seconds, target_forwards: maxNew - 1 };
+        result.plain = {
+          tokens: plain,
+          text: decode ? decode(plain) : null,
+          seconds,
+          tokens_per_s: maxNew / seconds,
+          target_forwards: maxNew - 1,
+        };
         result.identical_tokens = plain.every((t, i) => t === result.speculative.tokens[i]);
         const diff = plain.findIndex((t, i) => t !== result.speculative.tokens[i]);
         result.first_difference = diff < 0 ? null : diff;
