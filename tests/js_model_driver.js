@@ -50,6 +50,14 @@ function run(task) {
     const res = { logits: bin(out.logits) };
     if (task.trace) {
       res.layers = out.trace.layers.map((l) => bin(l.x));
+      res.fields = out.trace.layers.map((l) =>
+        Object.fromEntries(
+          ["attn_input", "ffn_input", "attn_pre", "attn_post", "attn_comb", "ffn_pre", "ffn_post", "ffn_comb",
+            "router_scores", "route_weights", "sink_share"].map((k) => [k, bin(l[k])]),
+        ),
+      );
+      res.engram_gates = Object.fromEntries(Object.entries(out.trace.engram).map(([k, v]) => [k, bin(v.gate)]));
+      res.index_scores = Object.fromEntries(Object.entries(out.trace.picks).map(([k, v]) => [k, bin(v.scores)]));
       res.chosen = out.trace.layers.map((l) => Array.from(l.chosen));
       res.engram_rows = Object.fromEntries(Object.entries(out.trace.engram).map(([k, v]) => [k, v.row_ids]));
       res.picks = Object.fromEntries(Object.entries(out.trace.picks).map(([k, v]) => [k, Array.from(v.picks)]));

@@ -144,8 +144,9 @@ def test_prefill_logits_equal_pythons_at_every_position(model, prefill_cases, pr
 
 @torch.no_grad()
 def test_prefill_layers_taps_and_picks_equal_pythons(model, prefill_cases, prefill_js):
-    """Every block's output streams [S, hc, D], the DSpark taps, the experts each token chose, the Engram rows and
-    the indexer's picks of the first prompt."""
+    """What each layer computed for the first prompt (model.js's trace, for teaching views) equals Python's trace: the
+    block's output streams [S, hc, D], the mHC mixes, the attention and FFN inputs, the router's scores, choices and
+    weights, the sink's share, the Engram rows and gates, the indexer's scores and picks, and the DSpark taps."""
     from dspark_mini.model import Trace
 
     results, side = prefill_js
@@ -176,6 +177,25 @@ def test_prefill_layers_taps_and_picks_equal_pythons(model, prefill_cases, prefi
         assert picks == trace.get("3C", "topk_idxs", int(layer))[0].reshape(-1).tolist(), f"layer {layer} picks"
     for layer, ref in res["taps"].items():
         assert rel_diff(arr(ref, side), out.taps[int(layer)][0]) <= TOL
+    steps = {"attn_input": "4A", "ffn_input": "5A", "router_scores": "5A", "route_weights": "5A", "sink_share": "4A"}
+    names = {"router_scores": "scores", "route_weights": "weights"}
+    for i, fields in enumerate(res["fields"]):
+        for name, ref in fields.items():
+            py = trace.get(steps.get(name, "2A"), names.get(name, name), i)[0]
+            if name == "route_weights":  # in the order the experts were chosen; compare as sorted sets
+                js = np.sort(arr(ref, side).reshape(len(ids), -1), axis=-1)
+                py = torch.sort(py, dim=-1).values
+                assert rel_diff(js.reshape(-1), py) <= TOL, f"layer {i}: {name}"
+            else:
+                assert rel_diff(arr(ref, side), py) <= TOL, f"layer {i}: {name}"
+    for layer, ref in res["engram_gates"].items():
+        assert rel_diff(arr(ref, side), trace.get("1B", "gate", int(layer))[0]) <= TOL
+    for layer, ref in res["index_scores"].items():
+        py = trace.get("3C", "scores", int(layer))[0].reshape(-1)
+        js = arr(ref, side)
+        finite = torch.isfinite(py).numpy()
+        assert np.array_equal(np.isfinite(js), finite), f"layer {layer}: the masked entries"
+        assert rel_diff(js[finite], py[finite]) <= TOL, f"layer {layer}: indexer scores"
 
 
 @torch.no_grad()

@@ -436,6 +436,7 @@
     const chosen = new Int32Array(S * k); // [S, k]
     const weights = new Float64Array(S * k); // [S, k]
     const scores = new Float64Array(E); // [E]
+    const allScores = new Float64Array(S * E); // [S, E] router scores a = √softplus(x·Wᵀ)
     const biased = new Float64Array(E); // [E]
     const h = new Float64Array(I); // [I]
     const rw = new Float64Array(E + 1); // [E + 1] dense routing weights, the shared expert last
@@ -446,6 +447,7 @@
         const sp = lg > 20 ? lg : Math.log1p(Math.exp(lg)); // softplus
         scores[e] = Math.sqrt(sp);
         biased[e] = scores[e] + m.bias[e];
+        allScores[s * E + e] = scores[e];
       }
       const order = stableOrderDesc(biased, E);
       let sum = 0;
@@ -476,7 +478,7 @@
         for (let d = 0; d < D; d++) y[xo + d] += dot(h, 0, w2, d * I, I);
       }
     }
-    return { y, chosen, weights };
+    return { y, chosen, weights, scores: allScores };
   }
 
   // ---- the model ----------------------------------------------------------------------------------------------------------
@@ -981,6 +983,7 @@
       const ring = cache ? cache.rings[b.id] : null;
       const ringPos = cache ? (b.draft ? cache.ringPos.draft : cache.ringPos.target) : null;
       const o = new Float64Array(S * H * Dh); // [S, H, Dh]
+      const sinkShare = new Float64Array(S * H); // [S, H] the softmax mass the sink took
       const nKeys = W + S + (b.ratio ? shared.pickK : 0);
       const keyOff = new Int32Array(nKeys); // offsets of this query's unmasked keys
       const keySrc = new Array(nKeys);
@@ -1016,6 +1019,7 @@
           for (let j = 0; j < n; j++) sc[j] = attnScale * dot(q, qo, keySrc[j], keyOff[j], Dh);
           sc[n] = a.sink[h];
           softmaxInPlace(sc, 0, n + 1);
+          sinkShare[s * H + h] = sc[n];
           for (let j = 0; j < n; j++) {
             const p = sc[j],
               src = keySrc[j],
@@ -1032,6 +1036,7 @@
       for (let s = 0; s < S; s++)
         for (let g = 0; g < G; g++)
           for (let r2 = 0; r2 < R; r2++) mid[s * G * R + g * R + r2] = dot(a.woA, (g * R + r2) * C, o, s * H * Dh + g * C, C);
+      if (shared.sinks) shared.sinks[b.id] = sinkShare;
       return linear(mid, 0, S, G * R, a.woB, D); // [S, D]
     }
 
@@ -1044,7 +1049,7 @@
       const mf = hcMixes(b.hcFfn, xAttn, S, cfg);
       const v = rmsNorm(hcPre(xAttn, ma.pre, S, hc, D), S, D, b.ffnNorm, cfg.norm_eps); // [S, D]
       const moe = moeForward(b.moe, v, S, cfg);
-      return { x: hcPost(moe.y, xAttn, mf.post, mf.comb, S, hc, D), pre: mf.pre, moe, u, v };
+      return { x: hcPost(moe.y, xAttn, mf.post, mf.comb, S, hc, D), pre: mf.pre, moe, u, v, ma, mf };
     }
 
     function checkIds(ids, name) {
@@ -1071,7 +1076,9 @@
     }
 
     /** The target forward over ids at positions cache.length … (0 without a cache).
-     * opts: commit (default true), lastOnly (logits of the last row only), trace (per-layer outputs). */
+     * opts: commit (default true), lastOnly (logits of the last row only), trace (what each layer computed: its
+     * output streams, the mHC mixes, router scores and choices, the sink's share, Engram rows and gates, the indexer's
+     * scores and picks — for teaching views). */
     function forward(ids, cache, opts) {
       opts = opts || {};
       checkIds(ids, "tokens");
@@ -1096,6 +1103,7 @@
         pickK: 0,
         candidates: null,
         record: trace ? trace.picks : null,
+        sinks: trace ? {} : null,
       };
       let x = embedRows(ids); // [S, hc, D]
       let pre = identityPre(S); // [S, hc]
@@ -1113,7 +1121,22 @@
         const out = block(b, x, pre, S, positions, start, shared, cache, pending);
         x = out.x;
         pre = out.pre;
-        if (trace) trace.layers.push({ x, chosen: out.moe.chosen, route_weights: out.moe.weights });
+        if (trace)
+          trace.layers.push({
+            x, // [S, hc, D] the block's output streams
+            attn_input: out.u, // [S, D]
+            ffn_input: out.v, // [S, D]
+            attn_pre: out.ma.pre, // [S, hc]
+            attn_post: out.ma.post, // [S, hc]
+            attn_comb: out.ma.comb, // [S, hc, hc]
+            ffn_pre: out.mf.pre,
+            ffn_post: out.mf.post,
+            ffn_comb: out.mf.comb,
+            router_scores: out.moe.scores, // [S, E]
+            chosen: out.moe.chosen, // [S, k] experts, best first
+            route_weights: out.moe.weights, // [S, k]
+            sink_share: shared.sinks[i], // [S, H]
+          });
       }
       let hidden = hcPre(x, pre, S, hc, D); // [S, D]
       const rows = opts.lastOnly ? 1 : S;
