@@ -76,7 +76,8 @@ function run(task) {
     }
     const snap = model.snapshot(cache);
     const snapRefs = {};
-    for (const [k, v] of Object.entries(snap)) snapRefs[k] = /\.(kv|index_k|carry_kv|carry_score)$/.test(k) ? bin(v) : v;
+    for (const [k, v] of Object.entries(snap))
+      snapRefs[k] = /\.(kv|index_k|carry_kv|carry_score)$/.test(k) ? bin(v) : v;
     return { logits, snapshot: snapRefs };
   }
   if (task.kind === "draft") {
@@ -148,7 +149,10 @@ function run(task) {
         const w = weightsFrom(index.master);
         for (const [name, change] of Object.entries(task.weights_change || {})) {
           if (change === null) delete w[name];
-          else w[name] = { ...w[name], ...change, data: change.length ? new Float64Array(change.length) : w[name].data };
+          else {
+            const data = change.length ? new Float64Array(change.length) : w[name].data;
+            w[name] = { ...w[name], ...change, data };
+          }
         }
         const cfg = { ...config, ...(task.config_change || {}) };
         for (const name of task.config_drop || []) delete cfg[name];

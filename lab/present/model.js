@@ -268,7 +268,7 @@
     return x;
   }
 
-  // ---- mHC -----------------------------------------------------------------------------------------------------------
+  // ---- mHC ----------------------------------------------------------------------------------------------------------
   /** The mixes of one sublayer from the streams x [S, hc, D] → pre [S, hc], post [S, hc], comb [S, hc, hc]. */
   function hcMixes(hcw, x, S, cfg) {
     const hc = cfg.hc_mult,
@@ -345,7 +345,7 @@
     return out;
   }
 
-  // ---- Engram ---------------------------------------------------------------------------------------------------------
+  // ---- Engram -------------------------------------------------------------------------------------------------------
   function isPrime(n) {
     if (n < 2) return false;
     for (let p = 2; p * p <= n; p++) if (n % p === 0) return false;
@@ -400,7 +400,10 @@
       eps = cfg.norm_eps;
     const e = new Float64Array(S * cols * hd); // [S, cols·head_dim]
     for (let t = 0; t < S; t++)
-      for (let c = 0; c < cols; c++) e.set(eg.table.subarray(rowIds[t * cols + c] * hd, (rowIds[t * cols + c] + 1) * hd), (t * cols + c) * hd);
+      for (let c = 0; c < cols; c++) {
+        const row = rowIds[t * cols + c];
+        e.set(eg.table.subarray(row * hd, (row + 1) * hd), (t * cols + c) * hd);
+      }
     const kv = linear(e, 0, S, cols * hd, eg.wkv, (hc + 1) * D); // [S, (hc+1)·D]: keys of every copy, then the value
     const xn = rmsNorm(x, S * hc, D, null, eps); // [S, hc, D]
     const keys = new Float64Array(S * hc * D); // [S, hc, D]
@@ -424,7 +427,7 @@
     return { x: out, gate };
   }
 
-  // ---- MoE --------------------------------------------------------------------------------------------------------------
+  // ---- MoE ----------------------------------------------------------------------------------------------------------
   /** Router and experts of one layer: v [S, D] → y [S, D] (and the chosen experts [S, k], weights [S, k]). */
   function moeForward(m, v, S, cfg) {
     const D = cfg.dim,
@@ -481,7 +484,7 @@
     return { y, chosen, weights, scores: allScores };
   }
 
-  // ---- the model ----------------------------------------------------------------------------------------------------------
+  // ---- the model ----------------------------------------------------------------------------------------------------
   const REQUIRED_CONFIG = [
     "vocab_size", "dim", "n_layers", "n_mtp_layers", "n_heads", "head_dim", "rope_head_dim", "q_lora_rank",
     "o_groups", "o_lora_rank", "window_size", "compress_ratios", "kv_source_layers", "index_source_layers",
@@ -711,7 +714,7 @@
     const cmap = Int32Array.from(cfg.compress_map); // [V]
     const padCompressed = cmap[cfg.engram_pad_id];
 
-    // ---- caches ------------------------------------------------------------------------------------------------------------
+    // ---- caches -----------------------------------------------------------------------------------------------------
     function newCache() {
       const cache = {
         length: 0,
@@ -751,7 +754,8 @@
           const layer = +key,
             rows = pending.window[key],
             ring = cache.rings[layer];
-          for (let p = first; p < end; p++) ring.set(rows.subarray((p - start) * Dh, (p - start + 1) * Dh), (p % W) * Dh);
+          for (let p = first; p < end; p++)
+            ring.set(rows.subarray((p - start) * Dh, (p - start + 1) * Dh), (p % W) * Dh);
         }
         for (const pos of [cache.ringPos.target, cache.ringPos.draft]) for (let p = first; p < end; p++) pos[p % W] = p;
       }
@@ -819,14 +823,20 @@
       for (const k in cache.rings) c.rings[k] = cache.rings[k].slice();
       for (const k in cache.sources) {
         const s = cache.sources[k];
-        c.sources[k] = { ...s, kv: s.kv.slice(), indexK: s.indexK.slice(), carryKv: s.carryKv.slice(), carryScore: s.carryScore.slice() };
+        c.sources[k] = {
+          ...s,
+          kv: s.kv.slice(),
+          indexK: s.indexK.slice(),
+          carryKv: s.carryKv.slice(),
+          carryScore: s.carryScore.slice(),
+        };
       }
       return c;
     }
 
-    // ---- attention ------------------------------------------------------------------------------------------------------
+    // ---- attention --------------------------------------------------------------------------------------------------
     /** 3B: this chunk's new latents at a KV source → index keys, RoPE at the group positions, FP4; published. */
-    function compress(b, u, S, start, proj, rope, cache, pending, shared) {
+    function compress(b, S, start, proj, rope, cache, pending, shared) {
       const ratio = b.ratio,
         c = b.comp;
       let latent, nNew; // [nNew, Dh] pre-RoPE
@@ -951,7 +961,8 @@
         got.sort((a, c) => a - c);
         for (let j = 0; j < got.length; j++) picks[s * k + (k - got.length) + j] = got[j];
       }
-      if (shared.record) shared.record[b.id] = { scores, picks, candidates: b.candidateSource ? shared.candidates : null };
+      if (shared.record)
+        shared.record[b.id] = { scores, picks, candidates: b.candidateSource ? shared.candidates : null };
     }
 
     /** One attention sublayer: u [S, D] (normed input) at `positions` → [S, D]. */
@@ -977,7 +988,7 @@
       if (pending && !b.draft) pending.window[b.id] = kv;
 
       if (b.ratio) {
-        if (b.kvSource) compress(b, u, S, start, proj, rope, cache, pending, shared);
+        if (b.kvSource) compress(b, S, start, proj, rope, cache, pending, shared);
         if (b.indexSource) pick(b, qr, S, positions, rope, proj, shared);
       }
       const ring = cache ? cache.rings[b.id] : null;
@@ -1035,7 +1046,8 @@
       const mid = new Float64Array(S * G * R); // [S, G·R]
       for (let s = 0; s < S; s++)
         for (let g = 0; g < G; g++)
-          for (let r2 = 0; r2 < R; r2++) mid[s * G * R + g * R + r2] = dot(a.woA, (g * R + r2) * C, o, s * H * Dh + g * C, C);
+          for (let r2 = 0; r2 < R; r2++)
+            mid[s * G * R + g * R + r2] = dot(a.woA, (g * R + r2) * C, o, s * H * Dh + g * C, C);
       if (shared.sinks) shared.sinks[b.id] = sinkShare;
       return linear(mid, 0, S, G * R, a.woB, D); // [S, D]
     }
@@ -1056,7 +1068,8 @@
       if (!(Array.isArray(ids) || ArrayBuffer.isView(ids)) || ids.length === 0)
         throw new Error(`${name} must be a non-empty array of token ids`);
       for (const t of ids)
-        if (!Number.isInteger(t) || t < 0 || t >= V) throw new Error(`${name}: token id ${t} is out of range: allowed 0..${V - 1}`);
+        if (!Number.isInteger(t) || t < 0 || t >= V)
+          throw new Error(`${name}: token id ${t} is out of range: allowed 0..${V - 1}`);
     }
 
     function identityPre(S) {
@@ -1089,7 +1102,10 @@
         throw new Error(`sequence length ${start + S} exceeds max_seq_len = ${cfg.max_seq_len}`);
       const positions = new Float64Array(S); // [S]
       for (let s = 0; s < S; s++) positions[s] = start + s;
-      const pending = { start, seqlen: S, window: {}, tokens: {}, latents: {}, indexK: {}, compressed: new Int32Array(S) };
+      // what this forward would write, row by row: window rows per layer [S, Dh], a ratio-2 source's per-token kv and
+      // scores [S, Dh], new latents [n, Dh] and index keys [n, Di] per source, Engram compressed ids [S]
+      const pending = { start, seqlen: S, window: {}, tokens: {}, latents: {}, indexK: {} };
+      pending.compressed = new Int32Array(S); // [S]
       for (let s = 0; s < S; s++) pending.compressed[s] = cmap[ids[s]];
       const history = cache ? cache.history : new Array(cfg.engram_max_ngram_size - 1).fill(padCompressed);
       const trace = opts.trace ? { layers: [], engram: {}, picks: {} } : null;
@@ -1178,14 +1194,15 @@
 
     /** What a draft layer's ring stores for these positions: FP8(RoPE(kv_norm(wkv(main_x)))).  → [S, Dh] */
     function ringRow(b, mainX, S, rope) {
-      const r2 = applyRope(rmsNorm(linear(mainX, 0, S, D, b.attn.wkv, Dh), S, Dh, b.attn.kvNorm, cfg.norm_eps), S, 1, Dh, rope, false);
+      const normed = rmsNorm(linear(mainX, 0, S, D, b.attn.wkv, Dh), S, Dh, b.attn.kvNorm, cfg.norm_eps); // [S, Dh]
+      const r2 = applyRope(normed, S, 1, Dh, rope, false);
       if (!cfg.kv_quant) return r2;
       const out = new Float64Array(S * Dh); // [S, Dh]
       for (let s = 0; s < S; s++) fp8Qdq(r2, s * Dh, Dh, out, s * Dh);
       return out;
     }
 
-    // ---- the DSpark draft --------------------------------------------------------------------------------------------
+    // ---- the DSpark draft -------------------------------------------------------------------------------------------
     /** One draft pass after `anchor` (at position cache.length): k tokens, greedy. */
     function draft(cache, anchor, k) {
       if (!mtp) throw new Error("this config has no draft layers (n_mtp_layers = 0)");
@@ -1195,7 +1212,8 @@
       checkIds([anchor], "anchor");
       const p = cache.length;
       if (p === 0) throw new Error("the draft needs the target to have processed a prompt first (empty cache)");
-      if (p + k > cfg.max_seq_len) throw new Error(`draft block would reach position ${p + k - 1}: max_seq_len = ${cfg.max_seq_len}`);
+      if (p + k > cfg.max_seq_len)
+        throw new Error(`draft block would reach position ${p + k - 1}: max_seq_len = ${cfg.max_seq_len}`);
       const ids = [anchor];
       for (let i = 1; i < k; i++) ids.push(cfg.dspark_noise_token_id);
       const positions = new Float64Array(k); // [k]
@@ -1243,13 +1261,14 @@
       return dot(w, 0, cat, 0, D + r);
     }
 
-    // ---- generation ----------------------------------------------------------------------------------------------------
+    // ---- generation -------------------------------------------------------------------------------------------------
     function checkGenerate(promptIds, maxNewTokens, temperature, uniform) {
       checkIds(promptIds, "prompt");
       const room = cfg.max_seq_len - promptIds.length;
       if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1 || maxNewTokens > room)
         throw new Error(
-          `maxNewTokens = ${maxNewTokens} is invalid: allowed 1..${room} (max_seq_len ${cfg.max_seq_len} − prompt ${promptIds.length})`,
+          `maxNewTokens = ${maxNewTokens} is invalid: allowed 1..${room} ` +
+            `(max_seq_len ${cfg.max_seq_len} − prompt ${promptIds.length})`,
         );
       if (typeof temperature !== "number" || !(temperature >= 0) || temperature === Infinity)
         throw new Error(`temperature = ${temperature} is invalid: allowed a finite number ≥ 0`);
@@ -1314,7 +1333,9 @@
       checkGenerate(promptIds, maxNew, temperature, opts.uniform);
       const kMax = opts.verifyLen === undefined ? cfg.dspark_block_size : opts.verifyLen;
       if (!Number.isInteger(kMax) || kMax < 1 || kMax > cfg.dspark_block_size)
-        throw new Error(`verifyLen = ${kMax} is invalid: allowed 1..${cfg.dspark_block_size} (the trained draft block)`);
+        throw new Error(
+          `verifyLen = ${kMax} is invalid: allowed 1..${cfg.dspark_block_size} (the trained draft block)`,
+        );
       const ids = Array.from(promptIds);
 
       let t0 = now();
