@@ -290,7 +290,9 @@ def test_draft_equals_pythons(model, tok, dump, tmp_path):
     cases = [(tok.encode(PROMPTS[name]), k) for name in PROMPTS for k in (5, 3, 1)]
     anchors = [model(torch.tensor([ids])).logits[0, -1].argmax().item() for ids, _ in cases]
     tasks = [{"kind": "draft", "prompt": ids, "anchor": a, "k": k} for (ids, k), a in zip(cases, anchors, strict=True)]
+    tasks.append({**tasks[0], "weights": "qdq"})  # the draft layers' experts given already QDQ'd
     results, side = run_js(dump, tasks, tmp_path)
+    assert np.array_equal(arr(results.pop()["logits"], side), arr(results[0]["logits"], side))
     for (ids, k), a, res in zip(cases, anchors, results, strict=True):
         cache = model.new_cache()
         model(torch.tensor([ids]), cache=cache)
