@@ -163,7 +163,22 @@
         y[(r + 2) * m + o] = a2;
         y[(r + 3) * m + o] = a3;
       }
-      for (let r = full; r < rows; r++) y[r * m + o] = dot(x, xOff + r * n, W, wo, n);
+      let r = full;
+      if (rows - r >= 2) {
+        const x0 = xOff + r * n,
+          x1 = x0 + n;
+        let a0 = 0,
+          a1 = 0;
+        for (let i = 0; i < n; i++) {
+          const w = W[wo + i];
+          a0 += x[x0 + i] * w;
+          a1 += x[x1 + i] * w;
+        }
+        y[r * m + o] = a0;
+        y[(r + 1) * m + o] = a1;
+        r += 2;
+      }
+      if (r < rows) y[r * m + o] = dot(x, xOff + r * n, W, wo, n);
     }
     return y;
   }
