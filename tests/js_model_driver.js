@@ -84,7 +84,14 @@ function run(task) {
     const cache = model.newCache();
     model.forward(task.prompt, cache);
     const d = model.draft(cache, task.anchor, task.k);
-    return { tokens: d.tokens, draft_probs: d.draftProbs, confidence: d.confidence, logits: bin(d.logits) };
+    return {
+      tokens: d.tokens,
+      draft_probs: d.draftProbs,
+      confidence: d.confidence,
+      logits: bin(d.logits),
+      base: bin(d.base),
+      hidden: bin(d.hidden),
+    };
   }
   if (task.kind === "generate") {
     // the text fields from the lab tokenizer's JavaScript twin (next to model.js) when a tokenizer.json is given

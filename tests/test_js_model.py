@@ -285,7 +285,7 @@ def near_the_end(tok) -> tuple[str, int]:
 
 @torch.no_grad()
 def test_draft_equals_pythons(model, tok, dump, tmp_path):
-    from dspark_mini.model import draft
+    from dspark_mini.model import Trace, draft
 
     cases = [(tok.encode(PROMPTS[name]), k) for name in PROMPTS for k in (5, 3, 1)]
     anchors = [model(torch.tensor([ids])).logits[0, -1].argmax().item() for ids, _ in cases]
@@ -296,9 +296,12 @@ def test_draft_equals_pythons(model, tok, dump, tmp_path):
     for (ids, k), a, res in zip(cases, anchors, results, strict=True):
         cache = model.new_cache()
         model(torch.tensor([ids]), cache=cache)
-        d = draft(model, torch.tensor([a]), cache, k)
+        trace = Trace(sinkhorn_history=False)
+        d = draft(model, torch.tensor([a]), cache, k, trace=trace)
         assert res["tokens"] == d.tokens[0].tolist()
         assert rel_diff(arr(res["logits"], side), d.logits[0]) <= TOL
+        assert rel_diff(arr(res["base"], side), trace.get("6B", "base_logits")[0]) <= TOL
+        assert rel_diff(arr(res["hidden"], side), d.hidden[0]) <= TOL
         assert np.abs(np.array(res["confidence"]) - d.confidence[0].numpy()).max() <= TOL
         assert np.abs(np.array(res["draft_probs"]) - d.draft_probs[0].numpy()).max() <= TOL
 
@@ -357,6 +360,23 @@ def test_greedy_generation_equals_the_cli_at_every_verify_length(generations):
             }, where
             assert close(a["mean_confidence"], b["mean_confidence"]), where
             assert close(a["mean_draft_prob"], b["mean_draft_prob"]), where
+
+
+@torch.no_grad()
+def test_each_rounds_verify_equals_pythons(model, tok, generations):
+    """What a page shows of each verify beyond the CLI's strip — the anchor's position, the target's argmax at each
+    row, its probability of each sent draft, the kept count and the committed tokens — equal Python's rounds."""
+    from dspark_mini.speculative import generate_speculative
+
+    for name, ell in (("english", 5), ("code", 3), ("near the end", 2)):
+        _, js = generations[(name, ell)]
+        ids = torch.tensor([js["prompt_ids"]])
+        rounds = generate_speculative(model, ids, len(js["speculative"]["tokens"]), ell).rows(0)
+        assert len(rounds) == len(js["speculative"]["strip"])
+        for r, a in zip(rounds, js["speculative"]["strip"], strict=True):
+            assert (a["position"], a["n_accepted"], a["committed"]) == (r.position, r.n_accepted, r.committed)
+            assert a["target_argmax"] == r.target_argmax
+            assert all(map(close, a["target_probs"], r.target_probs))
 
 
 def test_the_runs_exercise_partial_accepts_and_every_verdict(generations):

@@ -1263,7 +1263,8 @@
         tokens.push(xi);
         prev = xi;
       }
-      return { tokens, draftProbs, confidence, logits, hidden: h, positions: Array.from(positions) };
+      // base: U_i = head(norm(h_i)) [k, V] before the Markov bias; logits [k, V] after it; hidden h [k, D]
+      return { tokens, draftProbs, confidence, logits, base, hidden: h, positions: Array.from(positions) };
     }
 
     /** w · [h_i; e] in one sum, in order (the confidence head's logit). */
@@ -1390,6 +1391,12 @@
             next_kind: r.next_kind,
             draft_probs: r.draft_probs,
             confidence: r.confidence,
+            // beyond the CLI's strip: what a page shows of the verify
+            position: r.position,
+            n_accepted: r.n_accepted,
+            target_probs: r.target_probs,
+            target_argmax: r.target_argmax,
+            committed: r.committed,
           })),
         },
       };
