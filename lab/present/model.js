@@ -7,8 +7,14 @@
  *   const model = DSparkModel.createModel(weights, config);
  *   model.forward(ids)                      → {logits [S·V], hidden [S·D], taps, pending, …} (no cache)
  *   const cache = model.newCache();  model.forward(ids, cache)   → the same, and the rows committed to the cache
- *   model.draft(cache, anchor, k)           → DSpark draft tokens, draft probabilities, confidences
- *   model.generate(promptIds, {maxNewTokens, verifyLen, temperature: 0})  → the shape of `dspark-lab generate --json`
+ *   model.forward(ids, cache, {commit: false, lastOnly, trace})  → nothing stored; model.commit(cache, pending, n)
+ *                                           stores the first n rows (the rollback of a partial accept)
+ *   model.prefill(ids) → {cache, logits [V], next};  model.decode(cache, ids) → logits;  model.verify(cache, anchor,
+ *                                           drafts) → {logits, pending};  model.snapshot(cache), model.cloneCache(cache)
+ *   model.draft(cache, anchor, k)           → DSpark draft tokens, draft probabilities, confidences, logits
+ *   model.speculativeRound(cache, anchor, ℓ) → one draft → verify → commit round
+ *   model.generate(promptIds, {maxNewTokens, verifyLen, temperature: 0, decode})  → the shape of `dspark-lab generate
+ *                                           --json` (its strip, and per round what the verify saw)
  *
  * weights: {name: {shape: [..], data: Float64Array}} with the checkpoint's tensor names (target and draft files
  * together). A routed expert's weight is the master weight (its MXFP4 QDQ is applied here, as the library does) or
