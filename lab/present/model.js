@@ -9,8 +9,8 @@
  *   const cache = model.newCache();  model.forward(ids, cache)   → the same, and the rows committed to the cache
  *   model.forward(ids, cache, {commit: false, lastOnly, trace})  → nothing stored; model.commit(cache, pending, n)
  *                                           stores the first n rows (the rollback of a partial accept)
- *   model.prefill(ids) → {cache, logits [V], next};  model.decode(cache, ids) → logits;  model.verify(cache, anchor,
- *                                           drafts) → {logits, pending};  model.snapshot(cache), model.cloneCache(cache)
+ *   model.prefill(ids) → {cache, logits [V], next};  model.decode(cache, ids) → logits;
+ *   model.verify(cache, anchor, drafts) → {logits, pending};  model.snapshot(cache), model.cloneCache(cache)
  *   model.draft(cache, anchor, k)           → DSpark draft tokens, draft probabilities, confidences, logits
  *   model.speculativeRound(cache, anchor, ℓ) → one draft → verify → commit round
  *   model.generate(promptIds, {maxNewTokens, verifyLen, temperature: 0, decode})  → the shape of `dspark-lab generate
