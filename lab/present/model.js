@@ -581,9 +581,11 @@
     function expertWeight(name, shape) {
       const data = tensor(name, shape);
       const flag = weights[name].qdq;
-      if (flag === "fp4" || !cfg.expert_quant) return data;
-      if (flag !== undefined && flag !== null)
+      if (flag !== undefined && flag !== null && flag !== "fp4")
         throw new Error(`weights: tensor '${name}' has qdq = ${JSON.stringify(flag)}: allowed "fp4" or none`);
+      if (flag === "fp4" && !cfg.expert_quant)
+        throw new Error(`weights: tensor '${name}' has qdq = "fp4" but config field 'expert_quant' is false`);
+      if (flag === "fp4" || !cfg.expert_quant) return data;
       const out = new Float64Array(data.length); // [rows, cols], blocks of 32 along cols
       fp4Qdq(data, 0, data.length, out, 0, 32, "e8m0");
       return out;
