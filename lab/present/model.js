@@ -456,53 +456,64 @@
       E = m.nExperts,
       k = m.topk,
       L = cfg.swiglu_limit;
-    const y = new Float64Array(S * D); // [S, D]
     const chosen = new Int32Array(S * k); // [S, k]
     const weights = new Float64Array(S * k); // [S, k]
-    const scores = new Float64Array(E); // [E]
-    const allScores = new Float64Array(S * E); // [S, E] router scores a = √softplus(x·Wᵀ)
+    const scores = linear(v, 0, S, D, m.gate, E); // [S, E] router logits, then scores a = √softplus(·)
     const biased = new Float64Array(E); // [E]
-    const h = new Float64Array(I); // [I]
-    const rw = new Float64Array(E + 1); // [E + 1] dense routing weights, the shared expert last
+    const rw = new Float64Array(S * (E + 1)); // [S, E + 1] dense routing weights (0: not chosen), the shared one last
     for (let s = 0; s < S; s++) {
-      const xo = s * D;
+      const so = s * E;
       for (let e = 0; e < E; e++) {
-        const lg = dot(v, xo, m.gate, e * D, D);
-        const sp = lg > 20 ? lg : Math.log1p(Math.exp(lg)); // softplus
-        scores[e] = Math.sqrt(sp);
-        biased[e] = scores[e] + m.bias[e];
-        allScores[s * E + e] = scores[e];
+        const lg = scores[so + e];
+        scores[so + e] = Math.sqrt(lg > 20 ? lg : Math.log1p(Math.exp(lg))); // √softplus
+        biased[e] = scores[so + e] + m.bias[e];
       }
-      const order = stableOrderDesc(biased, E);
+      const order = stableOrderDesc(biased, E); // the bias only selects
       let sum = 0;
-      for (let j = 0; j < k; j++) sum += scores[order[j]];
-      rw.fill(0);
-      rw[E] = 1;
+      for (let j = 0; j < k; j++) sum += scores[so + order[j]];
+      rw[s * (E + 1) + E] = 1;
       for (let j = 0; j < k; j++) {
         const e = order[j];
-        const w = (k > 1 ? scores[e] / (sum + 1e-20) : scores[e]) * cfg.route_scale;
+        const w = (k > 1 ? scores[so + e] / (sum + 1e-20) : scores[so + e]) * cfg.route_scale;
         chosen[s * k + j] = e;
         weights[s * k + j] = w;
-        rw[e] = w;
-      }
-      for (let e = 0; e <= E; e++) {
-        if (rw[e] === 0) continue; // an expert the token did not choose adds 0
-        const w1 = m.w1[e],
-          w3 = m.w3[e],
-          w2 = m.w2[e];
-        for (let i = 0; i < I; i++) {
-          let g = dot(v, xo, w1, i * D, D);
-          let u = dot(v, xo, w3, i * D, D);
-          if (L > 0) {
-            if (g > L) g = L;
-            u = u < -L ? -L : u > L ? L : u;
-          }
-          h[i] = ((g / (1 + Math.exp(-g))) * u) * rw[e];
-        }
-        for (let d = 0; d < D; d++) y[xo + d] += dot(h, 0, w2, d * I, I);
+        rw[s * (E + 1) + e] = w;
       }
     }
-    return { y, chosen, weights, scores: allScores };
+    // each expert over the tokens that chose it, experts in ascending order (the shared one, E, last and on every
+    // token): y[s] = Σ_e w2_e(rw · silu(min(w1_e x, L)) · clamp(w3_e x, ±L))
+    const y = new Float64Array(S * D); // [S, D]
+    const rows = new Int32Array(S); // [≤ S] the tokens of one expert
+    for (let e = 0; e <= E; e++) {
+      let n = 0;
+      for (let s = 0; s < S; s++) if (rw[s * (E + 1) + e] !== 0) rows[n++] = s;
+      if (!n) continue;
+      let xs = v; // [n, D] the expert's tokens
+      if (n < S) {
+        xs = new Float64Array(n * D);
+        for (let j = 0; j < n; j++) xs.set(v.subarray(rows[j] * D, (rows[j] + 1) * D), j * D);
+      }
+      const g = linear(xs, 0, n, D, m.w1[e], I); // [n, I] gate branch
+      const u = linear(xs, 0, n, D, m.w3[e], I); // [n, I] up branch
+      for (let j = 0; j < n; j++) {
+        const r = rw[rows[j] * (E + 1) + e];
+        for (let i = j * I; i < (j + 1) * I; i++) {
+          let a = g[i],
+            b = u[i];
+          if (L > 0) {
+            if (a > L) a = L;
+            b = b < -L ? -L : b > L ? L : b;
+          }
+          g[i] = (a / (1 + Math.exp(-a))) * b * r; // silu(gate) · up · routing weight
+        }
+      }
+      const out = linear(g, 0, n, I, m.w2[e], D); // [n, D]
+      for (let j = 0; j < n; j++) {
+        const yo = rows[j] * D;
+        for (let d = 0; d < D; d++) y[yo + d] += out[j * D + d];
+      }
+    }
+    return { y, chosen, weights, scores };
   }
 
   // ---- the model ----------------------------------------------------------------------------------------------------
