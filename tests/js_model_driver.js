@@ -148,7 +148,13 @@ function run(task) {
     const vm = require("vm");
     const page = {};
     vm.runInNewContext(fs.readFileSync(modelJs, "utf8"), page);
-    return { global: typeof page.DSparkModel === "object" && typeof page.DSparkModel.createModel === "function" };
+    const global = typeof page.DSparkModel === "object" && typeof page.DSparkModel.createModel === "function";
+    // and it runs there, without node's globals: the same greedy tokens as the module
+    const inPage = page.DSparkModel.createModel(weightsFrom(index.master), config);
+    const opts = { maxNewTokens: 8, verifyLen: 3 };
+    const same = JSON.stringify(inPage.generate(task.prompt, opts).speculative.tokens) ===
+      JSON.stringify(modelFor(task).generate(task.prompt, opts).speculative.tokens);
+    return { global, same };
   }
   if (task.kind === "error") {
     try {

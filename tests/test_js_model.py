@@ -452,9 +452,10 @@ def test_constants_computed_in_javascript(model, dump, tmp_path):
         assert np.abs(np.array(res[kind]) - py).max() <= 4e-16 * py.max(), kind
 
 
-def test_the_script_defines_a_global_in_a_page(dump, tmp_path):
-    results, _ = run_js(dump, [{"kind": "page"}], tmp_path)
-    assert results[0]["global"]
+def test_the_script_defines_a_global_in_a_page(dump, tok, tmp_path):
+    """Run as a page's script (no `module`, no node globals) it defines DSparkModel, which generates the same tokens."""
+    results, _ = run_js(dump, [{"kind": "page", "prompt": tok.encode(PROMPTS["story"])}], tmp_path)
+    assert results[0]["global"] and results[0]["same"]
 
 
 BAD = [  # (task, words the error must hold)

@@ -577,7 +577,7 @@
     function tensor(name, shape) {
       const t = weights[name];
       if (!t) throw new Error(`weights: tensor '${name}' is missing`);
-      if (!t.data || !(t.data instanceof Float64Array))
+      if (!t.data || Object.prototype.toString.call(t.data) !== "[object Float64Array]") // any realm's (a frame's)
         throw new Error(`weights: tensor '${name}' must hold its values as a Float64Array in 'data'`);
       const want = shape.reduce((a, b) => a * b, 1);
       if (!Array.isArray(t.shape) || t.shape.join(",") !== shape.join(",") || t.data.length !== want)
