@@ -157,6 +157,12 @@ def test_a_refusal_without_translation_keeps_its_english_words() -> None:
     assert translate("--lr = 2.0 is invalid: allowed a finite number > 0 and ≤ 1", "vi") == (
         "--lr = 2.0 không hợp lệ: chỉ nhận một số hữu hạn > 0 và ≤ 1"
     )
+    assert translate("--out = 'x': No such file or directory: 'x'", "vi") == (
+        "--out = 'x': Không có tệp hay thư mục này: 'x'"
+    )
+    assert translate("--requests = 'a' is invalid: allowed comma-separated integers, e.g. 1,2,4,8", "vi") == (
+        "--requests = 'a' không hợp lệ: chỉ nhận các số nguyên cách nhau bằng dấu phẩy, vd. 1,2,4,8"
+    )
 
 
 def test_python_m_lab_present_help_follows_lang(capsys) -> None:
