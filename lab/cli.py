@@ -19,9 +19,11 @@ dspark-lab paper                     the DSpark paper in miniature: Table 1, Fig
 Each group of commands owns its parser, its option checks and its handler (screens/cli.py, serving/cli.py,
 training/cli.py, evaluation/cli.py, realscale/cli.py, paper/cli.py, present/presenter.py); this module puts them
 together, runs the checks every command shares, and is the one error boundary: every error is one line that names
-the option and what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read or written) ·
-130 interrupted (Ctrl-C: one line, no traceback; every worker process stopped) · 143 terminated (SIGTERM: the
-same, `interrupted`) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
+the option and what is allowed. Help and refusals follow --lang: the parsers are built in the language argv
+names (lab/options.py `help_lang`, texts in lab/lang/<lang>/cli.toml) and a refusal's English words are translated
+here (`error_line`; words without a translation yet stay English). Exit codes: 0 done · 2 bad input (also a path
+that cannot be read or written) · 130 interrupted (Ctrl-C: one line, no traceback; every worker process stopped) ·
+143 terminated (SIGTERM: the same, `interrupted`) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
 a quiet stop, 128 + SIGPIPE, what `cat` or `seq` report there. --json output is strict JSON: a NaN or ±inf becomes
 null and is listed under "non_finite".
 """

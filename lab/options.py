@@ -105,9 +105,12 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
         super().add_usage(usage, actions, groups, prefix)
 
 
+FORMATTERS = {lang: type(f"Formatter_{lang}", (Formatter,), {"lang": lang}) for lang in LANGS}
+
+
 def formatter(lang: str = "en") -> type[Formatter]:
-    """The formatter class of a parser whose help is in `lang`."""
-    return type(f"Formatter_{lang}", (Formatter,), {"lang": lang if lang in LANGS else "en"})
+    """The formatter class of a parser whose help is in `lang` (anything but LANGS: English)."""
+    return FORMATTERS.get(lang, FORMATTERS["en"])
 
 
 class Parser(argparse.ArgumentParser):
