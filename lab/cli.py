@@ -317,7 +317,7 @@ def boundary(args: argparse.Namespace, err: Any, escape: Any) -> int:
         print(Help("refusal", refusal_lang(args))("interrupted"), file=sys.stderr)
         return 130
     except CheckpointProblems as e:  # the report was printed: the folder does not fit its config
-        err.print(f"[red]✗[/red] {escape(str(e))}", soft_wrap=True)
+        err.print(f"[red]✗[/red] {escape(translate(str(e), refusal_lang(args)))}", soft_wrap=True)
         return 1
     except BrokenPipeError:
         return closed_pipe()
