@@ -82,6 +82,10 @@ class Help:
         text = table[key][self.lang]
         return text.format(**fmt) if fmt else text
 
+    def number(self, n: int) -> str:
+        """A count with thousands grouped as the language writes them: 100,000 in English, 100.000 in Vietnamese."""
+        return f"{n:,}".replace(",", "." if self.lang == "vi" else ",")
+
 
 def exit_codes(lang: str = "en") -> str:
     return Help("argparse", lang)("exit_codes")

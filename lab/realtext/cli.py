@@ -23,7 +23,7 @@ TEXT = Texts(lang_table("tokenize", "text"), "tokenize")
 def add_parsers(sub: Any, lang: str = "en") -> None:
     h = Help("tokenize", lang)
     t = command(sub, h)
-    t.add_argument("text", help=h("text", most=MAX_TEXT_CHARS))
+    t.add_argument("text", help=h("text", most=h.number(MAX_TEXT_CHARS)))
     t.add_argument("--checkpoint", default=None, metavar="DIR", help=h("checkpoint"))
     add_lang(t)
     add_json(t, h("json"))

@@ -36,7 +36,7 @@ def add_parsers(sub: Any, lang: str = "en") -> None:
     s.add_argument("--streams", default=None, help=h("streams"))
     s.add_argument("--record", action="store_true", help=h("record"))
     s.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help=h("threshold", default=DEFAULT_THRESHOLD))
-    s.add_argument("--rounds", type=int, default=64, help=h("rounds", most=MAX_SIM_ROUNDS))
+    s.add_argument("--rounds", type=int, default=64, help=h("rounds", most=h.number(MAX_SIM_ROUNDS)))
     add_seed(s, h("seed"))
     add_lang(s)
     add_json(s)

@@ -61,7 +61,7 @@ def add_parsers(sub: Any, lang: str = "en") -> None:
     )
     t.add_argument("--quick", action="store_true", help=h("quick"))
     t.add_argument("--keep-target", action="store_true", help=h("keep_target"))
-    steps = h("steps", most=MAX_STEPS, target=TRAIN_STEPS["target"], draft=TRAIN_STEPS["dspark"])
+    steps = h("steps", most=h.number(MAX_STEPS), target=TRAIN_STEPS["target"], draft=TRAIN_STEPS["dspark"])
     t.add_argument("--steps", type=int, default=None, help=steps)
     d = shipped_defaults()
     t.add_argument("--batch", type=int, default=None, help=h("batch", most=MAX_BATCH, **d["batch"]))
