@@ -19,9 +19,11 @@ dspark-lab paper                     the DSpark paper in miniature: Table 1, Fig
 Each group of commands owns its parser, its option checks and its handler (screens/cli.py, serving/cli.py,
 training/cli.py, evaluation/cli.py, realscale/cli.py, paper/cli.py, present/presenter.py); this module puts them
 together, runs the checks every command shares, and is the one error boundary: every error is one line that names
-the option and what is allowed. Exit codes: 0 done · 2 bad input (also a path that cannot be read or written) ·
-130 interrupted (Ctrl-C: one line, no traceback; every worker process stopped) · 143 terminated (SIGTERM: the
-same, `interrupted`) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
+the option and what is allowed. Help and refusals follow --lang: the parsers are built in the language argv
+names (lab/options.py `help_lang`, texts in lab/lang/<lang>/cli.toml) and a refusal's English words are translated
+here (`error_line`; words without a translation yet stay English). Exit codes: 0 done · 2 bad input (also a path
+that cannot be read or written) · 130 interrupted (Ctrl-C: one line, no traceback; every worker process stopped) ·
+143 terminated (SIGTERM: the same, `interrupted`) · 141 the reader closed the pipe (`dspark-lab walk --json | head`):
 a quiet stop, 128 + SIGPIPE, what `cat` or `seq` report there. --json output is strict JSON: a NaN or ±inf becomes
 null and is listed under "non_finite".
 """
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .evaluation import cli as evaluation_cli
-from .options import TOP_EXAMPLES, formatter, wrap
+from .options import Help, Parser, help_lang, translate, wrap
 from .paper import cli as paper_cli
 from .present import presenter
 from .realscale import cli as realscale_cli
@@ -47,7 +49,7 @@ from .realtext import cli as realtext_cli
 from .screens import cli as lesson_cli
 from .screens.cli import CheckpointProblems
 from .serving import cli as serving_cli
-from .text import check_lang, lang_table
+from .text import LANGS, check_lang, lang_table
 from .training import cli as training_cli
 
 # the groups, in the order `--help` lists their commands
@@ -69,24 +71,20 @@ COMMANDS = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="dspark-lab",
-        description=wrap(
-            "A classroom lab for DeepSeek-V4.1-Flash, block by block (1A → 6B). Everything runs offline on a CPU."
-        ),
-        epilog=TOP_EXAMPLES,
-        formatter_class=formatter,
-    )
-    sub = p.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
-    realtext_cli.add_parsers(sub)
-    lesson_cli.add_parsers(sub)
-    serving_cli.add_parsers(sub)
-    presenter.add_present_parser(sub)
-    training_cli.add_parsers(sub)
-    evaluation_cli.add_parsers(sub)
-    realscale_cli.add_parsers(sub)
-    paper_cli.add_parsers(sub)
+def parser(lang: str = "en") -> argparse.ArgumentParser:
+    """Every command's parser, its help in `lang` (`help_lang` reads it from the command line first)."""
+    h = Help("top", lang)
+    p = Parser(prog="dspark-lab", description=wrap(h("description")), epilog=h("examples"), lang=lang)
+    words = Help("argparse", lang)
+    sub = p.add_subparsers(dest="command", metavar=words("command"), help=words("commands"))
+    realtext_cli.add_parsers(sub, lang)
+    lesson_cli.add_parsers(sub, lang)
+    serving_cli.add_parsers(sub, lang)
+    presenter.add_present_parser(sub, lang)
+    training_cli.add_parsers(sub, lang)
+    evaluation_cli.add_parsers(sub, lang)
+    realscale_cli.add_parsers(sub, lang)
+    paper_cli.add_parsers(sub, lang)
     return p
 
 
@@ -145,8 +143,23 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def error_line(args: argparse.Namespace, e: Exception) -> str:
-    """The error as one line; one about the path of --out, --target or --weights-dir (a missing checkpoint, a file
-    where a folder should be) starts with that option, unless the message names an option already."""
+    """The error as one line in the command's --lang (`translate`: the English words of the model package's
+    refusals; words without a translation yet stay English); one about the path of --out, --target or
+    --weights-dir (a missing checkpoint, a file where a folder should be) starts with that option, unless the
+    message names an option already."""
+    return translate(english_error_line(args, e), refusal_lang(args))
+
+
+def refusal_lang(args: argparse.Namespace) -> str:
+    """The language refusals are written in: --lang when it is one of LANGS, else English (an unknown --lang is
+    itself the refusal, and cannot say which language it wanted)."""
+    lang = getattr(args, "lang", "en")
+    key = lang.strip().lower() if isinstance(lang, str) else lang
+    return key if key in LANGS else "en"
+
+
+def english_error_line(args: argparse.Namespace, e: Exception) -> str:
+    """The error as one line, as the lab writes it (English, or the language a module already wrote it in)."""
     filename = getattr(e, "filename", None)
     strerror = getattr(e, "strerror", None)
     message = f"{strerror}: {filename!r}" if strerror and filename else str(e)
@@ -245,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     argv None: the process's own command line (`dspark-lab …`, `python -m lab …`): the objects of torch's import
     are frozen before the command runs and the process ends here with the exit code (`freeze_startup_objects`,
     `leave`); with argv (a test, a notebook) it returns the exit code and changes nothing of the process."""
-    args = parser().parse_args(argv)
+    lang = help_lang(argv)  # argparse writes the help before it parses: build it in --lang's language
+    args = parser(lang).parse_args(argv)
     if args.command is None:
-        parser().print_help()
+        parser(lang).print_help()
         return 0
     if argv is None:
         freeze_startup_objects()
@@ -297,20 +311,21 @@ def boundary(args: argparse.Namespace, err: Any, escape: Any) -> int:
             run(args, stdout_console())
             sys.stdout.flush()  # a closed pipe shows up here, inside the boundary, not at the interpreter's exit
     except Terminated:
-        print("interrupted", file=sys.stderr)
+        print(Help("refusal", refusal_lang(args))("interrupted"), file=sys.stderr)
         return 143
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(Help("refusal", refusal_lang(args))("interrupted"), file=sys.stderr)
         return 130
     except CheckpointProblems as e:  # the report was printed: the folder does not fit its config
-        err.print(f"[red]✗[/red] {escape(str(e))}", soft_wrap=True)
+        err.print(f"[red]✗[/red] {escape(translate(str(e), refusal_lang(args)))}", soft_wrap=True)
         return 1
     except BrokenPipeError:
         return closed_pipe()
     except (OSError, ValueError, TypeError) as e:
         # bad input: ConfigError, TokenizerError and CheckpointError are ValueErrors; an OSError is a missing file,
         # a file where a folder should be or a path that cannot be written
-        err.print(f"[red]error:[/red] {escape(error_line(args, e))}", soft_wrap=True)
+        prefix = Help("refusal", refusal_lang(args))("error")
+        err.print(f"[red]{escape(prefix)}[/red] {escape(error_line(args, e))}", soft_wrap=True)
         return 2
     return 0
 

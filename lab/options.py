@@ -1,10 +1,15 @@
-"""The command line's shared pieces: how a command's help reads, and the options several commands take.
+"""The command line's shared pieces: how a command's help reads, in which language, and the options several
+commands take.
 
-  command(sub, name, help, description, examples)   one subcommand: its description wrapped at 80 columns, its
+  help_lang(argv)                                   the language of the help: `--lang vi` / `--lang=vi` anywhere
+                                                     in argv (the last one wins, as argparse's); anything else en
+  Help(section, lang)                                the help texts of one command (lab/lang/<lang>/cli.toml)
+  command(sub, h, **fmt)                             one subcommand: its description wrapped at 80 columns, its
                                                      own few examples and the exit codes below the options
+  localize(parser, lang)                             argparse's own words (usage, options, -h) in `lang`
+  translate(message, lang)                           a refusal's English words in `lang` (cli.toml's [phrases])
   add_seed, add_lang, add_json, add_weights, add_checkpoint, add_placement, add_temperature, add_verify_len
                                                      the options that mean the same in every command
-  TOP_EXAMPLES                                       the one examples block, on `dspark-lab --help`
   check_jobs(jobs, option, lang)                     worker processes this machine runs at once: its CPU cores
                                                      and free memory (MemAvailable, a cgroup's memory.max), about
                                                      MEMORY_PER_JOB each; more is refused naming the range
@@ -12,8 +17,8 @@
                                                      interrupt stops every worker before it goes on, a worker the
                                                      system killed is one line naming memory and `option`
 Each group of commands (lesson, evaluation, serving, training, realscale, present) builds its own parsers from
-these, checks its own options and runs them; `lab/cli.py` only puts the groups together. Nothing here imports
-torch, so `dspark-lab --help` stays fast.
+these, in the language of the help, checks its own options and runs them; `lab/cli.py` only puts the groups
+together. Nothing here imports torch, so `dspark-lab --help` stays fast.
 """
 
 from __future__ import annotations
@@ -21,47 +26,123 @@ from __future__ import annotations
 import argparse
 import multiprocessing.context as mp_context
 import os
+import re
 import signal
+import string
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .text import Texts, lang_table
+from .text import LANGS, Texts, lang_table, lang_tables
 
 MESSAGES = Texts(lang_table("messages", "options"), "message")  # lab/lang/<lang>/messages.toml
+CLI = lang_tables("cli")  # lab/lang/<lang>/cli.toml: every help text of the command line, and a refusal's words
 
 WIDTH = 80
-EXIT_CODES = (
-    "exit codes: 0 done · 2 bad input · 130 interrupted (Ctrl-C)\n"
-    "            143 terminated (SIGTERM) · 141 output pipe closed (e.g. `| head`)"
-)
-TEMPERATURE_HELP = "0 = greedy (default); a finite number ≥ 1e-6 samples"
 # lab.realscale.layout.STYLES (a test keeps them equal; --help stays torch-free)
 CHECKPOINT_STYLES = ("lab", "official")
 MAX_REPS = 1000  # `profile`: timing repetitions per block size (and per batch size with --sps)
 
-TOP_EXAMPLES = """\
-steps: 1A token→embedding→4 lanes · 1B Engram · 2A mHC · 3A CED schedule ·
-3B CSA2 compressor · 3C indexer + candidates + window · 4A MLA attention ·
-6A KV cache (890 B/token) · 5A MoE · 6B LM head + DSpark
 
-examples:
-  dspark-lab walk                        every step, English
-  dspark-lab walk --lang vi --step 6B    the destination step, in Vietnamese
-  dspark-lab generate                    plain vs speculative decoding, side by side
-  dspark-lab inspect --preset flash      the real model on `meta`
-  dspark-lab present                     the presenter deck for a class
-  dspark-lab COMMAND --help              each command's own options and examples
-"""
+def help_lang(argv: Sequence[str] | None) -> str:
+    """The language the parsers are built in: argparse writes the help before it parses, so --lang is read from
+    argv first (`--lang vi`, `--lang=vi`, the last one wins; argv None: the process's own). A missing or unknown
+    value gives English; the command itself still refuses an unknown one when it runs."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    lang = "en"
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        value = args[i + 1] if arg == "--lang" and i + 1 < len(args) else None
+        if arg.startswith("--lang="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            key = value.strip().lower()
+            lang = key if key in LANGS else "en"
+    return lang
 
 
-def formatter(prog: str) -> argparse.HelpFormatter:
-    """Help at 80 columns; descriptions come wrapped (`wrap`), examples keep their lines."""
-    return argparse.RawDescriptionHelpFormatter(prog, width=WIDTH, max_help_position=32)
+class Help:
+    """The help texts of one section of cli.toml in one language: h(key, **fmt) → the text (formatted when fmt
+    is given)."""
+
+    def __init__(self, section: str, lang: str = "en") -> None:
+        if section not in CLI:
+            raise ValueError(f"cli.toml has no section {section!r}: allowed {', '.join(sorted(CLI))}")
+        self.section, self.lang = section, lang if lang in LANGS else "en"
+
+    def __call__(self, key: str, **fmt: object) -> str:
+        table = CLI[self.section]
+        if key not in table:
+            raise ValueError(f"cli.toml [{self.section}] has no text {key!r}: allowed {', '.join(table)}")
+        text = table[key][self.lang]
+        return text.format(**fmt) if fmt else text
+
+    def number(self, n: int) -> str:
+        """A count with thousands grouped as the language writes them: 100,000 in English, 100.000 in Vietnamese."""
+        return f"{n:,}".replace(",", "." if self.lang == "vi" else ",")
+
+
+def exit_codes(lang: str = "en") -> str:
+    return Help("argparse", lang)("exit_codes")
+
+
+EXIT_CODES = exit_codes("en")
+TEMPERATURE_HELP = Help("common")("temperature")
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help at 80 columns in the parser's language; descriptions come wrapped (`wrap`), examples keep their lines."""
+
+    lang = "en"
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=WIDTH, max_help_position=32)
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None = None) -> None:
+        if prefix is None:
+            prefix = Help("argparse", self.lang)("usage")
+        super().add_usage(usage, actions, groups, prefix)
+
+
+FORMATTERS = {lang: type(f"Formatter_{lang}", (Formatter,), {"lang": lang}) for lang in LANGS}
+
+
+def formatter(lang: str = "en") -> type[Formatter]:
+    """The formatter class of a parser whose help is in `lang` (anything but LANGS: English)."""
+    return FORMATTERS.get(lang, FORMATTERS["en"])
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose own refusals (a wrong choice, a missing argument) follow the help's language:
+    `lỗi:` and the words of cli.toml's [phrases] under vi; English exactly as argparse writes it under en."""
+
+    def __init__(self, *args: Any, lang: str = "en", **kwargs: Any) -> None:
+        self.lang = lang if lang in LANGS else "en"
+        kwargs.setdefault("formatter_class", formatter(self.lang))
+        super().__init__(*args, **kwargs)
+        localize(self, self.lang)
+
+    def error(self, message: str) -> Any:
+        if self.lang == "en":
+            return super().error(message)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {Help('refusal', self.lang)('error')} {translate(message, self.lang)}\n")
+
+
+def localize(p: argparse.ArgumentParser, lang: str) -> argparse.ArgumentParser:
+    """argparse's own words in `lang`: the section titles and the -h line (the usage prefix is the formatter's)."""
+    h = Help("argparse", lang)
+    p._positionals.title = h("positionals")
+    p._optionals.title = h("options")
+    for action in p._actions:
+        if isinstance(action, argparse._HelpAction):
+            action.help = h("help")
+    return p
 
 
 def wrap(text: str) -> str:
@@ -69,66 +150,90 @@ def wrap(text: str) -> str:
     return "\n\n".join(textwrap.fill(" ".join(p.split()), WIDTH) for p in text.split("\n\n"))
 
 
-def command(sub: Any, name: str, help: str, description: str, examples: str = "") -> argparse.ArgumentParser:
-    """One subcommand with the lab's help layout: the wrapped description, then its examples and the exit codes."""
-    epilog = (examples.rstrip("\n") + "\n\n" if examples else "") + EXIT_CODES
-    return sub.add_parser(name, help=help, description=wrap(description), epilog=epilog, formatter_class=formatter)
+def command(sub: Any, h: Help, **fmt: object) -> argparse.ArgumentParser:
+    """One subcommand with the lab's help layout, in h's language: the wrapped description, then its examples and
+    the exit codes (cli.toml's [h.section]: help, description, examples; `fmt` fills the examples' fields)."""
+    examples = h("examples", **fmt) if "examples" in CLI[h.section] else ""
+    epilog = (examples.rstrip("\n") + "\n\n" if examples else "") + exit_codes(h.lang)
+    return sub.add_parser(
+        h.section,
+        help=h("help"),
+        description=wrap(h("description")),
+        epilog=epilog,
+        formatter_class=formatter(h.lang),
+        lang=h.lang,
+    )
+
+
+# ---- a refusal in the help's language: its English words, as the model package and argparse write them ----------
+def _phrase(en: str) -> re.Pattern[str]:
+    """The English words of one phrase as a pattern: its {fields} match one word without spaces or brackets."""
+    parts = []
+    for literal, field, _, _ in string.Formatter().parse(en):
+        parts.append(re.escape(literal))
+        if field is not None:
+            parts.append(f"(?P<{field}>[^\\s()]+)")
+    return re.compile("".join(parts))
+
+
+PHRASES = [(_phrase(texts["en"]), texts) for texts in CLI["phrases"].values()]
+
+
+def translate(message: str, lang: str) -> str:
+    """A refusal's English words in `lang`, phrase by phrase (cli.toml's [phrases], in order); words that have no
+    translation yet stay as they are, so nothing a refusal says is lost. English: the message unchanged."""
+    if lang not in LANGS or lang == "en":
+        return message
+    for pattern, texts in PHRASES:
+        message = pattern.sub(lambda m, t=texts[lang]: t.format(**m.groupdict()), message)
+    return message
+
+
+def lang_of(p: argparse.ArgumentParser) -> str:
+    """The language a parser's help is written in (a plain argparse parser: English)."""
+    return getattr(p, "lang", "en")
 
 
 def add_seed(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--seed", type=int, default=0, help=f"{what}; 0 ≤ seed < 2**63 (default 0)")
+    p.add_argument("--seed", type=int, default=0, help=Help("common", lang_of(p))("seed", what=what))
 
 
 def add_lang(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lang", default="en", help="language of every line printed: vi or en (default en)")
+    p.add_argument("--lang", default="en", help=Help("common", lang_of(p))("lang"))
 
 
-def add_json(p: argparse.ArgumentParser, what: str = "print the report as JSON") -> None:
-    p.add_argument("--json", action="store_true", help=what)
+def add_json(p: argparse.ArgumentParser, what: str | None = None) -> None:
+    p.add_argument("--json", action="store_true", help=what or Help("common", lang_of(p))("json"))
 
 
 def add_weights(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--weights",
-        default=None,
-        choices=["trained", "untrained"],
-        help="trained: the shipped lab weights (the default for --preset lab); untrained: the seeded random init (the "
-        "only weights, and the default, of another preset)",
+        "--weights", default=None, choices=["trained", "untrained"], help=Help("common", lang_of(p))("weights")
     )
 
 
 def add_checkpoint(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--checkpoint",
-        default=None,
-        metavar="DIR",
-        help="run on the model read back from a folder in the official layout (`dspark-lab checkpoint export`) "
-        "instead of --weights",
-    )
+    p.add_argument("--checkpoint", default=None, metavar="DIR", help=Help("common", lang_of(p))("checkpoint"))
 
 
 def add_placement(p: argparse.ArgumentParser) -> None:
     """--device and --dtype: where the model runs and the dtype it is built in (dspark_mini/device.py)."""
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
-    p.add_argument(
-        "--dtype",
-        default=None,
-        help="compute dtype: float64 (default, the lab's), float32 or bfloat16; mHC, router, sinks and head stay fp32",
-    )
+    h = Help("common", lang_of(p))
+    p.add_argument("--device", default="cpu", help=h("device"))
+    p.add_argument("--dtype", default=None, help=h("dtype"))
 
 
 def add_temperature(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--temperature", type=float, default=0.0, help=TEMPERATURE_HELP)
+    p.add_argument("--temperature", type=float, default=0.0, help=Help("common", lang_of(p))("temperature"))
 
 
 class DeprecatedAlias(argparse.Action):
-    """An old spelling of an option: it still works, and says once on stderr which spelling replaces it."""
+    """An old spelling of an option: it still works, and says once on stderr (in the help's language) which
+    spelling replaces it."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
         if option_string == "--block":
-            print(
-                "note: --block is now --verify-len (ℓ, the drafts sent to verify); --block still works", file=sys.stderr
-            )
+            print(Help("common", lang_of(parser))("block_note"), file=sys.stderr)
         setattr(namespace, self.dest, values)
 
 
@@ -142,7 +247,7 @@ def add_verify_len(p: argparse.ArgumentParser, what: str) -> None:
         default=None,
         action=DeprecatedAlias,
         metavar="ℓ",
-        help=f"verify length ℓ of a fixed policy: 1..5 (default 5). {what}",
+        help=Help("common", lang_of(p))("verify_len", what=what),
     )
 
 

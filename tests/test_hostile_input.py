@@ -488,7 +488,7 @@ MISSING = {
     "en": "error: {path!r} is missing: a checkpoint folder holds the tokenizer of its vocabulary (300 ids) there "
     "(its config.json does not name the lab's vocabulary: a folder `dspark-lab checkpoint export` wrote from the lab "
     "model does)",
-    "vi": "error: {path!r} không có: thư mục checkpoint giữ bộ tách từ của bộ từ vựng (300 id) ở đó (config.json "
+    "vi": "lỗi: {path!r} không có: thư mục checkpoint giữ bộ tách từ của bộ từ vựng (300 id) ở đó (config.json "
     "của nó không ghi bộ từ vựng của lab: thư mục do `dspark-lab checkpoint export` ghi từ mô hình lab thì có)",
 }
 
@@ -530,7 +530,7 @@ def test_a_broken_tokenizer_json_is_never_replaced_by_the_lab_vocabulary(
     for lang, why in zip(("en", "vi"), BROKEN[what], strict=True):
         rc, out, err = cli(capsys, [*COMMANDS[command], "--checkpoint", str(path), "--lang", lang])
         assert rc == 2 and out == "", err
-        assert err.strip().splitlines() == [f"error: {target}: {why}"]
+        assert err.strip().splitlines() == [f"{'lỗi' if lang == 'vi' else 'error'}: {target}: {why}"]
 
 
 def test_a_lab_export_runs_on_the_lab_vocabulary_only_when_its_config_names_it(
@@ -677,7 +677,7 @@ def test_a_preset_over_the_cgroup_limit_is_refused_before_anything_is_built(tmp_
         head, leaves = "error: --preset flash-cpu does not fit: it needs ", "memory.max minus its usage leaves 2.00 GiB"
     else:
         head, leaves = (
-            "error: --preset flash-cpu không vừa bộ nhớ: cần ",
+            "lỗi: --preset flash-cpu không vừa bộ nhớ: cần ",
             "memory.max của cgroup trừ phần đã dùng chỉ còn 2.00 GiB",
         )
     assert lines[0].startswith(head) and leaves in lines[0], lines[0]
@@ -813,7 +813,7 @@ def test_present_names_port_when_it_is_taken(monkeypatch, capsys, lang, entry) -
     want = {
         "en": f"error: --port = {port} is taken on 127.0.0.1 (another program, or another presenter, listens there): "
         "allowed a free port, or --port 0 (any free port)",
-        "vi": f"error: --port = {port} đang bị chiếm trên 127.0.0.1 (một chương trình khác, hay một trang trình chiếu "
+        "vi": f"lỗi: --port = {port} đang bị chiếm trên 127.0.0.1 (một chương trình khác, hay một trang trình chiếu "
         "khác, đang nghe ở đó): chỉ nhận một cổng còn trống, hoặc --port 0 (bất kỳ cổng trống nào)",
     }
     assert rc == 2 and out == "" and err.strip().splitlines() == [want[lang]], err

@@ -23,8 +23,6 @@ VI_DATA = {
     "realtext/build.py": 2,  # the corpus's Vietnamese stop words and letters (to tell Vietnamese text apart)
     "evaluation/quality.py": 1,  # a free-form prompt ("Xin chào")
     "text.py": 1,  # the default prompt
-    "screens/cli.py": 1,  # a Vietnamese prompt in the help's examples
-    "realtext/cli.py": 1,  # a Vietnamese text in the help's examples
 }
 
 

@@ -107,16 +107,16 @@ def test_the_cli_walk_json_carries_the_composed_prompt(capsys):
 @pytest.mark.parametrize(
     "lang, empty, long",
     [
-        ("en", "--prompt is empty", "--prompt has 251 tokens: allowed 1..250"),
-        ("vi", "--prompt đang trống", "--prompt có 251 token: cho phép 1..250"),
+        ("en", "error: --prompt is empty", "error: --prompt has 251 tokens: allowed 1..250"),
+        ("vi", "lỗi: --prompt đang trống", "lỗi: --prompt có 251 token: cho phép 1..250"),
     ],
 )
 @pytest.mark.parametrize("command", ["walk", "generate", "present"])
 def test_the_commands_refuse_with_the_option_in_their_language(command, lang, empty, long):
     code, err = run(command, "--prompt", "   ", "--lang", lang)
-    assert code == 2 and f"error: {empty}" in err
+    assert code == 2 and empty in err
     code, err = run(command, "--prompt", letters(LIMIT + 1), "--lang", lang)
-    assert code == 2 and f"error: {long}" in err
+    assert code == 2 and long in err
 
 
 @pytest.mark.parametrize(

@@ -237,7 +237,7 @@ def test_paper_docs_only_with_an_empty_docs_writes_nothing_into_the_current_fold
     monkeypatch.chdir(here)
     code, _, err = run_main(capsys, ["paper", "--docs-only", "--out", str(run), "--docs", "", "--lang", "vi"])
     assert code == 2 and one_line(err) == (
-        "error: --docs rỗng: chỉ nhận đường dẫn tới một thư mục (đường dẫn rỗng nghĩa là thư mục hiện tại)"
+        "lỗi: --docs rỗng: chỉ nhận đường dẫn tới một thư mục (đường dẫn rỗng nghĩa là thư mục hiện tại)"
     )
     assert list(here.iterdir()) == []
 
@@ -503,7 +503,7 @@ def test_jobs_above_the_cores_is_refused_with_the_range(tmp_path, capsys, monkey
     )
     code, line = paper_jobs(capsys, tmp_path, 3, "vi")
     assert code == 2 and line.startswith(
-        "error: --jobs = 3 vượt quá số tiến trình máy này chạy được cùng lúc: chỉ nhận 1..2"
+        "lỗi: --jobs = 3 vượt quá số tiến trình máy này chạy được cùng lúc: chỉ nhận 1..2"
     )
     assert not (tmp_path / "r").exists()
 

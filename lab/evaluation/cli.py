@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..options import add_json, add_lang, add_seed, command
+from ..options import Help, add_json, add_lang, add_seed, command
 from ..realtext import DOMAINS
 from ..style import print_json
 from ..text import Texts, lang_table
@@ -22,58 +22,24 @@ COMMANDS = ("eval",)
 # recipe of `train all` (training/rebuild.py) and quality.py's defaults.
 EVAL_PROMPTS, EVAL_NEW_TOKENS = 12, 40
 MAX_EVAL_PROMPTS = 1000  # held-out prompts per domain (fewer held-out lines in a domain: its own error names them)
-EVAL_EXAMPLES = """\
-examples:
-  dspark-lab eval                                   τ per drafter and domain, T = 1 and greedy
-  dspark-lab eval --drafters dspark,dflash --json   two drafters, as JSON
-  dspark-lab eval --perplexity notes.txt   the target's perplexity on a file"""
 
 
-def add_parsers(sub: Any) -> None:
-    e = command(
-        sub,
-        "eval",
-        "τ per domain per drafter, acceptance per position, threshold sweep, tokens/s (shipped weights)",
-        "A mini DeepSpec evaluation of the trained drafters: accepted length τ per domain at temperature 1 and "
-        "greedy (Table 1), conditional acceptance per draft position (Figure 2), a static confidence-threshold "
-        "sweep (Figure 5), and wall-clock tokens/s of plain vs speculative decoding.",
-        EVAL_EXAMPLES,
+def add_parsers(sub: Any, lang: str = "en") -> None:
+    h = Help("eval", lang)
+    e = command(sub, h)
+    e.add_argument("--drafters", default="dspark,dspark-rnn,dflash,eagle3,mtp1", help=h("drafters"))
+    e.add_argument("--weights-dir", default=None, help=h("weights_dir"))
+    e.add_argument(
+        "--prompts", type=int, default=EVAL_PROMPTS, help=h("prompts", most=MAX_EVAL_PROMPTS, default=EVAL_PROMPTS)
     )
     e.add_argument(
-        "--drafters",
-        default="dspark,dspark-rnn,dflash,eagle3,mtp1",
-        help="comma-separated drafters (default all five)",
+        "--max-new-tokens", type=int, default=EVAL_NEW_TOKENS, help=h("max_new_tokens", default=EVAL_NEW_TOKENS)
     )
-    e.add_argument("--weights-dir", default=None, help="folder of the weights (default: the shipped lab/weights)")
-    e.add_argument(
-        "--prompts",
-        type=int,
-        default=EVAL_PROMPTS,
-        help=f"held-out prompts per domain: 1..{MAX_EVAL_PROMPTS} (default {EVAL_PROMPTS})",
-    )
-    e.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=EVAL_NEW_TOKENS,
-        help=f"new tokens per prompt: 1..240 = max_seq_len 256 − a 16-token prompt (default {EVAL_NEW_TOKENS})",
-    )
-    e.add_argument(
-        "--speed-prompts", type=int, default=2, help="prompts per domain timed at batch 1: 1..--prompts (default 2)"
-    )
-    e.add_argument(
-        "--perplexity",
-        default=None,
-        metavar="FILE",
-        help="instead: the target's perplexity on a UTF-8 text FILE beside a unigram baseline fitted on the set's "
-        "training split (add-one), and bits per byte",
-    )
-    add_seed(e, "seed of the prompts and the sampling")
+    e.add_argument("--speed-prompts", type=int, default=2, help=h("speed_prompts"))
+    e.add_argument("--perplexity", default=None, metavar="FILE", help=h("perplexity"))
+    add_seed(e, h("seed"))
     add_lang(e)
-    add_json(
-        e,
-        "per drafter and domain: tau, cond_accept, tokens/s ratio (with --perplexity: tokens, model_ppl, "
-        "unigram_ppl, ratio, bits per byte)",
-    )
+    add_json(e, h("json"))
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:

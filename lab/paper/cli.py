@@ -8,7 +8,7 @@ import argparse
 import os
 from typing import Any
 
-from ..options import add_json, add_lang, add_seed, command
+from ..options import Help, add_json, add_lang, add_seed, command
 from ..style import print_json
 from ..text import Texts, lang_table
 
@@ -18,57 +18,23 @@ DEFAULT_DOCS = "docs"
 TEXT = Texts(lang_table("messages", "paper"), "paper")  # lab/lang/<lang>/messages.toml
 MAX_JOBS = 64  # worker processes (one thread each); more than the machine's cores only queues them
 
-EXAMPLES = """\
-examples:
-  dspark-lab paper --force                 the full run (≤ 60 min on 2 cores): runs/paper/*.json, PNGs, docs/paper.md
-  dspark-lab paper --quick --out runs/quick --docs runs/quick   every figure's code path in about a minute
-  dspark-lab paper --docs-only             rewrite docs/paper.md and docs/paper.vi.md from runs/paper/*.json
-  make paper                               the full run again over runs/paper (--force)"""
 
-
-def add_parsers(sub: Any) -> None:
-    p = command(
-        sub,
-        "paper",
-        "the DSpark paper in miniature: Table 1, Figures 2–8 and Appendix A beside the paper's values",
-        "Measure the shipped set the way the DSpark paper measures its drafters and set every number beside the "
-        "paper's, with the section it comes from: Table 1 (τ per domain per drafter, T = 1 and greedy), Figure 2 "
-        "(conditional acceptance by position), Figure 3 (DSpark with 1, 2, 3 draft layers vs DFlash), Figure 4 "
-        "(block length), Figure 5 (static confidence threshold), Figure 6 (STS reliability), Figures 7 and 8 (the "
-        "load simulation on the shipped SPS table: per-user vs aggregate tokens/s against MTP-1, verify budget "
-        "per request) and Appendix A (the scheduler's counterexample). Figures 3 and 4 train their extra "
-        "drafters here, seeded, all on the same target cache and budget. Writes one JSON per item and PNGs into "
-        "--out and the pages docs/paper.md and docs/paper.vi.md generated from them.",
-        EXAMPLES,
-    )
+def add_parsers(sub: Any, lang: str = "en") -> None:
+    h = Help("paper", lang)
+    p = command(sub, h)
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="tiny budgets: every figure's code path in about a minute")
-    size.add_argument(
-        "--medium", action="store_true", help="a quarter of the full draft steps, half the prompts (a loaded machine)"
-    )
-    size.add_argument(
-        "--docs-only", action="store_true", help="measure nothing: rewrite the pages from the JSON in --out"
-    )
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"folder of the items' JSON and PNGs (default {DEFAULT_OUT})")
-    p.add_argument("--docs", default=DEFAULT_DOCS, help=f"folder of paper.md and paper.vi.md (default {DEFAULT_DOCS})")
-    p.add_argument("--weights-dir", default=None, help="the weights set to measure (default: the shipped lab/weights)")
-    p.add_argument("--no-pictures", action="store_true", help="write the JSON and the pages, draw no PNG")
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=2,
-        help=f"worker processes, one thread each (about 0.3 GB each): 1..{MAX_JOBS}, at most this machine's CPU cores "
-        "and what its free memory holds (default 2)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an earlier run in --out that the lab wrote (its .dspark-lab-files.json lists every file); any "
-        "other folder is refused, nothing in it deleted",
-    )
-    add_seed(p, "seed of the extra drafters, their data and every sampled round")
+    size.add_argument("--quick", action="store_true", help=h("quick"))
+    size.add_argument("--medium", action="store_true", help=h("medium"))
+    size.add_argument("--docs-only", action="store_true", help=h("docs_only"))
+    p.add_argument("--out", default=DEFAULT_OUT, help=h("out", default=DEFAULT_OUT))
+    p.add_argument("--docs", default=DEFAULT_DOCS, help=h("docs", default=DEFAULT_DOCS))
+    p.add_argument("--weights-dir", default=None, help=h("weights_dir"))
+    p.add_argument("--no-pictures", action="store_true", help=h("no_pictures"))
+    p.add_argument("--jobs", type=int, default=2, help=h("jobs", most=MAX_JOBS))
+    p.add_argument("--force", action="store_true", help=h("force"))
+    add_seed(p, h("seed"))
     add_lang(p)
-    add_json(p, "print the paths written and the run's seconds as JSON")
+    add_json(p, h("json"))
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:

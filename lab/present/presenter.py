@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lesson.steps import STEP_IDS
-from ..options import add_seed, add_temperature
+from ..options import Help, Parser, add_seed, add_temperature, command, help_lang, translate, wrap
 from ..text import LANGS, UI, Texts, check_lang, lang_string, lang_table, say_symlink
 from .page import CACHE_TEXT, DEFAULT_REQUESTS, MARKERS, asset, page_vocab, render
 
@@ -313,38 +313,22 @@ def write_site(page: str, out: Path) -> list[Path]:
 
 # ---- the command ---------------------------------------------------------------------------------------------
 def add_present_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prompt", default=None, help="the prompt the lesson follows (default: the walk's)")
-    p.add_argument("--lang", default="en", help="vi or en: the language the page opens in (switchable in the page)")
-    add_seed(p, "seed of the walk and of the rounds' sampling")
+    h = Help("present", getattr(p, "lang", "en"))
+    p.add_argument("--prompt", default=None, help=h("prompt"))
+    p.add_argument("--lang", default="en", help=h("lang"))
+    add_seed(p, h("seed"))
     add_temperature(p)
-    p.add_argument(
-        "--requests", type=int, default=DEFAULT_REQUESTS, help="requests in flight R the scheduler plans for (1..256)"
-    )
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="speculative rounds on the 6B page (1..40)")
-    p.add_argument(
-        "--host",
-        default=DEFAULT_HOST,
-        help=f"address to serve on (default {DEFAULT_HOST}: this machine only); a loopback address unless --public",
-    )
-    p.add_argument(
-        "--public",
-        action="store_true",
-        help="allow a --host other machines can reach (e.g. 0.0.0.0: every interface); prints a warning",
-    )
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free port)")
-    p.add_argument("--out", type=Path, default=None, help="write index.html + plotly.min.js to this folder, no server")
+    p.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help=h("requests"))
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=h("rounds"))
+    p.add_argument("--host", default=DEFAULT_HOST, help=h("host", host=DEFAULT_HOST))
+    p.add_argument("--public", action="store_true", help=h("public"))
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=h("port", port=DEFAULT_PORT))
+    p.add_argument("--out", type=Path, default=None, help=h("out"))
 
 
-def add_present_parser(sub: Any) -> None:
+def add_present_parser(sub: Any, lang: str = "en") -> None:
     """`dspark-lab present` among the CLI's subcommands."""
-    p = sub.add_parser(
-        "present",
-        help="presenter mode: one full-screen page for a projector (map, steps, 6B round by round), served locally",
-        description="Serve the presenter page on this machine (offline) and print its URL: the 4-column map with the "
-        "active block lit, each step's panel, Next/Previous (arrow keys), vi/en, font size, and 6B round by round "
-        "with what every cache holds after each commit.",
-    )
-    add_present_arguments(p)
+    add_present_arguments(command(sub, Help("present", lang)))
 
 
 def is_loopback(host: str) -> bool:
@@ -440,14 +424,16 @@ def main_present(args: argparse.Namespace, out: Any = say) -> int:
 def main(argv: list[str] | None = None) -> int:
     """`python -m lab.present`: the same as `dspark-lab present`; bad input → one line naming the option, exit 2;
     Ctrl-C → `interrupted`, exit 130 (as lab/cli.py's boundary)."""
-    p = argparse.ArgumentParser(prog="python -m lab.present", description=add_present_parser.__doc__)
+    lang = help_lang(argv)  # the help and the refusals in --lang (an unknown one: English, then refused)
+    p = Parser(prog="python -m lab.present", description=wrap(Help("present", lang)("description")), lang=lang)
     add_present_arguments(p)
     args = p.parse_args(argv)
+    words = Help("refusal", lang)
     try:
         return main_present(args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(words("interrupted"), file=sys.stderr)
         return 130
     except (OSError, ValueError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"{words('error')} {translate(str(e), lang)}", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..options import CHECKPOINT_STYLES, add_json, add_lang, command
+from ..options import CHECKPOINT_STYLES, Help, add_json, add_lang, command
 from ..style import print_json
 from ..text import Texts, lang_table
 
@@ -26,50 +26,20 @@ TEXT = Texts(lang_table("messages", "checkpoint"), "checkpoint")  # lab/lang/<la
 
 COMMANDS = ("checkpoint",)
 MAX_SHARDS = 4096  # the real checkpoint has 48; one shard per tensor would already be absurd
-CHECKPOINT_EXAMPLES = """\
-examples:
-  dspark-lab checkpoint export --out runs/ckpt --shards 3        the trained lab model, official names (exact)
-  dspark-lab checkpoint export --out runs/ckpt --style official  dense weights as FP8 32×32 blocks (lossy here)
-  dspark-lab inspect --checkpoint runs/ckpt                      what the headers say, without reading data
-  dspark-lab generate --checkpoint runs/ckpt --json              decode with the model read back from it
-  dspark-lab checkpoint headers --out runs/flash-headers         real-shape headers: 474.34 GiB, no data"""
 
 
-def add_parsers(sub: Any) -> None:
-    c = command(
-        sub,
-        "checkpoint",
-        "write the lab model in DeepSeek's official checkpoint layout (sharded safetensors + index)",
-        "Write the trained lab model (target + DSpark draft) the way DeepSeek ships V4.1-Flash: "
-        "model-0000k-of-0000N.safetensors shards, model.safetensors.index.json and config.json, with the "
-        "reference's tensor names; routed experts as MXFP4, Engram tables as FP8 rows. `headers` writes "
-        "header-only shards at the real flash shapes (no data) for `inspect --checkpoint`.",
-        CHECKPOINT_EXAMPLES,
-    )
-    c.add_argument("what", choices=["export", "headers"], help="export: the lab model; headers: real shapes, no data")
-    c.add_argument(
-        "--out",
-        required=True,
-        help="a new or empty folder (a link is followed); built beside it and swapped in whole",
-    )
-    c.add_argument("--shards", type=int, default=None, help=f"number of shards: 1..{MAX_SHARDS} (export 2, headers 48)")
-    c.add_argument(
-        "--style",
-        default=None,
-        choices=list(CHECKPOINT_STYLES),
-        help="lab: only what the lab simulates is packed, the round trip is exact (export default); official: "
-        "the real dtypes everywhere (dense FP8 too — lossy for the lab; headers default)",
-    )
-    c.add_argument("--weights", default="trained", choices=["trained", "untrained"], help="which lab model to export")
-    c.add_argument("--seed", type=int, default=0, help="init seed with --weights untrained; 0 ≤ seed < 2**63")
-    c.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an earlier export or headers folder the lab wrote (its .dspark-lab-files.json lists every file); "
-        "any other folder is refused, nothing in it deleted",
-    )
+def add_parsers(sub: Any, lang: str = "en") -> None:
+    h = Help("checkpoint", lang)
+    c = command(sub, h)
+    c.add_argument("what", choices=["export", "headers"], help=h("what"))
+    c.add_argument("--out", required=True, help=h("out"))
+    c.add_argument("--shards", type=int, default=None, help=h("shards", most=MAX_SHARDS))
+    c.add_argument("--style", default=None, choices=list(CHECKPOINT_STYLES), help=h("style"))
+    c.add_argument("--weights", default="trained", choices=["trained", "untrained"], help=h("weights"))
+    c.add_argument("--seed", type=int, default=0, help=h("seed"))
+    c.add_argument("--force", action="store_true", help=h("force"))
     add_lang(c)
-    add_json(c, "print the inspect report of what was written as JSON")
+    add_json(c, h("json"))
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:

@@ -11,39 +11,22 @@ import argparse
 import unicodedata
 from typing import Any
 
-from ..options import add_json, add_lang, command
+from ..options import Help, add_json, add_lang, command
 from ..style import print_json
 from ..text import Texts, check_lang, lang_table
 
 COMMANDS = ("tokenize",)
 MAX_TEXT_CHARS = 100_000  # the text argument: a long chapter; more belongs in a file, not a command line
-EXAMPLES = """\
-examples:
-  dspark-lab tokenize "Hôm nay trời đẹp"        ids and pieces, as a table
-  dspark-lab tokenize "I love my cat 🐈" --json  the same as JSON (<0xNN>: bytes)"""
-
 TEXT = Texts(lang_table("tokenize", "text"), "tokenize")
 
 
-def add_parsers(sub: Any) -> None:
-    t = command(
-        sub,
-        "tokenize",
-        "a text through the lab's byte-level BPE: ids and token pieces",
-        "Split a text into the lab model's tokens (step 1A): a byte-level BPE of 8,192 ids trained on the lab's "
-        "real-text corpus (English and Vietnamese prose, code, sums) with Hugging Face tokenizers. Any text "
-        "tokenizes; a byte that is not a whole character is shown as <0xNN>.",
-        EXAMPLES,
-    )
-    t.add_argument("text", help=f"the text to split (1..{MAX_TEXT_CHARS:,} characters)")
-    t.add_argument(
-        "--checkpoint",
-        default=None,
-        metavar="DIR",
-        help="read DIR/tokenizer.json (a checkpoint folder) instead of the lab's own",
-    )
+def add_parsers(sub: Any, lang: str = "en") -> None:
+    h = Help("tokenize", lang)
+    t = command(sub, h)
+    t.add_argument("text", help=h("text", most=h.number(MAX_TEXT_CHARS)))
+    t.add_argument("--checkpoint", default=None, metavar="DIR", help=h("checkpoint"))
     add_lang(t)
-    add_json(t, "print ids and pieces as JSON")
+    add_json(t, h("json"))
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:

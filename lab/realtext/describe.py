@@ -17,6 +17,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from ..options import Help, add_json, add_lang
 from ..text import LANGS, Texts, lang_table, say_symlink
 from . import DOMAINS, HERE, MIX, SOURCES, SPLITS, texts
 
@@ -151,15 +152,10 @@ def write(out: str | Path, report: dict[str, Any], lang: str = "en") -> list[Pat
 # ---- the command ------------------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The options of `dspark-lab data` (lab/training/cli.py calls it on its subparser)."""
-    p.add_argument(
-        "--out",
-        default=None,
-        metavar="FOLDER",
-        help="write <source>.<split>.txt (each document followed by a form-feed line) and README.txt (the sources "
-        "and their licences) into this folder",
-    )
-    p.add_argument("--json", action="store_true", help="print the description as JSON")
-    p.add_argument("--lang", default="en", help="language of every line printed: vi or en (default en)")
+    h = Help("data", getattr(p, "lang", "en"))
+    p.add_argument("--out", default=None, metavar="FOLDER", help=h("out"))
+    add_json(p, h("json"))
+    add_lang(p)
     return p
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..options import (
     MAX_REPS,
+    Help,
     add_checkpoint,
     add_json,
     add_lang,
@@ -26,150 +27,57 @@ from ..text import lang_table
 
 COMMANDS = ("walk", "inspect", "generate", "profile")
 
-WALK_EXAMPLES = """\
-examples:
-  dspark-lab walk                                   every step, English
-  dspark-lab walk --lang vi --step 6B               the destination step, in Vietnamese
-  dspark-lab walk --prompt "Hôm nay trời đẹp" --step 1A --step 6B
-  dspark-lab walk --step 6B --weights untrained     the same screen before training
-  dspark-lab walk --json                            the same views as JSON
-  dspark-lab walk --preset flash-cpu --step 6B      step 6B at DeepSeek-V4.1-Flash widths (seeded init, ~13 GiB)"""
-PRESET_HELP = (
-    "lab (default: the trained CPU model) or flash-cpu (every width of DeepSeek-V4.1-Flash, few layers and experts: "
-    "its seeded init, read through the lab tokenizer's ids); flash is refused where it does not fit"
-)
-INSPECT_EXAMPLES = """\
-examples:
-  dspark-lab inspect                                the lab model: parameters, KV bytes, layer roles
-  dspark-lab inspect --preset flash --json          the real model on `meta`: 890 B/token of global KV
-  dspark-lab inspect --checkpoint runs/ckpt         what a checkpoint's headers say, without reading data"""
-GENERATE_EXAMPLES = """\
-examples:
-  dspark-lab generate --max-new-tokens 48           plain vs DSpark speculative decoding, side by side
-  dspark-lab generate --verify-len 2                send only 2 of the 5 drafts to verify
-  dspark-lab generate --temperature 1 --seed 7      sampled: the target's distribution, other tokens
-  dspark-lab generate --preset flash-cpu --max-new-tokens 8 --json   the real widths in bfloat16: speculative
-                                                    = plain up to near-ties (first_difference)"""
-
-PROFILE_EXAMPLES = """\
-examples:
-  dspark-lab profile                                parity, tap mix, acceptance, verify cost (p50/p95/p99)
-  dspark-lab profile --json --reps 30               the same as JSON, more repetitions
-  dspark-lab profile --sps                          SPS(B) at B = 1, 6, 12, … 1536, saved to runs/sps.json
-  dspark-lab profile --sps --reps 30 --out lab/serving/data/sps_lab_cpu.json   re-measure the shipped table
-  dspark-lab profile --sps --batch-tokens 1,6,48 --reps 3 --json               a quick look, as JSON"""
-
 
 class CheckpointProblems(Exception):
     """`inspect --checkpoint` found problems: the report says which; the exit code is 1 (not bad input)."""
 
 
-def add_parsers(sub: Any) -> None:
-    w = command(
-        sub,
-        "walk",
-        "run a prompt through the tiny model and explain every step",
-        "Run one prompt through the `lab` model and show, step by step, what goes in, the equation, the shapes, "
-        "small statistics, the checks and what to look at.",
-        WALK_EXAMPLES,
-    )
-    w.add_argument(
-        "--step", action="append", metavar="ID", help="show only this step (repeatable): 1A 1B 2A 3A 3B 3C 4A 6A 5A 6B"
-    )
+def add_parsers(sub: Any, lang: str = "en") -> None:
+    preset_help = Help("common", lang)("preset")
+    h = Help("walk", lang)
+    w = command(sub, h)
+    w.add_argument("--step", action="append", metavar="ID", help=h("step"))
     add_lang(w)
-    w.add_argument("--preset", default="lab", help=PRESET_HELP)
-    w.add_argument("--prompt", default=None, help="text to run (any text; NFC-normalised)")
-    add_seed(w, "seed of the sampling (and of the weights with --weights untrained); same seed → same numbers")
-    add_verify_len(w, "The draft always runs the whole trained block of 5; only its first ℓ drafts are sent to verify")
+    w.add_argument("--preset", default="lab", help=preset_help)
+    w.add_argument("--prompt", default=None, help=h("prompt"))
+    add_seed(w, h("seed"))
+    add_verify_len(w, h("verify_len"))
     add_temperature(w)
-    add_json(w, "print the step views as JSON instead of tables")
+    add_json(w, h("json"))
     add_weights(w)
     add_checkpoint(w)
 
-    i = command(
-        sub,
-        "inspect",
-        "config tables, parameter counts and KV budgets of a preset",
-        "Report a preset's parameter counts by group, KV bytes per token per cache kind and the layer roles, "
-        "from its config alone (the real-size flash model is never built for it). With --checkpoint: what a "
-        "checkpoint folder's headers say, without reading its data.",
-        INSPECT_EXAMPLES,
-    )
-    i.add_argument("--preset", default="lab", help="lab (default), flash or flash-cpu: counted on `meta`")
+    h = Help("inspect", lang)
+    i = command(sub, h)
+    i.add_argument("--preset", default="lab", help=h("preset"))
     add_lang(i)
-    add_seed(i, "init seed (lab only)")
+    add_seed(i, h("seed"))
     add_json(i)
-    i.add_argument(
-        "--checkpoint",
-        default=None,
-        metavar="DIR",
-        help="read only the headers of a checkpoint folder: tensors, bytes by group, missing/unexpected keys, "
-        "dtype/shape mismatches against its config (exit 1 when there are problems)",
-    )
+    i.add_argument("--checkpoint", default=None, metavar="DIR", help=h("checkpoint"))
 
-    g = command(
-        sub,
-        "generate",
-        "plain vs speculative decoding of a prompt, with an accept/reject strip",
-        "Decode the same prompt twice: one target forward per token (plain), then DSpark (draft a block, verify "
-        "it with one real forward, keep what the target keeps). Greedy outputs are identical token for token in "
-        "float64; in bfloat16 or float32 they can part only at a near-tie, where the verify forward and a one-token "
-        "step round a logit differently (docs/reliability.md); "
-        "sampled outputs follow the same distribution. Each round is drawn as a strip: accepted, rejected, "
-        "resampled or bonus.",
-        GENERATE_EXAMPLES,
-    )
-    g.add_argument("--prompt", default=None, help="text to continue (any text; NFC-normalised)")
-    g.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=32,
-        help="new tokens to produce: 1..256 − the prompt's tokens (max_seq_len; default 32)",
-    )
-    add_verify_len(g, "Each round drafts the whole trained block of 5 and sends its first ℓ to verify")
+    h = Help("generate", lang)
+    g = command(sub, h)
+    g.add_argument("--prompt", default=None, help=h("prompt"))
+    g.add_argument("--max-new-tokens", type=int, default=32, help=h("max_new_tokens"))
+    add_verify_len(g, h("verify_len"))
     add_temperature(g)
-    add_seed(g, "seed of the weights and of the sampling")
+    add_seed(g, h("seed"))
     add_lang(g)
-    g.add_argument("--preset", default="lab", help=PRESET_HELP)
-    add_json(g, "print the result as JSON")
+    g.add_argument("--preset", default="lab", help=preset_help)
+    add_json(g, h("json"))
     add_weights(g)
     add_checkpoint(g)
     add_placement(g)
 
-    f = command(
-        sub,
-        "profile",
-        "step 6B profiling: parity, tap mix, acceptance, verify cost; --sps: SPS(B) cost table",
-        "Measure what step 6B claims: logit parity of two forwards (threshold 1e-9), the 0.5/0.5 tap mix, "
-        "acceptance per draft position with the confidence beside it, and the time of one verify over k tokens "
-        "vs k single decode steps on the same cache. Timings are p50/p95/p99 with the run conditions. With "
-        "--sps: the target's verify steps per second SPS(B) as a function of the batch-token count B "
-        "(R requests × 6 rows, one forward), median of --reps, forced monotone, saved as the JSON cost table "
-        "that `dspark-lab schedule` reads.",
-        PROFILE_EXAMPLES,
-    )
-    f.add_argument("--preset", default="lab", help=PRESET_HELP)
-    add_seed(f, "seed of the weights and prompts")
-    f.add_argument("--reps", type=int, default=15, help=f"repetitions per timing: 1..{MAX_REPS} (default 15)")
-    f.add_argument(
-        "--cache-length",
-        type=int,
-        default=None,
-        help="tokens in the cache before the verify: 1..250 = max_seq_len 256 − one verify of 6 tokens "
-        "(anchor + block 5) (default 48; with --sps 32)",
-    )
-    f.add_argument(
-        "--sps",
-        action="store_true",
-        help="measure SPS(B), steps/s of the verify forward vs batch tokens B, and save the cost table",
-    )
-    f.add_argument("--out", default=None, help="(--sps) where to save the table (default runs/sps.json)")
-    f.add_argument(
-        "--batch-tokens",
-        default=None,
-        help="(--sps) comma-separated B to measure: 1..6 (one request) or multiples of 6 (R requests × 6 rows) up "
-        "to 3072 (default 1,6,12,24,48,96,192,384,768,1536: one decode step, then R = 1 … 256)",
-    )
+    h = Help("profile", lang)
+    f = command(sub, h)
+    f.add_argument("--preset", default="lab", help=preset_help)
+    add_seed(f, h("seed"))
+    f.add_argument("--reps", type=int, default=15, help=h("reps", most=MAX_REPS))
+    f.add_argument("--cache-length", type=int, default=None, help=h("cache_length"))
+    f.add_argument("--sps", action="store_true", help=h("sps"))
+    f.add_argument("--out", default=None, help=h("out"))
+    f.add_argument("--batch-tokens", default=None, help=h("batch_tokens"))
     add_lang(f)
     add_json(f)
     add_weights(f)

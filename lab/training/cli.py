@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..options import add_json, add_lang, add_seed, command
+from ..options import Help, add_json, add_lang, add_seed, command
 from ..realtext import describe
 from ..style import print_json
 
@@ -47,113 +47,32 @@ MAX_STEPS = 100_000  # ≈ 55× the shipped target recipe
 MAX_BATCH = 256  # sequences per step: 16× the default (memory grows with batch × seq-len)
 MAX_LR = 1.0  # Adam moves every weight by about lr per step: above 1 it throws the weights away
 
-DATA_EXAMPLES = """\
-examples:
-  dspark-lab data                    sizes, MIX and licence of each source
-  dspark-lab data --out runs/corpus  its text: one file a source and split
-  dspark-lab data --lang vi          the same tables, in Vietnamese"""
-TRAIN_EXAMPLES = """\
-examples:
-  dspark-lab train target --out runs/target.safetensors     1,800 steps
-  dspark-lab train draft --kind eagle3 --out runs/eagle3.safetensors
-                       one drafter against --target runs/target.safetensors
-  dspark-lab train all --out lab/weights --force   rebuild every shipped file
-  dspark-lab train all --quick --out runs/quick    the same, tiny (a minute)"""
 
-
-def add_parsers(sub: Any) -> None:
-    d = command(
-        sub,
-        "data",
-        "describe the real-text corpus (sizes, MIX, licences) or write its text",
-        "The lab model's data (lab/realtext): English and Vietnamese prose, code, sums and the lab's own sentences, "
-        "committed with the repository (lab/realtext/NOTICE names every source and licence). Per source and split "
-        "(train, val, test): documents, characters and lab-tokenizer tokens, the source's MIX weight and licence, "
-        "the totals and the training stream's length. --out writes the text, one file a source and split, with a "
-        "README naming the sources and licences. Nothing is downloaded.",
-        DATA_EXAMPLES,
-    )
+def add_parsers(sub: Any, lang: str = "en") -> None:
+    d = command(sub, Help("data", lang))
     describe.add_arguments(d)
 
-    t = command(
-        sub,
-        "train",
-        "train the tiny target, one drafter against it, or every shipped file (all)",
-        "Train the `lab` target on the real-text corpus (lab/realtext: `dspark-lab data` describes it; next-token "
-        "cross-entropy with QAT through the FP8/FP4 simulation; the router bias by the loss-free balancing rule) and "
-        "save a safetensors checkpoint with its config and loss curve; or one drafter against the frozen target "
-        "(DSpark: the paper's three losses with DeepSpec's released weights, CE 0.1 / L1 0.9 / confidence BCE 1.0, "
-        "position weights exp(−(k−1)/4), a teacher-forced Markov head); or `all`: the target, the five drafters, "
-        "their calibration and evaluation, as shipped in lab/weights.",
-        TRAIN_EXAMPLES,
-    )
+    h = Help("train", lang)
+    t = command(sub, h)
+    t.add_argument("what", choices=["target", "draft", "all"], help=h("what"))
+    t.add_argument("--target", default="runs/target.safetensors", help=h("target"))
     t.add_argument(
-        "what",
-        choices=["target", "draft", "all"],
-        help="the target; one drafter against a trained target; or all: every shipped file from scratch",
+        "--kind", default="dspark", choices=["dspark", "dspark-rnn", "dflash", "eagle3", "mtp1"], help=h("kind")
     )
-    t.add_argument("--target", default="runs/target.safetensors", help="(draft) the trained target checkpoint")
-    t.add_argument(
-        "--kind",
-        default="dspark",
-        choices=["dspark", "dspark-rnn", "dflash", "eagle3", "mtp1"],
-        help="(draft) dspark (Markov + confidence heads), dspark-rnn (RNN head), or a baseline: dflash (parallel "
-        "only), eagle3 (autoregressive, training-time test), mtp1 (one token)",
-    )
-    t.add_argument(
-        "--quick", action="store_true", help="(all) tiny settings: checks the pipeline in a minute (CI smoke run)"
-    )
-    t.add_argument(
-        "--keep-target",
-        action="store_true",
-        help="(all) keep the target already in --out (byte for byte, with its record) and rebuild only the drafters "
-        "against it",
-    )
-    t.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help=f"(target, draft) optimizer steps: 1..{MAX_STEPS:,}; default per kind, as the shipped recipe: target "
-        f"{TRAIN_STEPS['target']}, every drafter {TRAIN_STEPS['dspark']} (`all` trains them all on the same windows of "
-        "one target cache); `all` follows training/rebuild.py's Recipe",
-    )
+    t.add_argument("--quick", action="store_true", help=h("quick"))
+    t.add_argument("--keep-target", action="store_true", help=h("keep_target"))
+    steps = h("steps", most=h.number(MAX_STEPS), target=TRAIN_STEPS["target"], draft=TRAIN_STEPS["dspark"])
+    t.add_argument("--steps", type=int, default=None, help=steps)
     d = shipped_defaults()
-    as_shipped = "default per kind, as the recipe that built lab/weights (its report.json):"
-    t.add_argument(
-        "--batch",
-        type=int,
-        default=None,
-        help=f"(target, draft) sequences per step: 1..{MAX_BATCH}; {as_shipped} target {d['batch']['target']}, "
-        f"every drafter {d['batch']['draft']}",
-    )
-    t.add_argument(
-        "--seq-len",
-        type=int,
-        default=None,
-        help="(target, draft) tokens per sequence: target 1..256 (max_seq_len); a drafter leaves room for one block: "
-        f"dspark / dspark-rnn / dflash 8..250 (≥ the window), eagle3 / mtp1 1..249; {as_shipped} target "
-        f"{d['seq_len']['target']}, dspark / dspark-rnn / dflash {d['seq_len']['draft']}, eagle3 / mtp1 the rows of "
-        "the same windows they can train (window − k for eagle3, window − 2 for mtp1)",
-    )
-    t.add_argument(
-        "--lr",
-        type=float,
-        default=None,
-        help=f"(target, draft) peak learning rate: 0 < lr ≤ {MAX_LR:g}; {as_shipped} target {d['lr']['target']:g}, "
-        f"every drafter {d['lr']['draft']:g}",
-    )
-    add_seed(t, "seed of the weights, the order of the training documents and the batches")
-    t.add_argument(
-        "--out",
-        default=None,
-        help="checkpoint path (.safetensors; default runs/target.safetensors) — for `all` a folder (default "
-        "runs/weights; `--out lab/weights --force` replaces the shipped files)",
-    )
-    t.add_argument(
-        "--force", action="store_true", help="allow --out to write into the shipped lab/weights (make weights does)"
-    )
+    t.add_argument("--batch", type=int, default=None, help=h("batch", most=MAX_BATCH, **d["batch"]))
+    t.add_argument("--seq-len", type=int, default=None, help=h("seq_len", **d["seq_len"]))
+    lr = {k: f"{v:g}" for k, v in d["lr"].items()}
+    t.add_argument("--lr", type=float, default=None, help=h("lr", most=f"{MAX_LR:g}", **lr))
+    add_seed(t, h("seed"))
+    t.add_argument("--out", default=None, help=h("out"))
+    t.add_argument("--force", action="store_true", help=h("force"))
     add_lang(t)
-    add_json(t, "print the training report as JSON")
+    add_json(t, h("json"))
 
 
 def check(args: argparse.Namespace, cfg: Any) -> None:
