@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,7 +108,8 @@ def snapshot(folder: Path) -> dict[str, bytes | None]:
 
 
 def flat(text: str) -> str:
-    return " ".join(text.split())
+    """The words of a text, on one line; a page's prose markers (<!--n:key-->12<!--/n-->) read as their numbers."""
+    return " ".join(re.sub(r"<!--/?n(:[^>]*)?-->", "", text).split())
 
 
 @pytest.fixture
