@@ -200,6 +200,10 @@ def test_6b_draft_table_is_narrated_with_the_cells_it_speaks_about(data):
                 assert f'data-{attr}="{value}"' in slide["html"], (lang, sel)
         kept = slide["html"].count(f">{UI['accepted'][lang]}<")
         assert f" {kept}" in slide["narration"][3]["text"], slide["narration"][3]["text"]
+        [col] = [sel for sel in slide["narration"][3]["lit"] if sel.startswith("[data-col")]  # the verdicts' column
+        j = re.search(r"\d+", col).group()
+        words = {UI[k][lang] for k in ("accepted", "rejected")}
+        assert any(f'<td data-col="{j}">{w}</td>' in slide["html"] for w in words), (lang, col)  # not p_d / p_t
 
 
 @pytest.fixture(scope="module")

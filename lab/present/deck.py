@@ -163,9 +163,9 @@ def draft_table_narration(state: Any, table: dict[str, Any], lang: str, requests
     if cols[0] != need["pos_short"] or not set(need.values()) <= set(cols) or UI("draft_token", lang) not in cols:
         return None
     col = {k: cols.index(v) for k, v in need.items()}
-    draft_col, status_col = cols.index(UI("draft_token", lang)), len(cols) - 1
-    while status_col > 0 and not any(str(r[status_col]).strip() for r in table["rows"]):
-        status_col -= 1
+    draft_col = cols.index(UI("draft_token", lang))
+    verdicts = {UI(k, lang) for k in ("accepted", "rejected", "not_verified", "not_sent")}
+    status_col = next(j for j in range(len(cols)) if any(str(r[j]).strip() in verdicts for r in table["rows"]))
     walk = state.walk
     rd = walk.round
     tok = lambda i: walk.tokenizer.token_text(int(i)).replace("\n", "↵")  # noqa: E731
