@@ -346,6 +346,29 @@ def test_speaker_view_follows_the_deck_and_leads_it(deck_url, browser):
     assert not errors, errors
 
 
+def test_speaker_view_follows_from_a_file(deck_url, browser, tmp_path):
+    """`present --out` opened from file:// (a USB stick, no server): the two windows still follow each other."""
+    import urllib.request
+
+    from lab.present.presenter import PLOTLY, plotly_js
+
+    with urllib.request.urlopen(deck_url) as r:
+        (tmp_path / "index.html").write_bytes(r.read())
+    (tmp_path / PLOTLY).write_bytes(plotly_js())
+    url = (tmp_path / "index.html").as_uri()
+    context = browser.new_context(viewport=PROJECTOR, reduced_motion="reduce")
+    try:
+        deck, notes = context.new_page(), context.new_page()
+        deck.goto(url)
+        notes.goto(url + "?notes")
+        notes.keyboard.press("PageDown")
+        deck.wait_for_function("() => document.getElementById('stage').dataset.slide === '1'", timeout=WAIT_MS)
+        deck.keyboard.press("PageDown")
+        notes.wait_for_function("() => document.getElementById('stage').dataset.slide === '2'", timeout=WAIT_MS)
+    finally:
+        context.close()
+
+
 def test_the_button_opens_the_speaker_view(deck_url, open_page):
     page = open_page(deck_url, PROJECTOR)
     with page.context.expect_page() as popup:
