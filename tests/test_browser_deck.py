@@ -18,7 +18,8 @@ phone's 390×844.
 - the Explorer: its legend spells out SPS, B = R·(ℓ + 1) and ▁; τ* is per request; the ℓ slider says ℓ; its check
   line follows the settings; the cache stepper shows the recorded caches before and after a commit; on a phone the
   controls stay on screen, the positions are rows and nothing overflows.
-The presenter page is built once for the module (4 rounds); a console error on any page fails its test.
+The presenter page is built once for the module, as `dspark-lab present` builds it; a console error on any page
+fails its test.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ VIETNAMESE = "về tiếng đẹp"
 
 @pytest.fixture(scope="module")
 def deck_url(chromium_path):
-    """The presenter page (4 rounds at the default load), served on 127.0.0.1 for the whole module."""
+    """The presenter page as `dspark-lab present` builds it (12 rounds at the default load), served on 127.0.0.1
+    for the whole module."""
     from lab.present import presenter
 
-    server = presenter.serve_in_thread(presenter.render_page(presenter.build_data(rounds=4)), port=0)
+    server = presenter.serve_in_thread(presenter.render_page(presenter.build_data()), port=0)
     try:
         yield presenter.url_of(server)
     finally:
@@ -269,6 +271,25 @@ def test_every_slide_fits_one_screen_in_big_type(deck_url, open_page, viewport, 
         assert m["words"] <= (ROUND_WORDS if m["round"] else SLIDE_WORDS)[lang], (at, m["words"])
 
 
+@pytest.mark.parametrize("lang", ["en", "vi"])
+def test_predicted_rounds_fit_one_screen(deck_url, open_page, lang):
+    """With predict on, each round has a fifth phase and the guesses beside the verdicts: still one screen."""
+    from lab.present.deck import ROUND_WORDS
+
+    page = open_page(deck_url + "?predict" + ("#vi" if lang == "vi" else ""), PROJECTOR, reduced_motion=True)
+    page.keyboard.press("]")
+    phases = set()
+    while not page.locator("#next").is_disabled():
+        page.keyboard.press("PageDown")
+        for i in range(page.locator("#strip button.guess").count()):
+            page.keyboard.press(str(i + 1))  # the class guesses ✓ everywhere
+        m = page.evaluate(MEASURE)
+        phases.add(page.locator(".rounds").get_attribute("data-phase"))
+        assert not m["tall"] and not m["wide"] and m["min"] >= 20, m
+        assert m["words"] <= ROUND_WORDS[lang], m
+    assert phases == {"draft", "schedule", "predict", "verify", "commit"}
+
+
 @pytest.mark.parametrize("zoom", [1.5, 2.0], ids=["150%", "200%"])
 def test_words_do_not_break_when_zoomed(deck_url, open_page, zoom):
     """Browser zoom is a smaller viewport in CSS pixels: at 150 % and 200 % of 1280×720 no word is cut in two."""
@@ -469,7 +490,12 @@ def test_commit_sentence_names_what_the_cache_panel_writes(deck_url, open_page):
             box = page.locator(sel).bounding_box()
             assert box and box["y"] + box["height"] <= PROJECTOR["height"], sel
         checked += 1
-    assert checked == 4
+    assert checked == presenter_rounds(page)
+
+
+def presenter_rounds(page) -> int:
+    data = "JSON.parse(document.getElementById('presenter-data').textContent)"
+    return page.evaluate(f"() => {data}.debugger.en.rounds.length")
 
 
 def test_rounds_show_the_temperature_verify_used(deck_url, open_page):

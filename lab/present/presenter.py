@@ -2,13 +2,15 @@
 
 One page, served by Python's own http.server on 127.0.0.1 (offline: no CDN, no Jupyter kernel, nothing to install
 beyond the lab). Each step of the lesson is cut into builds (lab/present/deck.py: text → equation → figures →
-tables → checks), one screen each, that Next / PageDown walk and that always open at their top; beside them the
-4-column map with the active block lit. The text-size control scales the content (text, tables, plot fonts, the
-map), not the buttons. After 6B the same Next plays the rounds of a scheduled speculative run
-(lab/present/rounds.py) phase by phase — draft, schedule (ℓ of the `dspark` scheduler at R requests in flight),
-verify, commit — one narrated sentence per phase, each lighting the rows, cells and cache slots it speaks about,
-with the window ring, the compressor carry, the Engram history and the draft ring in the left column. Monospace
-text uses the embedded "DSpark Mono" face (lab/present/fonts.py): Vietnamese renders on every machine.
+tables → checks), one screen each at 1280×720 and 1920×1080 with text ≥ 20 px, that Next / PageDown walk and that
+always open at their top; a slide carries a short form and its speaker notes (the long form), which `?notes` shows
+in a second window kept on the same slide. The idea slide sits beside the 4-column map with the active block lit.
+The text-size control scales the content (text, tables, plot fonts, the map), not the buttons. After 6B the same
+Next plays the rounds of a scheduled speculative run (lab/present/rounds.py) phase by phase — draft, schedule (ℓ
+of the `dspark` scheduler at R requests in flight), (predict), verify, commit — one narrated sentence per phase,
+each lighting the rows, cells and cache slots it speaks about, with the window ring, the compressor carry, the
+Engram history and the draft ring in the left column. Each language's deck follows a prompt in that language.
+Monospace text uses the embedded "DSpark Mono" face (lab/present/fonts.py): Vietnamese renders on every machine.
 Everything is computed once at start (≈ 10 s) and embedded in the page as JSON; the page only draws.
 
 Why not Voilà or JupyterLab's single-document mode: both need a running kernel and a notebook server for what is

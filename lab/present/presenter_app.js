@@ -13,7 +13,7 @@
   const PLOT_FONT = 1; // plot text = the slide's text (≥ 20 px)
   const TICKS_MAX = 40; // a heat map's axis with at most this many categories labels every one of them
   const REVEAL_MS = 350; // the verify step-through: one verdict every REVEAL_MS (none with reduced motion)
-  const TAIL = 16; // a round shows the text's last TAIL tokens (the rest: "…"), so the round fits one screen
+  const TAIL = 12; // a round shows the text's last TAIL tokens (the rest: "…"), so the round fits one screen
   const SYNC = "dspark-presenter"; // the BroadcastChannel and localStorage key the windows share
   const reduced = window.matchMedia("(prefers-reduced-motion: reduce)");
   const params = new URLSearchParams(location.search);
@@ -201,7 +201,7 @@
   // ---- 6B round by round: the strip, the text and (in the left column) the caches, phase by phase ----------------
   function guessMark(r, i, ph) {
     const g = (state.guesses[r.position] || [])[i];
-    if (!g || ph < 3) return "";
+    if (!g || ph !== 3) return ""; // beside the verdicts, in the verify phase (the commit has its own line)
     const right = g === r.status[i];
     return ` <span class="guessed ${right ? "right" : "wrong"}">${esc(t("guess"))} ${data.markers[g]}</span>`;
   }
@@ -267,7 +267,7 @@
       const cls = anchor ? "tok anchor" : fresh ? "tok gen new" : j >= debug.prompt_len ? "tok gen" : "tok";
       return `<span class="${cls}">${anchor ? data.markers.anchor : ""}${esc(tok(id))}</span>`;
     });
-    return `<h3>${esc(t("context"))}</h3><p class="tokens" id="text">${from > 0 ? "… " : ""}${spans.join("")}</p>`;
+    return `<p id="context"><b>${esc(t("context"))}:</b> <span class="tokens" id="text">${from > 0 ? "… " : ""}${spans.join("")}</span></p>`;
   }
 
   // the sentence of each phase, and what it lights; the commit names what the cache panel marks as written
@@ -309,10 +309,9 @@
       : "";
     const narration = `<ol class="narration" aria-label="${esc(t("narration"))}">` +
       said.map((n, j) => `<li data-say="${j}" data-n="${j + 1}/${said.length}" class="${j === state.sub ? "now" : j < state.sub ? "done" : ""}">${n.text}</li>`).join("") + "</ol>";
-    const load = `R = ${debug.requests} · T = ${debug.temperature}`;
     $("slide").innerHTML =
       `<div class="rounds" data-round="${i}" data-phase="${phase}">` +
-      `<h2 id="round-head">6B · ${esc(head)}<span class="build">${esc(load)}</span></h2>` +
+      `<h2 id="round-head">6B · ${esc(head)}</h2>` +
       (i === 0 ? `<p class="summary">${esc(t("rounds_title"))}</p>` : "") +
       `${chips}${narration}${r ? drawStrip(r, phase) : ""}${drawText(r, end, committed)}</div>`;
     const ctx = {
@@ -320,6 +319,10 @@
       heading: committed ? "caches" : "caches_before",
     };
     $("side").innerHTML = cacheView(st, before, ctx); // the rollback sentence: in the speaker notes
+    // the draft ring holds the window ring's positions (the same commit writes both): one line says so
+    if (st.draft_ring.join() === st.window.join()) {
+      $("draft-ring").outerHTML = `<p class="same" id="draft-ring">${esc(t("draft_same"))}</p>`;
+    }
     const lit = said[state.sub].lit.flatMap((sel) => [...document.querySelectorAll(sel.startsWith("#side") ? sel : `#slide ${sel}, #side ${sel}`)]);
     lit.forEach((el) => el.classList.add("lit"));
     if (phase === "verify" && state.jumped) $("slide").querySelectorAll("#strip td.rejected").forEach((el) => el.classList.add("lit"));
@@ -366,10 +369,11 @@
       return said + (s.notes || `<p>${esc(t("no_notes"))}</p>`);
     }
     const r = roundOf(s), debug = debugOf();
-    if (!r) return `<p>${esc(t("rounds_intro", { r: debug.requests }))}</p><p>${esc(t("say_prefill", { n: debug.prompt_len, w: debug.window_size }))}</p>`;
+    const load = `<p><b>R = ${debug.requests} · T = ${debug.temperature}</b></p>`; // the strip's rows say T too
+    if (!r) return `${load}<p>${esc(t("rounds_intro", { r: debug.requests }))}</p><p>${esc(t("say_prefill", { n: debug.prompt_len, w: debug.window_size }))}</p>`;
     const items = phasesOf(r).map((ph, j) => `<li class="${j === sub ? "now" : ""}">${sayRound(r, ph).text}</li>`).join("");
     const help = [t("window_help", { w: debug.window_size }), t("draft_ring_help"), t("engram_help", { n: debug.max_ngram - 1 })];
-    return `<h4>${esc(t("round_notes"))}</h4><ol>${items}</ol><p>${esc(t("rollback"))}</p>` +
+    return `${load}<h4>${esc(t("round_notes"))}</h4><ol>${items}</ol><p>${esc(t("rollback"))}</p>` +
       `<ul>${help.map((h) => `<li>${esc(h)}</li>`).join("")}</ul>`;
   }
 
