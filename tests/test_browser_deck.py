@@ -409,8 +409,10 @@ def contrast(page, selector: str) -> float:
               const [r, g, b] = rgb(c).map(lin);
               return 0.2126 * r + 0.7152 * g + 0.0722 * b;
             };
-            const fg = lum(getComputedStyle(document.querySelector(s)).color);
-            const bg = lum(getComputedStyle(document.body).backgroundColor);
+            const el = document.querySelector(s), own = getComputedStyle(el).backgroundColor;
+            const fg = lum(getComputedStyle(el).color);
+            const clear = own.startsWith('rgba') && own.endsWith(', 0)');  // no background of its own
+            const bg = lum(clear ? getComputedStyle(document.body).backgroundColor : own);
             return (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
         }""",
         selector,
@@ -425,6 +427,11 @@ def test_dark_theme_is_high_contrast_and_remembered(deck_url, open_page):
     assert contrast(page, "#slide .what") >= 12  # well past WCAG AAA (7:1)
     page.reload()
     assert page.evaluate("() => document.body.classList.contains('dark')")  # the address keeps it
+    page.emulate_media(reduced_motion="reduce")
+    page.keyboard.press("j")  # a round's verdicts: the coloured cells stay readable
+    page.keyboard.press("PageDown")
+    for cell in ("#strip td.accepted", "#strip td.rejected", "#slide .narration li.now", "#verdict"):
+        assert contrast(page, cell) >= 7, cell
     page.keyboard.press("d")
     assert "theme=dark" not in page.url and not page.evaluate("() => document.body.classList.contains('dark')")
 
