@@ -401,7 +401,14 @@
     let upcoming = "—";
     if (nx) {
       const n = slides()[nx[0]];
-      const what = n.kind === "round" ? notesOf(n, nx[1]).replace(/<li class="">.*?<\/li>/g, "") : n.narration ? `<p>${esc(n.narration[nx[1]].text)}</p>` : n.html.replace(/<div class="figure"[^>]*><\/div>/, "");
+      const nr = roundOf(n), debug = debugOf();
+      let what;
+      if (n.kind === "round") {
+        what = nr ? sayRound(nr, phasesOf(nr)[nx[1]]).text : esc(t("say_prefill", { n: debug.prompt_len, w: debug.window_size }));
+        what = `<p>${what}</p>`; // sayRound's sentences are HTML already (their tokens escaped)
+      } else {
+        what = n.narration ? `<p>${esc(n.narration[nx[1]].text)}</p>` : n.html.replace(/<div class="figure"[^>]*><\/div>/, "");
+      }
       upcoming = `<p class="where">${esc(whereOf(n, nx[0], nx[1]))}</p><h3>${esc(n.kind === "round" ? "6B" : n.title)}</h3><div class="preview">${what}</div>`;
     }
     $("sp-next").innerHTML = `<h3 class="label">${esc(t("next_up"))}</h3>${upcoming}`;
