@@ -300,6 +300,7 @@ def test_words_do_not_break_when_zoomed(deck_url, open_page, zoom):
 
 
 def test_heat_maps_keep_every_label(deck_url, open_page):
+    """Every figure: a heat map labels each of its rows and columns, and no plot text is under 20 px."""
     page = open_page(deck_url, PROJECTOR, reduced_motion=True)
     checked = 0
     for _ in range(120):
@@ -316,6 +317,9 @@ def test_heat_maps_keep_every_label(deck_url, open_page):
                         if (shown < vals.length) out.push(`${ax}: ${shown} of ${vals.length}`);
                       }
                     }
+                    const texts = [...gd.querySelectorAll('text')].filter(t => t.textContent.trim());
+                    const small = texts.filter(t => parseFloat(getComputedStyle(t).fontSize) < 20);
+                    if (small.length) out.push('text under 20 px: ' + small[0].textContent);
                     return [gd.data.some(t => t.type === 'heatmap'), out];
                 }"""
             )

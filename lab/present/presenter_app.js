@@ -128,7 +128,7 @@
     const grow = (o) => {
       if (!o || typeof o !== "object") return;
       for (const [key, v] of Object.entries(o)) {
-        if (/font$/.test(key) && v && typeof v === "object" && typeof v.size === "number") v.size *= k;
+        if (/font$/.test(key) && v && typeof v === "object" && typeof v.size === "number") v.size = Math.max(px, v.size * k); // ≥ the body text
         else if (typeof v === "object") grow(v);
       }
     };
@@ -136,9 +136,12 @@
     const { template, ...rest } = f.layout || {};
     grow(rest);
     f.layout = Object.assign(rest, { template, autosize: true, width: undefined });
-    f.layout.font = Object.assign({}, f.layout.font, { size: ((f.layout.font || {}).size || 12) * k });
+    f.layout.font = Object.assign({}, f.layout.font, { size: Math.max(px, ((f.layout.font || {}).size || 12) * k) });
     for (const key of Object.keys(f.layout)) {
-      if (/^[xy]axis\d*$/.test(key)) f.layout[key] = Object.assign({}, f.layout[key], { automargin: true });
+      if (!/^[xy]axis\d*$/.test(key)) continue;
+      f.layout[key] = Object.assign({}, f.layout[key], { automargin: true });
+      // a log axis labels whole decades only: plotly draws the 2s and 5s between them at 3/4 of the text size
+      if (f.layout[key].type === "log" && f.layout[key].dtick === undefined) f.layout[key].dtick = 1;
     }
     // a heat map's rows and columns keep every label (plotly thins them when it thinks they crowd)
     for (const tr of f.data) {
