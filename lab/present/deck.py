@@ -149,7 +149,14 @@ def checks_notes(c: dict[str, Any], lang: str) -> str:
         for k in c["checks"]
     )
     checks = f"<h4>{esc(tr('notes_checks', lang))}</h4><ul>{items}</ul>" if items else ""
-    return checks + "".join(f"<p>{esc(n)}</p>" for n in c["notes"])
+    return checks + "".join(f"<p>{esc(n)}</p>" for n in c["notes"] if not about_the_lesson_table(n, lang))
+
+
+def about_the_lesson_table(note: str, lang: str) -> bool:
+    """Whether a view note reads the lesson comparison table, which the deck leaves to the notebooks."""
+    from ..lesson.notes import NOTES
+
+    return any(note.startswith(NOTES[k][lang].split("{")[0]) for k in ("lesson_pd", "lesson_prefix"))
 
 
 def draft_table_narration(state: Any, table: dict[str, Any], lang: str, requests: int) -> list[dict[str, Any]] | None:
