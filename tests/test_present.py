@@ -260,6 +260,16 @@ def test_one_ell_in_6b(default_data):
         assert f"R = {presenter.DEFAULT_REQUESTS}" in table["narration"][3]["text"]
 
 
+def test_a_load_that_sends_nothing_still_builds():
+    """At R = 256 the scheduler sends no draft of the walk's round: the narrated table verifies one and says what
+    the scheduler would have sent."""
+    data = presenter.build_data(requests=256, rounds=2)
+    for lang in LANGS:
+        [table] = [s for s in data["deck"][lang]["slides"] if "narration" in s]
+        said = table["narration"][3]["text"]
+        assert "ℓ = 1" in said and "R = 256" in said and " 0)" in said, said
+
+
 def test_rounds_show_the_temperature_they_used(trained, ids):
     """At T = 0 verify compares one-hot rows: the rounds record p_d = 1 and p_t = 1 exactly where the draft is the
     target's argmax (accepted), 0 where it is rejected — the numbers the narrated table shows, not T = 1 softmax."""

@@ -164,6 +164,7 @@ def draft_table_narration(state: Any, table: dict[str, Any], lang: str, requests
     the slide). None when `table` is not that table (its columns are named by lab.lesson.walk's NOTES). The walk's
     ℓ is the one the `dspark` scheduler picks at `requests` in flight (lab/present/presenter.py sets it)."""
     from ..lesson.notes import NOTES
+    from ..lesson.view_6b import load_plan
 
     cols = table["columns"]
     need = {k: NOTES[k][lang] for k in ("pos_short", "pd_col", "pt_col", "ratio_col", "c_col")}
@@ -179,6 +180,7 @@ def draft_table_narration(state: Any, table: dict[str, Any], lang: str, requests
     lit = lambda *js: [f'[data-col="{j}"]' for j in js]  # noqa: E731
     first_bad = [f'tr[data-row="{rd.n_accepted}"]'] if rd.n_accepted < rd.verify_len else []
     last = len(table["rows"]) - 1  # the row of the target's own token
+    ell = load_plan(rd.confidence, requests).verify_len  # what the scheduler sends at this load
     return [
         {
             "text": tr("n6b_draft", lang, a=tok(rd.anchor), drafts=n_drafts(len(rd.draft), lang), col=cols[draft_col]),
@@ -188,7 +190,13 @@ def draft_table_narration(state: Any, table: dict[str, Any], lang: str, requests
         {"text": tr("n6b_target", lang), "lit": lit(col["pt_col"], col["ratio_col"])},
         {
             "text": tr(
-                "n6b_verdict", lang, n=rd.n_accepted, l=rd.verify_len, drafts=n_drafts(rd.verify_len, lang), r=requests
+                "n6b_verdict" if ell == rd.verify_len else "n6b_verdict_fixed",
+                lang,
+                n=rd.n_accepted,
+                l=rd.verify_len,
+                drafts=n_drafts(rd.verify_len, lang),
+                r=requests,
+                s=ell,
             ),
             "lit": lit(status_col) + first_bad,
         },

@@ -90,7 +90,7 @@ def build_data(
     languages (each on its language's prompt, DECK_PROMPT, unless `prompt` is given), the strings.
 
     One ℓ for 6B: the walk's round (the narrated draft table) verifies the ℓ the `dspark` scheduler picks for it at
-    R = `requests`, the load the rounds run at; at T = 0 it is the rounds' round 1."""
+    R = `requests`, the load the rounds run at (one draft where it sends none); at T = 0 it is the rounds' round 1."""
     import torch
 
     from ..lesson.view_6b import load_plan
@@ -104,7 +104,8 @@ def build_data(
     for code in LANGS:
         prompts[code], ids = prompt_tokens(DECK_PROMPT[code] if prompt is None else prompt, rounds, lang)
         state = LabState(prompt=prompts[code], seed=seed, lang=code, temperature=temperature)
-        state.update(verify_len=load_plan(state.walk.round.confidence, requests).verify_len)
+        ell = load_plan(state.walk.round.confidence, requests).verify_len  # 0 at a load that sends nothing
+        state.update(verify_len=max(1, ell))  # the walk verifies at least one draft (its narration says so)
         decks[code] = deck.deck(state, requests)
         debug[code] = scheduled_rounds(state.walk.model, ids, rounds, requests, temperature, seed)
     shape = {
