@@ -118,7 +118,7 @@
   function lightMap(step) {
     for (const b of $("map").querySelectorAll(".block")) b.classList.toggle("active", b.dataset.step === step);
     const active = $(`step-${step}`);
-    if (active) reveal($("side"), active);
+    if (active && active.offsetParent) reveal($("side"), active);
   }
 
   // ---- a build: its HTML, its figure drawn with fonts that follow the text size -----------------------------------
@@ -494,13 +494,9 @@
     if (s.kind === "round") {
       drawRound(s);
     } else {
-      if (s.kind === "text") {
-        if (!$("map") || fresh) drawMap();
-        lightMap(s.step);
-        requestAnimationFrame(drawArrows);
-      } else {
-        $("side").innerHTML = "";
-      }
+      if (!$("map") || fresh) drawMap(); // kept (hidden beside figures and tables) so it always says where we are
+      lightMap(s.step);
+      if (s.kind === "text") requestAnimationFrame(drawArrows);
       if (fresh) drawBuild(s);
       narrate(s);
     }
