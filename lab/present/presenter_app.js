@@ -550,8 +550,8 @@
     render();
   }
   function setLang(lang) {
-    state.lang = lang;
-    render();
+    state.lang = lang; // each language has its own prompt and rounds: a round may have another number of phases
+    go(state.slide, state.sub, false);
   }
   function setDark(on) {
     state.dark = on;
