@@ -5,6 +5,7 @@ loop, the committed text against plain greedy decoding, and the page, its string
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import urllib.error
@@ -184,7 +185,7 @@ def test_page_has_every_slide_and_language(data):
             assert kinds.count("figure") == len(data["deck"][lang]["figures"][sid]), sid  # one slide per figure
     vi, en = (data["deck"][lang]["slides"][0]["html"] for lang in ("vi", "en"))
     assert vi != en  # each language has its own slides
-    assert len(data["debugger"]["rounds"]) == 6
+    assert all(len(data["debugger"][lang]["rounds"]) == 6 for lang in LANGS)
 
 
 def test_6b_draft_table_is_narrated_with_the_cells_it_speaks_about(data):
@@ -200,15 +201,121 @@ def test_6b_draft_table_is_narrated_with_the_cells_it_speaks_about(data):
                 assert f'data-{attr}="{value}"' in slide["html"], (lang, sel)
         kept = slide["html"].count(f">{UI['accepted'][lang]}<")
         assert f" {kept}" in slide["narration"][3]["text"], slide["narration"][3]["text"]
+        [col] = [sel for sel in slide["narration"][3]["lit"] if sel.startswith("[data-col")]  # the verdicts' column
+        j = re.search(r"\d+", col).group()
+        words = {UI[k][lang] for k in ("accepted", "rejected")}
+        assert any(f'<td data-col="{j}">{w}</td>' in slide["html"] for w in words), (lang, col)  # not p_d / p_t
 
 
-def test_default_load_holds_drafts_back():
+@pytest.fixture(scope="module")
+def default_data() -> dict:
+    return presenter.build_data()
+
+
+def test_default_load_holds_drafts_back(default_data):
     """At the default R some rounds send fewer than k drafts (the ○ "not sent" cells appear) and one rejects."""
-    run = presenter.build_data()["debugger"]
-    lengths = [r["verify_len"] for r in run["rounds"]]
-    assert run["requests"] == presenter.DEFAULT_REQUESTS
-    assert any(n < run["k"] for n in lengths), lengths
-    assert any("rejected" in r["status"] for r in run["rounds"])
+    for lang in LANGS:
+        run = default_data["debugger"][lang]
+        lengths = [r["verify_len"] for r in run["rounds"]]
+        assert run["requests"] == presenter.DEFAULT_REQUESTS
+        assert any(n < run["k"] for n in lengths), lengths
+        assert any("rejected" in r["status"] for r in run["rounds"])
+
+
+def test_each_language_decodes_its_own_prompt(default_data):
+    """The English deck follows an English prompt, the Vietnamese deck a Vietnamese one (--prompt: both the same)."""
+    vi_letters = re.compile("[" + "".join(chr(c) for c in range(0x1EA0, 0x1EFA)) + "\u0111\u01a1\u01b0]")
+    tok = default_tokenizer()
+    for lang in LANGS:
+        prompt = default_data["prompt"][lang]
+        assert prompt == presenter.DECK_PROMPT[lang]
+        run = default_data["debugger"][lang]
+        assert tok.decode(run["tokens"][: run["prompt_len"]]) == prompt
+        assert bool(vi_letters.search(prompt)) == (lang == "vi"), prompt
+    same = presenter.build_data(prompt="Hello", rounds=2)
+    assert same["prompt"] == {lang: "Hello" for lang in LANGS}
+
+
+def test_a_rejection_shows_early(default_data):
+    """The narrated 6B table and one of the first rounds reject a draft, in both languages: the class sees a
+    rejection before the rounds run long (not only in round 10 of 12)."""
+    for lang in LANGS:
+        [table] = [s for s in default_data["deck"][lang]["slides"] if "narration" in s]
+        assert f">{UI['rejected'][lang]}<" in table["html"], lang
+        rounds = default_data["debugger"][lang]["rounds"]
+        assert any("rejected" in r["status"] for r in rounds[:2]), [r["status"] for r in rounds[:2]]
+
+
+def test_one_ell_in_6b(default_data):
+    """One ℓ in 6B: the narrated table verifies the ℓ the scheduler picks at the deck's R, the ℓ its sentences and
+    its title name; at T = 0 the table is the rounds' round 1 (same drafts, same verdict)."""
+    for lang in LANGS:
+        [table] = [s for s in default_data["deck"][lang]["slides"] if "narration" in s]
+        r1 = default_data["debugger"][lang]["rounds"][0]
+        said = table["html"] + " ".join(n["text"] for n in table["narration"])
+        ells = {int(x) for x in re.findall(r"ℓ = (\d+)", said)}
+        assert ells == {r1["verify_len"]}, (lang, ells, r1["verify_len"])
+        kept = table["html"].count(f">{UI['accepted'][lang]}<")
+        assert kept == r1["n_accepted"]
+        assert f"R = {presenter.DEFAULT_REQUESTS}" in table["narration"][3]["text"]
+
+
+def test_a_load_that_sends_nothing_still_builds():
+    """At R = 256 the scheduler sends no draft of the walk's round: the narrated table verifies one and says what
+    the scheduler would have sent."""
+    data = presenter.build_data(requests=256, rounds=2)
+    for lang in LANGS:
+        [table] = [s for s in data["deck"][lang]["slides"] if "narration" in s]
+        said = table["narration"][3]["text"]
+        assert "ℓ = 1" in said and "R = 256" in said and " 0)" in said, said
+
+
+def test_rounds_show_the_temperature_they_used(trained, ids):
+    """At T = 0 verify compares one-hot rows: the rounds record p_d = 1 and p_t = 1 exactly where the draft is the
+    target's argmax (accepted), 0 where it is rejected — the numbers the narrated table shows, not T = 1 softmax."""
+    run = scheduled_rounds(trained, ids, rounds=6, requests=1, temperature=0.0)
+    for r in run["rounds"]:
+        assert r["draft_probs"] == [1.0] * len(r["draft"])
+        for i, st in enumerate(r["status"][: r["verify_len"]]):
+            if st == ACCEPTED:
+                assert r["target_probs"][i] == 1.0
+            if st == REJECTED:
+                assert r["target_probs"][i] == 0.0
+    sampled = scheduled_rounds(trained, ids, rounds=3, requests=1, temperature=1.0, seed=3)
+    assert any(0 < p < 1 for r in sampled["rounds"] for p in r["draft_probs"])  # T = 1: the sampled p_d
+
+
+def test_slides_are_short_and_the_long_text_is_in_the_notes(default_data):
+    """Every build slide has at most SLIDE_WORDS words of prose (both languages); the step's long explanation, the
+    checks and the view's notes are in the slide's speaker notes; no slide speaks of a lesson the class never saw."""
+    from lab.lesson.notes import NOTES
+    from lab.present import deck
+
+    for lang in LANGS:
+        slides = default_data["deck"][lang]["slides"]
+        for s in slides:
+            said = max((len(n["text"].split()) for n in s.get("narration", ())), default=0)
+            words = deck.slide_words(s["html"]) + said
+            assert words <= deck.SLIDE_WORDS[lang], (lang, s["step"], s["kind"], words)
+            assert "notes" in s, (lang, s["step"], s["kind"])
+            assert NOTES["lesson_col"][lang].lower() not in s["html"].lower(), (s["step"], s["kind"])  # not seen
+            for key in ("lesson_pd", "lesson_prefix"):  # the notes that read the lesson's table go with it
+                assert NOTES[key][lang].split("{")[0] not in html.unescape(s["notes"]), (s["step"], s["kind"], key)
+        six = [s for s in slides if s["step"] == "6B"]
+        text = next(s for s in six if s["kind"] == "text")
+        checks = next(s for s in six if s["kind"] == "checks")
+        assert deck.slide_words(text["notes"]) > 5 * deck.slide_words(text["html"])  # the long form moved, whole
+        assert "ℓ" in checks["notes"] and "<li>" in checks["notes"]  # the checks' list and the developer notes
+    assert set(deck.SHORT) == set(STEP_IDS)  # every step has its short form
+
+
+def test_verdict_sentences_agree_in_number():
+    """ "1 draft", "2 drafts": the noun follows the count, in the Python sentences and in the page's."""
+    from lab.present import deck
+
+    assert deck.n_drafts(1, "en") == "1 draft" and deck.n_drafts(3, "en") == "3 drafts"
+    for lang in LANGS:
+        assert "{n}" in deck.TEXT["n_draft_one"][lang] and "{n}" in deck.TEXT["n_draft_many"][lang]
 
 
 def test_strings_in_both_languages(data):

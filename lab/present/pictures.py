@@ -75,7 +75,7 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
             deck = context.new_page()
             deck.goto(url_of(server))
             deck.keyboard.press("]")  # the rounds, after the prefill; each round is 4 phases
-            for _ in range(4 * shown_round(data["debugger"]) - 3 + 3):
+            for _ in range(4 * shown_round(data["debugger"]["en"]) - 3 + 3):
                 deck.keyboard.press("PageDown")  # … to that round's commit
             shots.append(deck.screenshot())
             deck.keyboard.press("Home")

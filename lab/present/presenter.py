@@ -2,13 +2,15 @@
 
 One page, served by Python's own http.server on 127.0.0.1 (offline: no CDN, no Jupyter kernel, nothing to install
 beyond the lab). Each step of the lesson is cut into builds (lab/present/deck.py: text → equation → figures →
-tables → checks), one screen each, that Next / PageDown walk and that always open at their top; beside them the
-4-column map with the active block lit. The text-size control scales the content (text, tables, plot fonts, the
-map), not the buttons. After 6B the same Next plays the rounds of a scheduled speculative run
-(lab/present/rounds.py) phase by phase — draft, schedule (ℓ of the `dspark` scheduler at R requests in flight),
-verify, commit — one narrated sentence per phase, each lighting the rows, cells and cache slots it speaks about,
-with the window ring, the compressor carry, the Engram history and the draft ring in the left column. Monospace
-text uses the embedded "DSpark Mono" face (lab/present/fonts.py): Vietnamese renders on every machine.
+tables → checks), one screen each at 1280×720 and 1920×1080 with text ≥ 20 px, that Next / PageDown walk and that
+always open at their top; a slide carries a short form and its speaker notes (the long form), which `?notes` shows
+in a second window kept on the same slide. The idea slide sits beside the 4-column map with the active block lit.
+The text-size control scales the content (text, tables, plot fonts, the map), not the buttons. After 6B the same
+Next plays the rounds of a scheduled speculative run (lab/present/rounds.py) phase by phase — draft, schedule (ℓ
+of the `dspark` scheduler at R requests in flight), (predict), verify, commit — one narrated sentence per phase,
+each lighting the rows, cells and cache slots it speaks about, with the window ring, the compressor carry, the
+Engram history and the draft ring in the left column. Each language's deck follows a prompt in that language.
+Monospace text uses the embedded "DSpark Mono" face (lab/present/fonts.py): Vietnamese renders on every machine.
 Everything is computed once at start (≈ 10 s) and embedded in the page as JSON; the page only draws.
 
 Why not Voilà or JupyterLab's single-document mode: both need a running kernel and a notebook server for what is
@@ -84,45 +86,51 @@ def build_data(
     rounds: int = DEFAULT_ROUNDS,
     lang: str = "en",
 ) -> dict[str, Any]:
-    """Everything the page shows: the map, every step's slides and figures in both languages (lab/present/deck.py),
-    the scheduled rounds, the strings."""
+    """Everything the page shows: the map, every step's slides and figures and the scheduled rounds, in both
+    languages (each on its language's prompt, DECK_PROMPT, unless `prompt` is given), the strings.
+
+    One ℓ for 6B: the walk's round (the narrated draft table) verifies the ℓ the `dspark` scheduler picks for it at
+    R = `requests`, the load the rounds run at (one draft where it sends none); at T = 0 it is the rounds' round 1."""
     import torch
 
-    from dspark_mini.tokenizer import default_tokenizer
-
+    from ..lesson.view_6b import load_plan
     from ..screens.widgets import LabState
     from . import deck
     from .rounds import scheduled_rounds
 
     lang = check_lang(lang)
-    prompt, ids = prompt_tokens(prompt, rounds, lang)
     torch.set_num_threads(1)  # the lab model is tiny: one thread is faster and immune to oversubscription
-    state = LabState(prompt=prompt, seed=seed, lang=LANGS[0])
-    decks = {}
+    prompts, decks, debug = {}, {}, {}
     for code in LANGS:
-        state.update(lang=code)
-        decks[code] = deck.deck(state)
+        prompts[code], ids = prompt_tokens(DECK_PROMPT[code] if prompt is None else prompt, rounds, lang)
+        state = LabState(prompt=prompts[code], seed=seed, lang=code, temperature=temperature)
+        ell = load_plan(state.walk.round.confidence, requests).verify_len  # 0 at a load that sends nothing
+        state.update(verify_len=max(1, ell))  # the walk verifies at least one draft (its narration says so)
+        decks[code] = deck.deck(state, requests)
+        debug[code] = scheduled_rounds(state.walk.model, ids, rounds, requests, temperature, seed)
     shape = {
         code: [(s["step"], s["kind"], len(s.get("narration", ()))) for s in d["slides"]] for code, d in decks.items()
     }
     if len({tuple(v) for v in shape.values()}) != 1:
         raise ValueError(f"the languages' decks differ in their slides: {shape}")
-    tok = default_tokenizer()
-    debug = scheduled_rounds(state.walk.model, ids, rounds, requests, temperature, seed)
+    from dspark_mini.tokenizer import default_tokenizer
+
     return {
         "lang": lang,
+        "prompt": prompts,
         "steps": list(STEP_IDS),
         "slides": [*STEP_IDS, ROUNDS_SLIDE],
         "map": {code: deck.map_data(code) for code in LANGS},
         "deck": decks,
         "debugger": debug,
-        "vocab": page_vocab(tok),
+        "vocab": page_vocab(default_tokenizer()),
         "markers": MARKERS,
         "ui": strings(),
     }
 
 
 ROUNDS_FIT = Texts(lang_table("presenter", "rounds_fit"), "presenter error")
+DECK_PROMPT = lang_string("presenter", "deck_prompt")  # each language's deck on a prompt in that language
 
 
 def prompt_tokens(prompt: str | None, rounds: int, lang: str) -> tuple[str, list[int]]:

@@ -94,13 +94,17 @@ def scheduled_rounds(
         plan = load_plan(confidence, requests)
         [r] = verify_ragged(model, [cache], [anchor], [d], [plan.verify_len], temperature, gen)
         committed += [anchor, *r.draft[: r.n_accepted]]  # anchor + kept drafts: the rows the commit stored
+        draft_probs, target_probs = r.draft_probs, r.target_probs
+        if temperature == 0:  # what verify compared: one-hot rows (p_d = 1; p_t = 1 where the target's argmax agrees)
+            draft_probs = [1.0] * len(r.draft)
+            target_probs = [float(x == a) for x, a in zip(r.draft[: plan.verify_len], r.target_argmax, strict=False)]
         out.append(
             {
                 "position": r.position,
                 "anchor": r.anchor,
                 "draft": r.draft,
-                "draft_probs": r.draft_probs,
-                "target_probs": r.target_probs,  # p_t(x_i) of the ℓ verified drafts
+                "draft_probs": draft_probs,  # p_d(x_i) at the run's T (T = 0: one-hot, 1)
+                "target_probs": target_probs,  # p_t(x_i) of the ℓ verified drafts, at the run's T
                 "confidence": confidence,
                 "survival": survival_of(confidence),
                 "verify_len": plan.verify_len,
