@@ -132,9 +132,9 @@ assert max(raw.round.draft_probs) < 0.1 * max(walk.round.draft_probs)  # probe: 
 assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_size  # probe: trained ≫ 1/V
 
 # %% [markdown]
-# ## The seed lesson's setting beside the lab's / Thiết lập của bài học gốc cạnh thiết lập của lab
+# ## The original lesson's setting beside the lab's / Thiết lập của bài học gốc cạnh thiết lập của lab
 # **EN**
-# - The seed lesson drafts a block of **3** from taps 3 and 4 with untrained weights (its confidences 0.167, 0.234,
+# - The original Vietnamese lesson on step 6B (the one this lab grew from) drafts a block of **3** from taps 3 and 4 with untrained weights (its confidences 0.167, 0.234,
 #   0.173 for tokens 2, 1, 6: all below 0.25, the sign of unlearned weights). Below: the same setting here, the lab's
 #   way — the drafter drafts its whole block of 5 and verifies the first 3 (ℓ = 3).
 # - The lab trains **k = 5**, the real V4-Flash block (notebook 07 shows what the shipped drafters reach with it).
@@ -154,7 +154,7 @@ assert sum(walk.round.draft_probs) / walk.round.verify_len > 100 / cfg.vocab_siz
 #   w (`confidence_head.proj`, [1, 5376]); lab làm theo V4.1.
 
 # %%
-lesson = redraft(raw, 3, 0.0)  # the seed lesson's setting: untrained, taps 3 and 4, 3 drafts verified
+lesson = redraft(raw, 3, 0.0)  # the original lesson's setting: untrained, taps 3 and 4, 3 drafts verified
 for name, r in (
     (tr("lesson: untrained, ℓ = 3", "bài học: chưa huấn luyện, ℓ = 3"), lesson.round),
     (tr("lab: trained, ℓ = 5", "lab: đã huấn luyện, ℓ = 5"), walk.round),

@@ -27,6 +27,7 @@ INTERNAL = (
     r"\bround 3\b",
     r"\btickets?\b",
     r"\bCEO\b",
+    r"\bseed lesson",  # the source the lab grew from is "the original lesson" to a reader
     r"\bhồ sơ nghiên cứu\b",
     r"\bphiên\b(?! bản)",  # "phiên bản" is "version"; "phiên" alone is a session
 )
