@@ -11,8 +11,9 @@
  *                                           stores the first n rows (the rollback of a partial accept)
  *   model.prefill(ids) → {cache, logits [V], next};  model.decode(cache, ids) → logits;
  *   model.verify(cache, anchor, drafts) → {logits, pending};  model.snapshot(cache), model.cloneCache(cache)
- *   model.draft(cache, anchor, k)           → DSpark draft tokens, draft probabilities, confidences, logits
- *   model.speculativeRound(cache, anchor, ℓ) → one draft → verify → commit round
+ *   model.draft(cache, anchor, k, sampling) → DSpark draft tokens, draft probabilities, confidences, logits
+ *   model.speculativeRound(cache, anchor, ℓ, need, sampling) → one draft → verify → commit round
+ *                                           (sampling: none = greedy, or {temperature, draw: () → [0, 1)})
  *   model.generate(promptIds, {maxNewTokens, verifyLen, temperature, seed, decode})  → the shape of `dspark-lab
  *                                           generate --json` (its strip, and per round what the verify saw)
  *   DSparkModel.sampling.tokenDistribution(logits, off, V, T), .verifyBlock(tokens, pd, pt, V, draw), .residual(pt, pd)
@@ -260,7 +261,7 @@
 
   /** softmax(logits[off … off+n) / T) as torch.softmax computes it in float64 on a CPU: x / T (a true division, as
    * torch divides by a Python float), m = max, e = exp(x − m), s = Σ e in laneSum's order, then e · (1 / s).
-   * Math.exp can differ from torch's vectorised exp in the last bit of a value (about one value in twenty).
+   * Math.exp can differ from torch's vectorised exp in the last bit of a value (about one value in seven).
    * → a new Float64Array [n] */
   function tokenDistribution(logits, off, n, T) {
     const p = new Float64Array(n); // [n]
@@ -271,6 +272,16 @@
     const inv = 1 / laneSum(p, n);
     for (let i = 0; i < n; i++) p[i] *= inv;
     return p;
+  }
+
+  /** The `sampling` argument of draft and speculativeRound: none (greedy) or {temperature, draw: () → [0, 1)}.
+   * → its temperature (0 when none). */
+  function checkSampling(sampling) {
+    if (!sampling) return 0;
+    const T = checkTemperature(sampling.temperature);
+    if (T > 0 && typeof sampling.draw !== "function")
+      throw new Error("sampling.draw is invalid: allowed a function () → a float in [0, 1)");
+    return T;
   }
 
   /** A temperature: 0 (greedy) or a finite number ≥ 1e-6, as the library allows; else a clear error. */
@@ -1365,7 +1376,7 @@
      * {temperature > 0, draw: () → [0, 1)}: the Markov head's token at each position from softmax(logits / T) with
      * one draw, in position order (then `probs` [k, V] holds the rows p_d they were drawn from). */
     function draft(cache, anchor, k, sampling) {
-      const T = sampling ? checkTemperature(sampling.temperature) : 0;
+      const T = checkSampling(sampling);
       if (!mtp) throw new Error("this config has no draft layers (n_mtp_layers = 0)");
       k = k === undefined ? cfg.dspark_block_size : k;
       if (!Number.isInteger(k) || k < 1 || k > cfg.dspark_block_size)
@@ -1450,7 +1461,7 @@
      * or sampled with `sampling` {temperature > 0, draw} (as speculative_round: the draft's draws for all its drafted
      * positions first, then verifyBlock's). */
     function speculativeRound(cache, anchor, ell, need, sampling) {
-      const T = sampling ? checkTemperature(sampling.temperature) : 0;
+      const T = checkSampling(sampling);
       const p = cache.length;
       const room = cfg.max_seq_len - p;
       const drafted = Math.max(Math.min(cfg.dspark_block_size, room, need || room), ell);
@@ -1515,8 +1526,8 @@
       const temperature = opts.temperature === undefined ? 0 : opts.temperature;
       const seed = opts.seed === undefined ? 0 : opts.seed;
       checkGenerate(promptIds, maxNew, temperature, opts.uniform, seed);
-      // the first token of a run: the argmax, or a sample (one draw) at T > 0
-      const first = (logits, sampling) =>
+      // a run's next token from the logits of its last row [V]: the argmax, or at T > 0 a sample (one draw)
+      const nextToken = (logits, sampling) =>
         sampling ? sampleRow(tokenDistribution(logits, 0, V, temperature), sampling.draw) : argmax(logits, 0, V);
       const newSampling = () => (temperature > 0 ? { temperature, draw: drawsFrom(seed, opts.uniform) } : null);
       const kMax = opts.verifyLen === undefined ? cfg.dspark_block_size : opts.verifyLen;
@@ -1530,7 +1541,7 @@
       let sampling = newSampling(); // one generator for the speculative run: prefill, then each round's draws
       let cache = newCache();
       let out = forward(ids, cache, { lastOnly: true });
-      const spec = [first(out.logits, sampling)];
+      const spec = [nextToken(out.logits, sampling)];
       const rounds = [];
       while (spec.length < maxNew) {
         const need = maxNew - spec.length;
@@ -1580,8 +1591,8 @@
         sampling = newSampling(); // the plain run's own generator, from the same seed
         cache = newCache();
         out = forward(ids, cache, { lastOnly: true });
-        const plain = [first(out.logits, sampling)];
-        while (plain.length < maxNew) plain.push(first(forward([plain[plain.length - 1]], cache).logits, sampling));
+        const plain = [nextToken(out.logits, sampling)];
+        while (plain.length < maxNew) plain.push(nextToken(forward([plain[plain.length - 1]], cache).logits, sampling));
         const seconds = (now() - t0) / 1000;
         result.plain = {
           tokens: plain,
