@@ -105,7 +105,35 @@ function run(task) {
       verifyLen: task.verify_len,
       plain: task.plain !== false,
       decode: tok ? (ids) => tok.decode(ids) : undefined,
+      temperature: task.temperature,
+      seed: task.seed, // a decimal string above 2**53
     });
+  }
+  if (task.kind === "distribution") {
+    // softmax(logits / T) of each row [n, V] of task.logits (flat), as sampling at T > 0 computes it
+    const x = Float64Array.from(task.logits);
+    const V = task.vocab;
+    const rows = [];
+    for (let i = 0; i < x.length / V; i++) rows.push(...DSparkModel.sampling.tokenDistribution(x, i * V, V, task.T));
+    return { probs: bin(rows) };
+  }
+  if (task.kind === "residual") {
+    // the residual distribution of each pair of rows p_t, p_d [n, V] (flat)
+    const pt = Float64Array.from(task.pt);
+    const pd = Float64Array.from(task.pd);
+    const V = task.vocab;
+    const rows = [];
+    for (let i = 0; i < pt.length / V; i++)
+      rows.push(...DSparkModel.sampling.residual(pt.subarray(i * V, (i + 1) * V), pd.subarray(i * V, (i + 1) * V)).dist);
+    return { dist: bin(rows) };
+  }
+  if (task.kind === "verify_block") {
+    // DSparkModel.sampling.verifyBlock on given rows, drawing from PortableGenerator(seed): the verdict and the draws
+    const R = require(path.join(path.dirname(path.resolve(modelJs)), "random.js"));
+    const g = new R.PortableGenerator(task.seed);
+    const v = DSparkModel.sampling.verifyBlock(
+      task.tokens, Float64Array.from(task.pd), Float64Array.from(task.pt), task.vocab, () => g.random());
+    return { ...v, draws: Number(g.counter) };
   }
   if (task.kind === "time") {
     const reps = task.reps || 5;
@@ -156,6 +184,28 @@ function run(task) {
       JSON.stringify(modelFor(task).generate(task.prompt, opts).speculative.tokens);
     return { global, same };
   }
+  if (task.kind === "page_sampling") {
+    // random.js and model.js run as a page's two scripts (random.js first): sampling there draws what the module draws
+    const vm = require("vm");
+    const page = {};
+    vm.createContext(page);
+    vm.runInContext(fs.readFileSync(path.join(path.dirname(path.resolve(modelJs)), "random.js"), "utf8"), page);
+    vm.runInContext(fs.readFileSync(modelJs, "utf8"), page);
+    const inPage = page.DSparkModel.createModel(weightsFrom(index.master), config);
+    const result = inPage.generate(task.prompt, task.opts);
+    // without random.js the page still decodes greedily, and sampling says what is missing
+    const bare = {};
+    vm.runInNewContext(fs.readFileSync(modelJs, "utf8"), bare);
+    const alone = bare.DSparkModel.createModel(weightsFrom(index.master), config);
+    const greedy = alone.generate(task.prompt, { ...task.opts, temperature: 0 }).speculative.tokens;
+    let error = null;
+    try {
+      alone.generate(task.prompt, task.opts);
+    } catch (e) {
+      error = String(e.message);
+    }
+    return { result, module: modelFor(task).generate(task.prompt, task.opts), greedy, error };
+  }
   if (task.kind === "error") {
     try {
       if (task.call === "create") {
@@ -172,7 +222,11 @@ function run(task) {
         DSparkModel.createModel(w, cfg);
       } else if (task.call === "forward") model.forward(task.ids);
       else if (task.call === "draft") model.draft(model.prefill(task.prompt).cache, task.anchor, task.k);
-      else model.generate(task.prompt, task.opts);
+      else {
+        const opts = { ...task.opts };
+        if ("uniform_value" in opts) opts.uniform = () => opts.uniform_value; // a draw source giving one value
+        model.generate(task.prompt, opts);
+      }
       return { error: null };
     } catch (e) {
       return { error: String(e.message) };

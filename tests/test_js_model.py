@@ -470,7 +470,24 @@ BAD = [  # (task, words the error must hold)
     ({"call": "generate", "prompt": [1, 2], "opts": {"verifyLen": 6}}, "verifyLen = 6 is invalid: allowed 1..5"),
     ({"call": "generate", "prompt": [1, 2], "opts": {"verifyLen": 0}}, "allowed 1..5"),
     ({"call": "generate", "prompt": [1, 2], "opts": {"temperature": -1}}, "temperature = -1 is invalid"),
-    ({"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7}}, "only greedy"),
+    (
+        {"call": "generate", "prompt": [1, 2], "opts": {"temperature": 1e-7}},
+        "temperature = 1e-7 is invalid: allowed 0 (greedy) or a finite number ≥ 1e-6",
+    ),
+    ({"call": "generate", "prompt": [1, 2], "opts": {"temperature": "hot"}}, "temperature = hot is invalid"),
+    ({"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7, "seed": -1}}, "seed = -1 is invalid"),
+    (
+        {"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7, "seed": str(2**63)}},
+        'seed = "9223372036854775808" is invalid: allowed an integer in 0..9223372036854775807',
+    ),
+    (
+        {"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7, "seed": 2**60}},
+        "above 2**53 give a BigInt or a decimal string",
+    ),
+    (
+        {"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7, "uniform_value": 1.0}},
+        "uniform() gave 1: allowed a number in [0, 1)",
+    ),
     ({"call": "draft", "prompt": [1, 2], "anchor": 5, "k": 6}, "block size = 6 is invalid: allowed 1..5"),
     ({"call": "create", "weights_change": {"head.weight": None}}, "tensor 'head.weight' is missing"),
     ({"call": "create", "weights_change": {"norm.weight": {"shape": [127], "length": 127}}}, "expected [128]"),

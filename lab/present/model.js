@@ -11,10 +11,13 @@
  *                                           stores the first n rows (the rollback of a partial accept)
  *   model.prefill(ids) → {cache, logits [V], next};  model.decode(cache, ids) → logits;
  *   model.verify(cache, anchor, drafts) → {logits, pending};  model.snapshot(cache), model.cloneCache(cache)
- *   model.draft(cache, anchor, k)           → DSpark draft tokens, draft probabilities, confidences, logits
- *   model.speculativeRound(cache, anchor, ℓ) → one draft → verify → commit round
- *   model.generate(promptIds, {maxNewTokens, verifyLen, temperature: 0, decode})  → the shape of `dspark-lab generate
- *                                           --json` (its strip, and per round what the verify saw)
+ *   model.draft(cache, anchor, k, sampling) → DSpark draft tokens, draft probabilities, confidences, logits
+ *   model.speculativeRound(cache, anchor, ℓ, need, sampling) → one draft → verify → commit round
+ *                                           (sampling: none = greedy, or {temperature, draw: () → [0, 1)})
+ *   model.generate(promptIds, {maxNewTokens, verifyLen, temperature, seed, decode})  → the shape of `dspark-lab
+ *                                           generate --json` (its strip, and per round what the verify saw)
+ *   DSparkModel.sampling.tokenDistribution(logits, off, V, T), .verifyBlock(tokens, pd, pt, V, draw), .residual(pt, pd)
+ *                                           the T > 0 pieces
  *
  * weights: {name: {shape: [..], data: Float64Array}} with the checkpoint's tensor names (target and draft files
  * together). A routed expert's weight is the master weight (its MXFP4 QDQ is applied here, as the library does) or
@@ -26,7 +29,9 @@
  * lab/present/model_config.py writes that object from a loaded model.
  *
  * Layouts: every array is a flat Float64Array, row-major; the shape is written where it is made (`// [S, hc, D]`).
- * Only greedy decoding (temperature 0) is implemented; `uniform` is the hook for sampled decoding.
+ * Sampling (temperature > 0) draws with random.js's PortableGenerator (a page loads random.js first; node requires it
+ * from next to this file) in the library's order, so a seed gives the tokens `dspark-lab generate --temperature T
+ * --seed S` gives (tests/test_js_sampling.py); greedy decoding needs no random.js.
  */
 (function (root, factory) {
   const DSparkModel = factory();
@@ -229,6 +234,136 @@
         best = i;
       }
     return best;
+  }
+
+  // ---- sampling: the distributions and the verify rule at temperature > 0 ------------------------------------------
+  const MIN_TEMPERATURE = 1e-6; // the smallest temperature > 0 the library accepts (dspark_mini/validate.py)
+  const RESIDUAL_FLOOR = 1e-12; // verify's residual with no more mass than this falls back to p_t
+  const SUM_LANES = 8; // the lanes of torch's float64 sum inside softmax on an AVX-512 CPU
+
+  /** Σ v[0 … n) in the order of torch's CPU softmax kernel (a vectorised reduce over SUM_LANES lanes): lane j sums
+   * v[j], v[j + 8], v[j + 16], … left to right, then the lanes are added in order ((lane 0 + lane 1) + lane 2) + …
+   * (fewer than 8 values: left to right). */
+  function laneSum(v, n) {
+    if (n < SUM_LANES) {
+      let s = v[0];
+      for (let i = 1; i < n; i++) s += v[i];
+      return s;
+    }
+    const acc = Float64Array.from(v.subarray(0, SUM_LANES)); // [SUM_LANES]
+    let i = SUM_LANES;
+    for (; i + SUM_LANES <= n; i += SUM_LANES) for (let j = 0; j < SUM_LANES; j++) acc[j] += v[i + j];
+    for (let j = 0; i + j < n; j++) acc[j] += v[i + j]; // a partial last vector: its first lanes only
+    let s = acc[0];
+    for (let j = 1; j < SUM_LANES; j++) s += acc[j];
+    return s;
+  }
+
+  /** softmax(logits[off … off+n) / T) as torch.softmax computes it in float64 on a CPU: x / T (a true division, as
+   * torch divides by a Python float), m = max, e = exp(x − m), s = Σ e in laneSum's order, then e · (1 / s).
+   * Math.exp can differ from torch's vectorised exp in the last bit of a value (about one value in seven).
+   * → a new Float64Array [n] */
+  function tokenDistribution(logits, off, n, T) {
+    const p = new Float64Array(n); // [n]
+    for (let i = 0; i < n; i++) p[i] = logits[off + i] / T;
+    let m = -Infinity;
+    for (let i = 0; i < n; i++) if (p[i] > m) m = p[i];
+    for (let i = 0; i < n; i++) p[i] = Math.exp(p[i] - m);
+    const inv = 1 / laneSum(p, n);
+    for (let i = 0; i < n; i++) p[i] *= inv;
+    return p;
+  }
+
+  /** The `sampling` argument of draft and speculativeRound: none (greedy) or {temperature, draw: () → [0, 1)}.
+   * → its temperature (0 when none). */
+  function checkSampling(sampling) {
+    if (!sampling) return 0;
+    const T = checkTemperature(sampling.temperature);
+    if (T > 0 && typeof sampling.draw !== "function")
+      throw new Error("sampling.draw is invalid: allowed a function () → a float in [0, 1)");
+    return T;
+  }
+
+  /** A temperature: 0 (greedy) or a finite number ≥ 1e-6, as the library allows; else a clear error. */
+  function checkTemperature(temperature) {
+    const ok = temperature === 0 || (temperature >= MIN_TEMPERATURE && temperature < Infinity);
+    if (typeof temperature !== "number" || !ok)
+      throw new RangeError(
+        `temperature = ${temperature} is invalid: allowed 0 (greedy) or a finite number ≥ 1e-6`,
+      );
+    return temperature;
+  }
+
+  /** The portable random generator (random.js): the page's global DSparkRandom, or required next to this file. */
+  function randomModule() {
+    const g = typeof globalThis !== "undefined" ? globalThis : {};
+    if (g.DSparkRandom) return g.DSparkRandom;
+    if (typeof require === "function") return require("./random.js");
+    throw new Error("temperature > 0 needs random.js: load it (it defines DSparkRandom) before model.js");
+  }
+
+  /** The draws of one generation: () → a float64 in [0, 1). A PortableGenerator from `seed` (0 ≤ seed < 2**63: a
+   * Number, a BigInt or a decimal string), as the library's generate_plain and generate_speculative make theirs, or
+   * the caller's own `uniform` function (each value checked). */
+  function drawsFrom(seed, uniform) {
+    if (uniform)
+      return () => {
+        const u = uniform();
+        if (typeof u !== "number" || !(u >= 0 && u < 1))
+          throw new RangeError(`uniform() gave ${u}: allowed a number in [0, 1)`);
+        return u;
+      };
+    const g = new (randomModule().PortableGenerator)(seed);
+    return () => g.random();
+  }
+
+  /** One token from a distribution p [V] with one draw: the portable sampling rule (random.js's pick). */
+  function sampleRow(p, draw) {
+    return randomModule().pick(p, draw(), "probs");
+  }
+
+  /** What a reject resamples from: res = max(0, p_t − p_d), mass = Σ res (left to right; torch sums in another
+   * order, which scales every value of dist by the same factor to within its last bit, and the sampling rule, reading
+   * u · total against the row's own cumulative sums, does not see a common factor), dist = res / mass, or p_t itself
+   * when mass ≤ 1e−12 (nothing left). pt, pd [V] → {dist [V], mass}. */
+  function residual(pt, pd) {
+    const V = pt.length;
+    const res = new Float64Array(V); // [V] max(0, p_t − p_d), then / mass
+    let mass = 0;
+    for (let v = 0; v < V; v++) {
+      const r = pt[v] - pd[v];
+      res[v] = r > 0 ? r : 0;
+      mass += res[v];
+    }
+    if (!(mass > RESIDUAL_FLOOR)) return { dist: pt, mass };
+    for (let v = 0; v < V; v++) res[v] /= mass; // a true division, as res / mass
+    return { dist: res, mass };
+  }
+
+  /** verify_block of dspark_mini/speculative.py, draw for draw: for each of the k drafts x_i, ratio =
+   * min(1, p_t(x_i) / max(p_d(x_i), 1e−12)), one draw u, kept while u < ratio; at the first reject one sample from
+   * the residual max(0, p_t − p_d) / mass (mass its sum, left to right; mass ≤ 1e−12: from p_t itself); all kept:
+   * one sample (the bonus) from p_t of row k.
+   * tokens [k]; pd [k, V] and pt [(k + 1), V] flat Float64Arrays (rows of distributions); draw () → [0, 1).
+   * → {n_accepted, next_token, next_kind: "resampled" | "bonus", ratios [n_accepted + 1 or k], residual_mass}. */
+  function verifyBlock(tokens, pd, pt, V, draw) {
+    const R = randomModule();
+    const k = tokens.length;
+    if (pd.length !== k * V || pt.length !== (k + 1) * V)
+      throw new RangeError(
+        `verify rows: p_d has ${pd.length} values, p_t ${pt.length}: ` +
+          `allowed k·V = ${k * V} and (k + 1)·V = ${(k + 1) * V} (k = ${k} drafts)`,
+      );
+    const ratios = [];
+    for (let i = 0; i < k; i++) {
+      const x = tokens[i];
+      const ratio = R.acceptRatio(pt[i * V + x], pd[i * V + x]);
+      ratios.push(ratio);
+      if (draw() < ratio) continue;
+      const { dist, mass } = residual(pt.subarray(i * V, (i + 1) * V), pd.subarray(i * V, (i + 1) * V));
+      return { n_accepted: i, next_token: sampleRow(dist, draw), next_kind: "resampled", ratios, residual_mass: mass };
+    }
+    return { n_accepted: k, next_token: sampleRow(pt.subarray(k * V), draw), next_kind: "bonus", ratios };
   }
 
   /** Indices of v sorted by value, largest first, equal values in index order (a stable descending sort). */
@@ -1237,8 +1372,11 @@
     }
 
     // ---- the DSpark draft -------------------------------------------------------------------------------------------
-    /** One draft pass after `anchor` (at position cache.length): k tokens, greedy. */
-    function draft(cache, anchor, k) {
+    /** One draft pass after `anchor` (at position cache.length): k tokens, greedy, or sampled when `sampling` is
+     * {temperature > 0, draw: () → [0, 1)}: the Markov head's token at each position from softmax(logits / T) with
+     * one draw, in position order (then `probs` [k, V] holds the rows p_d they were drawn from). */
+    function draft(cache, anchor, k, sampling) {
+      const T = checkSampling(sampling);
       if (!mtp) throw new Error("this config has no draft layers (n_mtp_layers = 0)");
       k = k === undefined ? cfg.dspark_block_size : k;
       if (!Number.isInteger(k) || k < 1 || k > cfg.dspark_block_size)
@@ -1267,23 +1405,31 @@
         draftProbs = [],
         confidence = [];
       const logits = new Float64Array(k * V); // [k, V]
+      const probs = T > 0 ? new Float64Array(k * V) : null; // [k, V] p_d rows (sampled drafts only)
       let prev = anchor;
       const temps = cfg.confidence_temperatures;
       for (let i = 0; i < k; i++) {
         const e = mtp.markovEmbed.subarray(prev * r, (prev + 1) * r); // W1[x_{i−1}] [r]
         for (let t = 0; t < V; t++) logits[i * V + t] = base[i * V + t] + dot(e, 0, mtp.markovHead, t * r, r);
-        const xi = argmax(logits, i * V, V);
+        let xi, row;
+        if (T > 0) {
+          row = tokenDistribution(logits, i * V, V, T); // [V] p_d at this position
+          probs.set(row, i * V);
+          xi = sampleRow(row, sampling.draw);
+        } else {
+          xi = argmax(logits, i * V, V);
+          row = logits.slice(i * V, (i + 1) * V); // [V]
+          softmaxInPlace(row, 0, V);
+        }
         let z = confDot(h, i, e);
         if (temps) z /= temps[i];
         confidence.push(sigmoid(z));
-        const row = logits.slice(i * V, (i + 1) * V);
-        softmaxInPlace(row, 0, V);
         draftProbs.push(row[xi]);
         tokens.push(xi);
         prev = xi;
       }
       // base: U_i = head(norm(h_i)) [k, V] before the Markov bias; logits [k, V] after it; hidden h [k, D]
-      return { tokens, draftProbs, confidence, logits, base, hidden: h, positions: Array.from(positions) };
+      return { tokens, draftProbs, confidence, logits, probs, base, hidden: h, positions: Array.from(positions) };
     }
 
     /** w · [h_i; e] in one sum, in order (the confidence head's logit). */
@@ -1297,7 +1443,7 @@
     }
 
     // ---- generation -------------------------------------------------------------------------------------------------
-    function checkGenerate(promptIds, maxNewTokens, temperature, uniform) {
+    function checkGenerate(promptIds, maxNewTokens, temperature, uniform, seed) {
       checkIds(promptIds, "prompt");
       const room = cfg.max_seq_len - promptIds.length;
       if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1 || maxNewTokens > room)
@@ -1305,37 +1451,47 @@
           `maxNewTokens = ${maxNewTokens} is invalid: allowed 1..${room} ` +
             `(max_seq_len ${cfg.max_seq_len} − prompt ${promptIds.length})`,
         );
-      if (typeof temperature !== "number" || !(temperature >= 0) || temperature === Infinity)
-        throw new Error(`temperature = ${temperature} is invalid: allowed a finite number ≥ 0`);
-      if (temperature > 0)
-        throw new Error(`temperature = ${temperature} is not supported here yet: only greedy decoding (temperature 0)`);
+      checkTemperature(temperature);
       if (uniform !== undefined && typeof uniform !== "function")
         throw new Error("uniform must be a function () → a float in [0, 1)");
+      if (temperature > 0 && uniform === undefined) randomModule().checkIndex(seed, "seed");
     }
 
-    /** One round: draft after the anchor, verify the first ℓ drafts in one forward, commit the kept prefix. */
-    function speculativeRound(cache, anchor, ell, need) {
+    /** One round: draft after the anchor, verify the first ℓ drafts in one forward, commit the kept prefix. Greedy,
+     * or sampled with `sampling` {temperature > 0, draw} (as speculative_round: the draft's draws for all its drafted
+     * positions first, then verifyBlock's). */
+    function speculativeRound(cache, anchor, ell, need, sampling) {
+      const T = checkSampling(sampling);
       const p = cache.length;
       const room = cfg.max_seq_len - p;
       const drafted = Math.max(Math.min(cfg.dspark_block_size, room, need || room), ell);
-      const d = draft(cache, anchor, drafted);
+      const d = draft(cache, anchor, drafted, sampling);
       const sent = d.tokens.slice(0, ell);
       const out = forward([anchor, ...sent], cache, { commit: false }); // [ℓ + 1, V]
       const targetArgmax = [];
       for (let i = 0; i <= ell; i++) targetArgmax.push(argmax(out.logits, i * V, V));
-      let n = 0;
-      while (n < ell && sent[n] === targetArgmax[n]) n++;
-      commit(cache, out.pending, n + 1);
       const targetProbs = [];
-      for (let i = 0; i < ell; i++) {
-        const row = out.logits.slice(i * V, (i + 1) * V);
-        softmaxInPlace(row, 0, V);
-        targetProbs.push(row[sent[i]]);
+      let n, next, kind;
+      if (T > 0) {
+        const pt = new Float64Array((ell + 1) * V); // [ℓ + 1, V] softmax(logits / T) of each verified row
+        for (let i = 0; i <= ell; i++) pt.set(tokenDistribution(out.logits, i * V, V, T), i * V);
+        const v = verifyBlock(sent, d.probs.subarray(0, ell * V), pt, V, sampling.draw);
+        [n, next, kind] = [v.n_accepted, v.next_token, v.next_kind];
+        for (let i = 0; i < ell; i++) targetProbs.push(pt[i * V + sent[i]]);
+      } else {
+        n = 0;
+        while (n < ell && sent[n] === targetArgmax[n]) n++;
+        [next, kind] = [targetArgmax[n], n < ell ? "resampled" : "bonus"];
+        for (let i = 0; i < ell; i++) {
+          const row = out.logits.slice(i * V, (i + 1) * V);
+          softmaxInPlace(row, 0, V);
+          targetProbs.push(row[sent[i]]);
+        }
       }
+      commit(cache, out.pending, n + 1);
       const status = [];
       for (let i = 0; i < drafted; i++)
         status.push(i < n ? "accepted" : i === n && n < ell ? "rejected" : i < ell ? "not verified" : "not sent");
-      const next = targetArgmax[n];
       return {
         position: p,
         anchor,
@@ -1344,7 +1500,7 @@
         status,
         n_accepted: n,
         next_token: next,
-        next_kind: n < ell ? "resampled" : "bonus",
+        next_kind: kind,
         draft_probs: d.draftProbs,
         confidence: d.confidence,
         target_probs: targetProbs,
@@ -1357,15 +1513,23 @@
       return typeof performance !== "undefined" ? performance.now() : Date.now();
     }
 
-    /** Speculative then plain greedy decoding of one prompt; shaped as `dspark-lab generate --json`'s result.
-     * opts: maxNewTokens (32), verifyLen ℓ (1..block, default the block), temperature (0 only for now), uniform (the
-     * random source sampled decoding will read: () → a float in [0, 1); unused at temperature 0), plain (true: also
-     * decode plainly), decode (ids → text, e.g. tokenizer.js's decode: fills the `text` fields). */
+    /** Speculative then plain decoding of one prompt; shaped as `dspark-lab generate --json`'s result.
+     * opts: maxNewTokens (32), verifyLen ℓ (1..block, default the block), temperature (0: greedy; else a finite
+     * T ≥ 1e-6: sampled from softmax(logits / T)), seed (0, read at T > 0 only; 0 ≤ seed < 2**63, a BigInt or a
+     * decimal string above 2**53: each of the two runs draws from its own PortableGenerator(seed), as the CLI's),
+     * uniform (instead of the seeded generators: () → a float in [0, 1), read by both runs in turn), plain (true: also
+     * decode plainly), decode (ids → text, e.g. tokenizer.js's decode: fills the `text` fields). Greedy decoding reads
+     * no draw. */
     function generate(promptIds, opts) {
       opts = opts || {};
       const maxNew = opts.maxNewTokens === undefined ? 32 : opts.maxNewTokens;
       const temperature = opts.temperature === undefined ? 0 : opts.temperature;
-      checkGenerate(promptIds, maxNew, temperature, opts.uniform);
+      const seed = opts.seed === undefined ? 0 : opts.seed;
+      checkGenerate(promptIds, maxNew, temperature, opts.uniform, seed);
+      // a run's next token from the logits of its last row [V]: the argmax, or at T > 0 a sample (one draw)
+      const nextToken = (logits, sampling) =>
+        sampling ? sampleRow(tokenDistribution(logits, 0, V, temperature), sampling.draw) : argmax(logits, 0, V);
+      const newSampling = () => (temperature > 0 ? { temperature, draw: drawsFrom(seed, opts.uniform) } : null);
       const kMax = opts.verifyLen === undefined ? cfg.dspark_block_size : opts.verifyLen;
       if (!Number.isInteger(kMax) || kMax < 1 || kMax > cfg.dspark_block_size)
         throw new Error(
@@ -1374,13 +1538,14 @@
       const ids = Array.from(promptIds);
 
       let t0 = now();
+      let sampling = newSampling(); // one generator for the speculative run: prefill, then each round's draws
       let cache = newCache();
       let out = forward(ids, cache, { lastOnly: true });
-      const spec = [argmax(out.logits, 0, V)];
+      const spec = [nextToken(out.logits, sampling)];
       const rounds = [];
       while (spec.length < maxNew) {
         const need = maxNew - spec.length;
-        const r = speculativeRound(cache, spec[spec.length - 1], Math.min(kMax, need), need);
+        const r = speculativeRound(cache, spec[spec.length - 1], Math.min(kMax, need), need, sampling);
         rounds.push(r);
         spec.push(...r.committed);
       }
@@ -1390,9 +1555,11 @@
         prompt_ids: ids,
         dtype: "float64",
         device: "javascript",
+        k: rounds.length ? Math.max(...rounds.map((r) => r.draft.length)) : null,
         block: rounds.length ? Math.max(...rounds.map((r) => r.draft.length)) : null,
         verify_len: kMax,
         temperature,
+        seed: typeof seed === "number" ? seed : String(seed), // a BigInt as its decimal digits (JSON has no BigInt)
         speculative: {
           tokens: spec.slice(0, maxNew),
           text: decode ? decode(spec.slice(0, maxNew)) : null,
@@ -1421,10 +1588,11 @@
       };
       if (opts.plain !== false) {
         t0 = now();
+        sampling = newSampling(); // the plain run's own generator, from the same seed
         cache = newCache();
         out = forward(ids, cache, { lastOnly: true });
-        const plain = [argmax(out.logits, 0, V)];
-        while (plain.length < maxNew) plain.push(argmax(forward([plain[plain.length - 1]], cache).logits, 0, V));
+        const plain = [nextToken(out.logits, sampling)];
+        while (plain.length < maxNew) plain.push(nextToken(forward([plain[plain.length - 1]], cache).logits, sampling));
         const seconds = (now() - t0) / 1000;
         result.plain = {
           tokens: plain,
@@ -1497,6 +1665,7 @@
 
   return {
     createModel,
+    sampling: { tokenDistribution, verifyBlock, residual, laneSum, MIN_TEMPERATURE },
     quant: { roundToGrid, fp8Qdq, fp4Qdq, pow2Scale },
     ropeInvFreq,
     engramPrimes,
