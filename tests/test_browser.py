@@ -4,8 +4,7 @@
   SVG; a click on 6B opens its panel, the ℓ slider re-drafts the inspector, the language switch turns it Vietnamese;
 - `python -m lab.present` (what `dspark-lab present` runs) prints its URL, the page loads, Next walks a step's
   builds and then moves the lit block (the deck itself: tests/test_browser_deck.py);
-- docs/explorer.html from file:// redraws its strip when the temperature slider moves, and with its verify-length
-  policy switched to the dspark scheduler, moving R changes ℓ (as Python's scheduler says) and the ○ not-sent cells.
+- docs/explorer.html, the lab model live in a page: tests/test_explorer.py.
 A console error or an uncaught exception on any page fails its test. Screenshots: build/screenshots/ (gitignored).
 Skipped with the reason where no chromium is found, outside CI (see tests/conftest.py); in CI they must run.
 """
@@ -208,60 +207,4 @@ def test_presenter_loads_and_next_moves_the_highlight(presenter_url, tab):
     assert page.evaluate("() => getComputedStyle(document.getElementById('slide')).fontSize") != size
     page.locator("#lang-vi").click()
     assert "Vòng" in page.locator("#slide h2").inner_text()
-    tab.assert_no_errors()
-
-
-def test_explorer_strip_follows_the_temperature(tab):
-    page = tab.page
-    page.goto((REPO / "docs" / "explorer.html").as_uri())
-    strip = page.locator("#strip")
-    before = strip.inner_html()
-    assert page.locator("#temperature-value").inner_text() == "1.0"
-    page.locator("#temperature").focus()
-    page.keyboard.press("Home")  # T = 0: greedy, every p_d is one-hot
-    assert page.locator("#temperature-value").inner_text() == "0.0"
-    assert strip.inner_html() != before
-    assert "1.000" in strip.inner_text()
-    tab.assert_no_errors()
-
-
-def test_explorer_scheduler_follows_the_load(tab):
-    """Policy → dspark scheduler on a stored round whose ℓ differs between R = 1 and R = 256 (T = 0: the page reads the
-    stored greedy draft's confidences): the readout and the strip's ○ "not sent" cells follow Python's scheduler."""
-    import json
-
-    from lab.lesson.view_6b import load_plan
-    from lab.present.explorer import StoredRound
-
-    path = REPO / "docs" / "explorer.html"
-    html = path.read_text(encoding="utf-8")
-    data = json.loads(re.search(r'<script[^>]*id="explorer-data"[^>]*>(.*?)</script>', html, re.S).group(1))
-    K = data["k_max"]
-
-    def lengths(pi: int, ri: int) -> tuple[int, int]:
-        sr, draft = StoredRound.from_data(data, pi, ri), data["prompts"][pi]["rounds"][ri]["greedy"]["draft"]
-        c = [sr.confidence(i, prev) for i, prev in enumerate([sr.anchor, *draft][:K])]
-        return load_plan(c, 1).verify_len, load_plan(c, 256).verify_len
-
-    rounds = [(pi, ri) for pi, p in enumerate(data["prompts"]) for ri in range(len(p["rounds"]))]
-    pi, ri = next((pi, ri) for pi, ri in rounds if len(set(lengths(pi, ri))) == 2)
-    want = dict(zip((1, 256), lengths(pi, ri), strict=True))
-
-    page = tab.page
-    page.goto(path.as_uri())
-    page.select_option("#prompt", str(pi))
-    page.select_option("#round", str(ri))
-    page.locator("#temperature").focus()
-    page.keyboard.press("Home")  # T = 0
-    assert page.locator("#requests").is_disabled()  # R counts for the scheduler only
-    page.select_option("#policy", "dspark")
-    assert page.locator("#ell").is_disabled() and page.locator("#requests").is_enabled()
-    not_sent = page.locator("#strip tr:nth-child(2) td.not_sent")
-    page.locator("#requests").focus()
-    for key, r in (("Home", 1), ("End", 256)):
-        page.keyboard.press(key)
-        assert page.locator("#requests-value").inner_text() == str(r)
-        plan = page.locator("#plan").inner_text()
-        assert f"R = {r}: ℓ = {want[r]} " in plan, plan
-        assert not_sent.count() == K - want[r]
     tab.assert_no_errors()

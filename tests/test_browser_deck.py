@@ -1,5 +1,5 @@
 """Real-browser tests of the classroom pages (`pytest -m browser`, Playwright driving Debian's chromium, as
-tests/test_browser.py): the presenter as a deck and the Explorer a student reads, at a projector's 1280×720 and on a
+tests/test_browser.py): the presenter as a deck, at a projector's 1280×720 and on a
 phone's 390×844.
 
 - the deck: Next walks every build, narration sentence and round phase, and every slide opens at its top; at
@@ -15,9 +15,7 @@ phone's 390×844.
 - the narration lights the cells it speaks about and moves with Next; a round plays draft → schedule → verify (the
   verdicts appear one by one, all at once with reduced motion) → commit (fresh cache slots);
 - Vietnamese: "về tiếng đẹp" is drawn with the embedded "DSpark Mono" face, which is loaded and covers those letters;
-- the Explorer: its legend spells out SPS, B = R·(ℓ + 1) and ▁; τ* is per request; the ℓ slider says ℓ; its check
-  line follows the settings; the cache stepper shows the recorded caches before and after a commit; on a phone the
-  controls stay on screen, the positions are rows and nothing overflows.
+- the Explorer (docs/explorer.html, the model live in a page) has its own tests: tests/test_explorer.py.
 The presenter page is built once for the module, as `dspark-lab present` builds it; a console error on any page
 fails its test.
 """
@@ -32,7 +30,6 @@ import pytest
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[1]
-EXPLORER = REPO / "docs" / "explorer.html"
 PROJECTOR = {"width": 1280, "height": 720}
 PHONE = {"width": 390, "height": 844}
 WAIT_MS = 20_000
@@ -541,92 +538,19 @@ def face_report(page) -> dict:
     )
 
 
-@pytest.mark.parametrize("which", ["presenter", "explorer"])
-def test_vietnamese_renders_with_the_embedded_face(which, deck_url, open_page):
-    page = open_page(deck_url + "#vi" if which == "presenter" else EXPLORER.as_uri() + "#vi", PROJECTOR)
-    if which == "presenter":
-        page.keyboard.press("End")  # a round page: its tokens and cache slots are monospace
-    mono = ".slot b" if which == "presenter" else "#context"
+def test_vietnamese_renders_with_the_embedded_face(deck_url, open_page):
+    page = open_page(deck_url + "#vi", PROJECTOR)
+    page.keyboard.press("End")  # a round page: its tokens and cache slots are monospace
+    mono = ".slot b"
     family = page.evaluate(f"() => getComputedStyle(document.querySelector('{mono}')).fontFamily")
     assert family.startswith('"DSpark Mono"'), family
     report = face_report(page)
     assert report == {"check": True, "loaded": True, "uncovered": []}, report  # a loaded face has every letter
 
 
-# ---- the Explorer -------------------------------------------------------------------------------------------------
-def uncertain_round() -> tuple[int, int, float]:
-    """A stored round whose first draft the target keeps with probability α = Σ_x min(p_t(x), p_d(x)) well inside
-    (0, 1) at T = 1 (computed here with the Python twin, lab/present/explorer.py): (prompt, round, α)."""
-    import json
-
-    from lab.present.explorer import StoredRound
-
-    html = EXPLORER.read_text(encoding="utf-8")
-    data = json.loads(re.search(r'<script[^>]*id="explorer-data"[^>]*>(.*?)</script>', html, re.S).group(1))
-    for pi, prompt in enumerate(data["prompts"]):
-        for ri in range(len(prompt["rounds"])):
-            sr = StoredRound.from_data(data, pi, ri)
-            alpha = float(sr.target(1.0)[0].minimum(sr.draft(0, sr.anchor, 1.0)).sum())
-            if 0.2 < alpha < 0.8:
-                return pi, ri, alpha
-    pytest.fail("no stored round with an uncertain first draft")
-
-
-def test_explorer_explains_itself_and_its_check_reacts(open_page):
-    page = open_page(EXPLORER.as_uri(), PROJECTOR)
-    legend = page.locator("#legend").inner_text()
-    for words in ("SPS(B) = steps per second", "B = R·(ℓ + 1)", "▁", "not verified", "not sent"):
-        assert words in legend, words
-    assert "ℓ" in page.locator("label", has=page.locator("#ell")).inner_text()  # the slider that sets ℓ says ℓ
-    page.select_option("#policy", "dspark")
-    page.locator("#requests").focus()
-    page.keyboard.press("End")  # R = 256
-    tau = float(re.search(r"τ\* = ([\d.]+)", page.locator("#plan").inner_text()).group(1))
-    assert 1 <= tau <= 6  # expected tokens of one request (anchor + at most k = 5 drafts), not a batch total
-
-    pi, ri, alpha = uncertain_round()
-    page.select_option("#policy", "fixed")
-    page.select_option("#prompt", str(pi))
-    page.select_option("#round", str(ri))
-    check = page.locator("#check")
-    assert f"= {alpha:.3f} " in check.inner_text()  # the page's α is Python's
-    seen = {check.inner_text()}
-    for seed in ("7", "8"):
-        page.locator("#seed").fill(seed)
-        page.locator("#seed").dispatch_event("input")
-        seen.add(check.inner_text())
-    page.locator("#temperature").focus()
-    page.keyboard.press("ArrowLeft")  # T = 0.9: another α
-    seen.add(check.inner_text())
-    assert len(seen) == 4, seen  # the check follows the seed and the temperature
-    assert all(text.startswith("✓") for text in seen), seen  # and the page's verifier passes it each time
-
-
-def test_explorer_cache_stepper(open_page):
-    page = open_page(EXPLORER.as_uri(), PROJECTOR)
-    fresh = page.locator("#caches-view .fresh")
-    assert fresh.count() > 0  # after the commit: the slots it wrote are marked
-    after = page.locator("#window-ring").inner_text()
-    page.locator("#cache-before").click()
-    assert fresh.count() == 0 and page.locator("#window-ring").inner_text() != after
-    page.locator("#cache-after").click()
-    page.locator("#next-round").click()
-    assert page.locator("#window-ring").inner_text() != after  # the next round's commit
-
-
-@pytest.mark.parametrize("which", ["presenter", "explorer"])
-def test_phone_has_no_horizontal_overflow(which, deck_url, open_page):
-    page = open_page(deck_url if which == "presenter" else EXPLORER.as_uri(), PHONE)
+def test_phone_has_no_horizontal_overflow(deck_url, open_page):
+    page = open_page(deck_url, PHONE)
     wide = "() => document.documentElement.scrollWidth"
-    if which == "presenter":
-        for _ in range(int(page.evaluate("() => document.getElementById('stage').dataset.slides")) + 20):
-            assert page.evaluate(wide) <= PHONE["width"], where(page)
-            page.keyboard.press("PageDown")
-        return
-    assert page.evaluate(wide) <= PHONE["width"]
-    page.locator("#chart").scroll_into_view_if_needed()
-    controls = page.locator(".controls").bounding_box()
-    assert controls["y"] == pytest.approx(0, abs=1) and controls["height"] < PHONE["height"] / 2  # sticky, compact
-    rows = page.locator("#strip.rows tr")
-    assert rows.count() == 1 + 5  # a header, then one row per draft position
-    assert page.evaluate(wide) <= PHONE["width"]
+    for _ in range(int(page.evaluate("() => document.getElementById('stage').dataset.slides")) + 20):
+        assert page.evaluate(wide) <= PHONE["width"], where(page)
+        page.keyboard.press("PageDown")

@@ -1,363 +1,312 @@
-"""The DSpark Explorer (lab/present/, docs/explorer.html): one small self-contained page with no network URL, in sync
-with its generator, holding the trained model's numbers, an in-page scheduler (JavaScript, run here with node) whose
-verify length ℓ is `dspark_mini.scheduler`'s on every stored round, and an in-page verifier whose statistics match
-Python's `verify_block` on the same stored distributions."""
+"""The DSpark Explorer (lab/present/explorer.py, docs/explorer.html): one self-contained page, within its 24 MB budget
+and with no network URL, in sync with its generator (compared by `weights_pack.comparable`), that runs the trained
+lab model itself. In chromium, from file:// (the page loaded once for the module):
+- `window.dspark.run` gives what `python -m lab generate --json` gives (greedy; English and Vietnamese prompts;
+  ℓ = 1..5): the same tokens, plain tokens, drafts, statuses, accepted lengths and next tokens; confidences and p_d
+  within 1e-9; `window.dspark.tokenize` gives `python -m lab tokenize --json`'s ids and pieces;
+- run() refuses T > 0 (not yet sampled here), an out-of-range seed and ℓ, each with a message naming it;
+- a student types a sentence, runs it, walks the steps 1A → 6B and sees that sentence's live rounds and race;
+- the URL holds the whole state: a copied link opens the same prompt, settings, step and round; a bad seed in the
+  controls is refused with a visible message and left as typed (not clamped);
+- at a phone's 390 × 844 nothing is wider than the screen, the controls stay in the flow and the text is ≥ 16 px."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
-from dspark_mini.model import draft
-from dspark_mini.scheduler import plan_round
-from lab.evaluation.profiling import chi_square_test
-from lab.lesson.view_6b import load_plan, shipped_sps
 from lab.present import explorer
-from lab.present.explorer import (
-    DECIMALS,
-    FIX_COMMAND,
-    LOADS,
-    MAX_BYTES,
-    Policy,
-    StoredRound,
-    page_html,
-    simulate_round,
-    verify_length,
-)
-from lab.serving.sps import SPSTable
-from lab.weights import lab_model
+from lab.present import weights_pack as wp
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / explorer.PAGE
-NODE = shutil.which("node")
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run the page's JavaScript")
-
-# Runs the page's own verifier block (extracted from the page, not the package file) on its embedded data.
-#   node harness.js PAGE sample PROMPT ROUND T POLICY SEED N → [[ℓ, n_accepted, first committed token], ...]
-#   node harness.js PAGE greedy                              → per prompt, per round [n_accepted, next token] (k = 5)
-#   node harness.js PAGE plan POLICIES → per prompt, per round {c: the stored greedy draft's confidences [K],
-#                                        plans: per policy [lengths [R], B, τ*, Θ]} (R copies, as the page)
-#   node harness.js PAGE sps TABLE B_MAX                     → [SPS(1), …, SPS(B_MAX)] of the table
-# POLICY/POLICIES/TABLE are JSON ({"name": "dspark", "requests": 8} …; {batch_tokens, steps_per_s, interpolation}).
-HARNESS = r"""
-const fs = require("fs");
-const vm = require("vm");
-const [page, mode, ...args] = process.argv.slice(2);
-const html = fs.readFileSync(page, "utf8");
-const block = (id) => html.match(new RegExp(`<script[^>]*id="${id}"[^>]*>([\\s\\S]*?)</script>`))[1];
-vm.runInThisContext(block("explorer-verify"));
-const data = JSON.parse(block("explorer-data"));
-let out;
-if (mode === "sample") {
-  const [prompt, round, T, policy, seed, n] = args.map((x) => JSON.parse(x));
-  const prepared = prepareRound(data, prompt, round, T);
-  const rand = mulberry32(seed);
-  out = [];
-  for (let i = 0; i < n; i++) {
-    const r = simulateRound(prepared, policy, rand);
-    out.push([r.verifyLen, r.verdict.nAccepted, r.committed[0]]);
-  }
-} else if (mode === "greedy") {
-  out = data.prompts.map((p, pi) =>
-    p.rounds.map((_, ri) => {
-      const r = simulateRound(prepareRound(data, pi, ri, 0), { name: "fixed", k: data.k_max }, mulberry32(0));
-      return [r.verdict.nAccepted, r.verdict.nextToken];
-    }),
-  );
-} else if (mode === "plan") {
-  const policies = JSON.parse(args[0]);
-  out = data.prompts.map((p, pi) =>
-    p.rounds.map((round, ri) => {
-      const prepared = prepareRound(data, pi, ri, 0);
-      const prev = [prepared.anchor, ...round.greedy.draft];
-      const c = round.greedy.draft.map((_, i) => prepared.confidence(i, prev[i]));
-      const plans = policies.map((policy) => {
-        const plan = planLoad(c, policy, prepared.rate);
-        return [plan.lengths, plan.batchTokens, plan.expectedTokens, plan.throughput];
-      });
-      return { c, plans };
-    }),
-  );
-} else {
-  const rate = spsRate(JSON.parse(args[0]));
-  out = Array.from({ length: Number(args[1]) }, (_, i) => rate(i + 1));
+PHONE = {"width": 390, "height": 844}
+TOL = 1e-9
+PROMPTS = {
+    "english": "The cat sat on the mat.",
+    "story": "Once upon a time, there was a little girl who lived in a village near the forest.",
+    "vietnamese": "Hôm nay trời đẹp, chúng tôi đi dạo quanh hồ Hoàn Kiếm.",
 }
-console.log(JSON.stringify(out));
-"""
+NEW_TOKENS = 16
+WAIT_MS = 120_000
+READY = "Number(document.body.dataset.runs) > 0"  # the first run drawn (its step screens come before it)
 
 
-def script(html: str, block_id: str) -> str:
-    return re.search(rf'<script[^>]*id="{block_id}"[^>]*>(.*?)</script>', html, re.S).group(1)
+def cli_json(*argv: str) -> dict:
+    """`python -m lab …` in this process (one model load each, no interpreter start), its JSON output."""
+    from lab.cli import main
 
-
-def run_node(tmp_path: Path, *args) -> list:
-    """Runs the harness; dicts and lists go to node as JSON."""
-    args = [json.dumps(a) if isinstance(a, (dict, list)) else a for a in args]
-    harness = tmp_path / "harness.js"
-    harness.write_text(HARNESS, encoding="utf-8")
-    done = subprocess.run([NODE, str(harness), str(PAGE), *map(str, args)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(argv)) == 0
+    return json.loads(out.getvalue())
 
 
 @pytest.fixture(scope="module")
-def page() -> str:
-    return PAGE.read_text(encoding="utf-8")
-
-
-@pytest.fixture(scope="module")
-def data(page) -> dict:
-    return json.loads(script(page, "explorer-data"))
-
-
-@pytest.fixture(scope="module")
-def trained():
-    return lab_model("trained")
+def page_bytes() -> bytes:
+    return PAGE.read_bytes()
 
 
 # ---- the file ---------------------------------------------------------------------------------------------------
-def test_page_is_small_and_offline(page):
-    assert len(page.encode("utf-8")) <= MAX_BYTES
-    low = page.lower()
+def test_page_is_within_budget_and_offline(page_bytes):
+    assert len(page_bytes) <= wp.PAGE_BUDGET
+    rest = wp.comparable(page_bytes).decode("cp1252", errors="replace")  # the weights' text replaced by a digest
+    low = rest.lower()
     assert set(re.findall(r"url\(([a-z]+:[a-z0-9/+-]*)", low)) == {"data:font/woff2"}  # only the inlined font faces
     low = re.sub(r"url\(data:font/woff2;base64,[a-z0-9+/=]+\)", "", low)
     for bad in ("http://", "https://", "//cdn", "@import", "url(", "<link", "<iframe", "fetch(", "xmlhttprequest"):
         assert bad not in low, f"the page must not reach the network: found {bad!r}"
-    assert not re.search(r"\bsrc\s*=", low), "every script is inlined: no src= attribute"
-    assert re.findall(r"<script[^>]*>", page) == [
+    tags = re.sub(r"(<script[^>]*>).*?</script>", r"\1", low, flags=re.S)  # the markup without the scripts' text
+    assert not re.search(r"\bsrc\s*=", tags), "everything is inlined: no src= attribute"
+    assert re.findall(r"<script[^>]*>", tags) == [
         '<script type="application/json" id="explorer-data">',
-        '<script id="explorer-verify">',
+        '<script type="application/json" id="dspark-tokenizer">',
+        '<script type="application/json" id="dspark-manifest">',
+        f'<script type="application/octet-stream" id="{wp.ELEMENT_ID}">',
+        '<script id="dspark-lib">',
         '<script id="explorer-app">',
     ]
+    assert wp.CHARSET_META.encode() in page_bytes[:1024]
 
 
-def test_page_is_in_sync_with_the_generator(page, trained):
-    assert page_html(trained) == page, f"docs/explorer.html is stale: run `{FIX_COMMAND}`"
+def test_page_is_in_sync_with_the_generator(page_bytes):
+    built = explorer.page_bytes()
+    assert wp.comparable(built) == wp.comparable(page_bytes), (
+        f"docs/explorer.html is stale: run `{explorer.FIX_COMMAND}`"
+    )
 
 
-def test_cli_writes_and_checks(tmp_path, monkeypatch, page, capsys):
-    monkeypatch.setattr(explorer, "page_html", lambda model=None: page)  # the model run is the test above
+def test_cli_writes_and_checks(tmp_path, monkeypatch, page_bytes, capsys):
+    monkeypatch.setattr(explorer, "page_bytes", lambda model=None: page_bytes)  # the model run is the test above
     out = tmp_path / "site" / "explorer.html"
     assert explorer.main(["--out", str(out)]) == 0
-    assert out.read_text(encoding="utf-8") == page
+    assert out.read_bytes() == page_bytes
     assert explorer.main(["--check", "--out", str(out)]) == 0
-    out.write_text(page + " ", encoding="utf-8")
+    out.write_bytes(page_bytes.replace(b"<title>DSpark Explorer", b"<title>DSpark explorer"))
     assert explorer.main(["--check", "--out", str(out)]) == 1
-    assert FIX_COMMAND in capsys.readouterr().err
+    assert explorer.FIX_COMMAND in capsys.readouterr().err
     assert [p.name for p in out.parent.iterdir()] == ["explorer.html"]  # no temporary file left behind
 
 
-def test_strings_in_both_languages(data):
-    ui = data["ui"]
-    for key in ("accepted", "rejected", "not_verified", "not_sent", "resampled", "bonus", "temperature", "seed"):
-        assert ui[key]["vi"] and ui[key]["en"], key
+def test_strings_in_both_languages():
+    ui = explorer.strings()
+    for key, texts in ui.items():
+        assert texts["vi"] and texts["en"], key
     app = explorer.asset("explorer_app.js") + explorer.asset("explorer_template.html")
     used = set(re.findall(r'data-t="(\w+)"', app)) | set(re.findall(r'\bt\("(\w+)"', app))
-    used |= {f"policy_{name}" for name in data["policies"]}  # the policy menu's entries
+    used |= {"accepted", "rejected", "not_verified", "not_sent", "resampled", "bonus"}  # a verdict's class names it
     assert used <= set(ui), f"strings the page asks for but does not have: {sorted(used - set(ui))}"
+    assert set(explorer.step_titles()) == set(explorer.STEPS)
 
 
-def test_data_note_quotes_the_vocabulary_it_embeds(data):
-    """The note's numbers are the embedded data's (no number typed into the text), in both languages: the page's
-    words, and the probability the stored rows give to other tokens at T = 1 (mean and largest, in %)."""
-    n = len(data["vocab"])
-    mean, most = (f" {100 * data['outside_mass'][k]:.0f} %" for k in ("mean", "max"))
-    for lang in ("vi", "en"):
-        note = data["ui"]["note_data"][lang]
-        assert f" {n:,} " in note and mean in note and most in note, lang
-        assert not re.search(r"\{\w+\}", note), lang  # every placeholder filled
+# ---- in chromium ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def live(browser):
+    """The page from file://, once for the module, its model ready and its first screen drawn."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    page.goto(PAGE.as_uri())
+    page.wait_for_function(READY, timeout=WAIT_MS)
+    page.errors = errors
+    yield page
+    context.close()
 
 
-# ---- the data: the trained model's numbers ----------------------------------------------------------------------
-def test_embedded_numbers_match_the_model(data, trained):
-    """One prompt, recomputed by a different path than the generator's: a full forward for the target rows, and
-    `draft` on a cache that holds the text up to the anchor for one round's draft logits and confidences. The page
-    keeps only its words (`vocab_ids`: page id → lab id), so the model's rows are read at those ids."""
-    ids = data["vocab_ids"]  # [W]
-    assert ids == sorted(set(ids)) and len(data["vocab"]) == len(ids) == len(data["markov_w1"]) == len(data["conf_q"])
-    pr = data["prompts"][0]
-    K, start = data["k_max"], pr["prompt_len"]
-    tokens = torch.tensor([[ids[t] for t in pr["tokens"]]])  # [1, S] lab ids
-    with torch.inference_mode():
-        logits = trained(tokens).logits[0]  # [S, V]
-    step = 0.5 * 10 ** -DECIMALS["logits"]
-    assert (torch.tensor(pr["target"], dtype=torch.float64) - logits[start:, ids]).abs().max() <= step + 1e-9
-    assert logits[start:-1].argmax(-1).tolist() == tokens[0, start + 1 :].tolist()  # the greedy text
-    p_out = 1 - torch.softmax(logits[start:].double(), -1)[:, ids].sum(-1)  # [rows] mass outside the page's words
-    assert float(p_out.max()) <= data["outside_mass"]["max"] + 1e-12  # the note's bound holds for these rows
-
-    ri = 1
-    p = pr["rounds"][ri]["p"]
-    cache = trained.new_cache(1)
-    with torch.inference_mode():
-        trained(tokens[:, :p], cache=cache)
-        d = draft(trained, tokens[0, p : p + 1], cache, K, 0.0)
-    assert d.tokens[0].tolist() == [ids[t] for t in pr["rounds"][ri]["greedy"]["draft"]]
-    sr = StoredRound.from_data(data, 0, ri)
-    prev = [sr.anchor] + [ids.index(t) for t in d.tokens[0, :-1].tolist()]  # page ids of x_{i−1}
-    for i in range(K):
-        assert (sr.draft_logits(i, prev[i]) - d.logits[0, i, ids]).abs().max() < 0.02  # base + Markov bias, rounded
-        assert abs(sr.confidence(i, prev[i]) - float(d.confidence[0, i])) < 1e-3
+def js_run(page, prompt: str, **opts) -> dict:
+    return page.evaluate(
+        """([prompt, opts]) => dspark.run(prompt, opts).then(r => {
+             const {steps, generate, ...rest} = r;
+             return rest;
+           })""",
+        [prompt, opts],
+    )
 
 
-def greedy_rounds(data: dict) -> list[list[list[int]]]:
-    """Per prompt, per round: [n_accepted, next token] of the greedy round the generator recorded."""
-    return [[[r["greedy"]["n"], r["greedy"]["next"]] for r in p["rounds"]] for p in data["prompts"]]
+def js_error(page, prompt: str, **opts) -> str:
+    return page.evaluate("([p, o]) => dspark.run(p, o).then(() => '', e => e.name + ': ' + e.message)", [prompt, opts])
 
 
-def test_python_twin_reproduces_the_greedy_rounds(data):
-    """At T = 0 (k = 5, no threshold) the Python twin gives every recorded round."""
-
-    def twin(pi: int, ri: int) -> list[int]:
-        sr = StoredRound.from_data(data, pi, ri)
-        v = simulate_round(sr, 0.0, Policy("fixed", k=data["k_max"]), torch.Generator().manual_seed(0)).verdict
-        return [v.n_accepted, v.next_token]
-
-    got = [[twin(pi, ri) for ri in range(len(p["rounds"]))] for pi, p in enumerate(data["prompts"])]
-    assert got == greedy_rounds(data)
-
-
-@needs_node
-def test_page_reproduces_the_greedy_rounds(data, tmp_path):
-    """At T = 0 (k = 5, no threshold) the page's JavaScript gives every recorded round (the page shows this check)."""
-    assert run_node(tmp_path, "greedy") == greedy_rounds(data)
-
-
-def test_verify_length_follows_the_policy():
-    c = [0.9, 0.5, 0.9]
-    assert verify_length(c, Policy("fixed", k=3)) == 3
-    assert verify_length(c, Policy("fixed", k=2)) == 2
-    assert verify_length(c, Policy("threshold", threshold=0.44)) == 2  # survival 0.9, 0.45, then 0.405 < 0.44
-    assert verify_length(c, Policy("threshold", threshold=0.46)) == 1
-    assert verify_length([0.3, 0.9], Policy("threshold", threshold=0.5)) == 0
-    assert verify_length([1.0] * 5, Policy("dspark", requests=1)) == 5  # sure drafts: verify them all
-    assert verify_length([0.01] * 5, Policy("dspark", requests=256)) == 0  # hopeless drafts under load: none
-    with pytest.raises(ValueError, match="policy = 'retrospective' is invalid: allowed 'fixed', 'threshold'"):
-        Policy("retrospective")
-    with pytest.raises(ValueError, match="requests in flight"):
-        Policy("dspark", requests=0)
-    with pytest.raises(ValueError, match="length = 6 is invalid: allowed 0..3"):
-        verify_length(c, Policy("fixed", k=6))
+@pytest.mark.browser
+@pytest.mark.parametrize("name", list(PROMPTS))
+def test_run_is_python_generate(live, name):
+    """For every ℓ = 1..5: the page's run() and `python -m lab generate --json` (greedy, float64) agree."""
+    prompt = PROMPTS[name]
+    for ell in range(1, 6):
+        py = cli_json(
+            "generate", "--prompt", prompt, "--max-new-tokens", str(NEW_TOKENS), "--verify-len", str(ell), "--json"
+        )
+        js = js_run(live, prompt, verifyLen=ell, maxNewTokens=NEW_TOKENS)
+        where = f"{name}, ℓ = {ell}"
+        assert js["prompt_ids"] == py["prompt_ids"], where
+        assert js["tokens"] == py["speculative"]["tokens"], where
+        assert js["plain_tokens"] == py["plain"]["tokens"], where
+        assert js["identical_tokens"] is py["identical_tokens"] is True, where
+        strip = py["speculative"]["strip"]
+        assert len(js["rounds"]) == len(strip) == py["speculative"]["rounds"], where
+        for r, p in zip(js["rounds"], strip, strict=True):
+            assert (r["anchor"], r["draft"], r["verify_len"], r["status"]) == (
+                p["anchor"], p["draft"], p["verify_len"], p["status"]
+            ), where  # fmt: skip
+            assert (r["next_token"], r["next_kind"]) == (p["next_token"], p["next_kind"]), where
+            assert r["confidence"] == pytest.approx(p["confidence"], abs=TOL), where
+            assert r["p_d"] == pytest.approx(p["draft_probs"], abs=TOL), where
+            kept = sum(s == "accepted" for s in p["status"])
+            assert r["accepted_length"] == kept + 1 and r["n_accepted"] == kept, where
+            assert len(r["p_t"]) == r["verify_len"] and all(0 <= x <= 1 for x in r["p_t"]), where
+        assert js["mean_accepted_length"] == pytest.approx(py["speculative"]["mean_accepted_length"], abs=1e-12)
+        assert js["target_forwards"]["speculative"] == py["speculative"]["target_forwards"] + 1  # + the prefill
+        assert js["target_forwards"]["plain"] == py["plain"]["target_forwards"] + 1
+    assert not live.errors, live.errors
 
 
-# ---- the page's scheduler against Python's ---------------------------------------------------------------------
-PAGE_POLICIES = [{"name": "dspark", "requests": r} for r in LOADS] + [
-    {"name": "fixed", "k": 3},
-    {"name": "threshold", "threshold": 0.1},
-    {"name": "threshold", "threshold": 0.5},
-]
+@pytest.mark.browser
+def test_tokenize_is_python_tokenize(live):
+    texts = [*PROMPTS.values(), "def f(x):\n    return x ** 2 + 1\n", "Good luck 🍀🎉 with the test! 🚀", "Tiếng Việt"]
+    for text in texts:
+        py = cli_json("tokenize", text, "--json")
+        js = live.evaluate("t => dspark.tokenize(t)", text)
+        assert js["ids"] == py["ids"], text
+        assert js["pieces"] == [t["text"] for t in py["tokens"]], text
 
 
-def python_plan(c: list[float], policy: dict) -> tuple[list[int], int, float, float]:
-    """What Python plans for these confidences: `load_plan` (R copies, the presenter's path) for dspark, the
-    Scheduler itself for the others, on the shipped SPS table."""
-    if policy["name"] == "dspark":
-        p = load_plan(c, policy["requests"])
-        return list(p.lengths), p.batch_tokens, p.expected_tokens, p.throughput
-    options = {"length": policy["k"]} if policy["name"] == "fixed" else {"threshold": policy["threshold"]}
-    p = plan_round(policy["name"], [c], sps=shipped_sps(), **options)
-    return p.lengths.tolist(), p.batch_tokens, p.expected_tokens, p.throughput
+@pytest.mark.browser
+def test_run_refuses_bad_options_by_name(live):
+    assert "temperature = 0.7 is not available yet" in js_error(live, "Hi", temperature=0.7)
+    assert "temperature = 5 is invalid" in js_error(live, "Hi", temperature=5)
+    assert 'seed = "-1" is invalid' in js_error(live, "Hi", seed="-1")
+    assert 'seed = "9223372036854775808" is invalid' in js_error(live, "Hi", seed="9223372036854775808")
+    assert js_error(live, "Hi", seed="9223372036854775807", maxNewTokens=2) == ""  # the largest seed is fine
+    assert "verifyLen = 6 is invalid: allowed an integer 1..5" in js_error(live, "Hi", verifyLen=6)
+    assert "prompt is empty" in js_error(live, "")
+    assert "maxNewTokens = 300 is invalid" in js_error(live, "Hi", maxNewTokens=300)
 
 
-@needs_node
-def test_page_scheduler_matches_python_on_every_stored_round(data, tmp_path):
-    """On every stored round (its greedy draft's confidences), for R = 1, 2, 4, …, 256 and the static policies, the
-    page's JavaScript gives every request the ℓ that dspark_mini/scheduler.py gives it, the same batch B, and the
-    same τ* and Θ (up to the order of a float sum); the confidences are the Python twin's."""
-    got = run_node(tmp_path, "plan", PAGE_POLICIES)
-    seen = set()
-    for pi, prompt in enumerate(data["prompts"]):
-        assert len(got[pi]) == len(prompt["rounds"])
-        for ri, (rnd, js) in enumerate(zip(prompt["rounds"], got[pi], strict=True)):
-            sr = StoredRound.from_data(data, pi, ri)
-            prev = [sr.anchor, *rnd["greedy"]["draft"]]
-            assert js["c"] == pytest.approx([sr.confidence(i, prev[i]) for i in range(data["k_max"])], abs=1e-12)
-            for policy, (lengths, b, tau, theta) in zip(PAGE_POLICIES, js["plans"], strict=True):
-                want = python_plan(js["c"], policy)
-                assert (lengths, b) == want[:2], (pi, ri, policy)
-                assert (tau, theta) == pytest.approx(want[2:], rel=1e-12), (pi, ri, policy)
-                assert lengths[0] == verify_length(js["c"], Policy(**policy)), (pi, ri, policy)
-                seen.add((policy.get("requests"), lengths[0]))
-    by_load = {r: {l for rr, l in seen if rr == r} for r in LOADS}
-    assert by_load[1] != by_load[256] and len(set().union(*by_load.values())) == 6  # ℓ = 0..5 all occur: the
-    # stored rounds exercise the whole walk, from "verify everything" to "verify nothing"
+@pytest.mark.browser
+def test_a_student_types_a_sentence_and_sees_its_rounds(live):
+    page = live
+    sentence = "The little dog ran to the park and played with a ball."
+    page.locator("#prompt").fill(sentence)
+    runs = page.evaluate("Number(document.body.dataset.runs)")
+    page.locator("#run").click()
+    page.wait_for_function(f"Number(document.body.dataset.runs) > {runs}", timeout=WAIT_MS)
+    want = js_run(page, sentence)
+    for step in explorer.STEPS:
+        page.locator(f"button[data-step='{step}']").click()
+        body = page.locator("#step-body").inner_text()
+        assert body.strip(), step
+        if step == "1A":
+            assert all(str(i) in body for i in want["prompt_ids"])
+    assert page.locator("#rounds-view").is_visible() and page.locator("#race").is_visible()
+    first = want["rounds"][0]
+    strip = page.locator("#strip").inner_text()
+    assert f"{first['position'] + 1}" in strip and f"{first['confidence'][0]:.3f}" in strip
+    assert page.locator("#round-of").inner_text().endswith(f"{first['position']}")
+    page.locator("#next-round").click()
+    second = want["rounds"][1]
+    assert f"{second['confidence'][0]:.3f}" in page.locator("#strip").inner_text()
+    race = page.locator("#chart").inner_text()
+    assert f"{want['target_forwards']['plain']} target forwards" in race
+    assert f"{want['target_forwards']['speculative']} target forwards" in race
+    assert not page.errors, page.errors
 
 
-@needs_node
-@pytest.mark.parametrize("interpolation", ["linear", "step"])
-def test_page_sps_table_is_python_s(tmp_path, interpolation):
-    """The page's SPS(B) equals SPSTable.steps_per_s bit for bit at every B the scheduler can ask for (R·(k + 1) ≤
-    1536) and beyond the last measured size (extrapolated), for both interpolation rules; and a one-point table."""
-    shipped = shipped_sps()
-    table = SPSTable(shipped.batch_tokens, shipped.forced_steps_per_s, interpolation)
-    b_max = table.max_batch_tokens + 200
-    want = table.steps_per_s(torch.arange(1, b_max + 1)).tolist()
-    stored = {"batch_tokens": list(table.batch_tokens), "steps_per_s": list(table.forced_steps_per_s)}
-    assert run_node(tmp_path, "sps", stored | {"interpolation": interpolation}, b_max) == want
-    one = SPSTable([6], [50.0], interpolation)
-    got = run_node(tmp_path, "sps", {"batch_tokens": [6], "steps_per_s": [50.0], "interpolation": interpolation}, 9)
-    assert got == one.steps_per_s(torch.arange(1, 10)).tolist()
+@pytest.mark.browser
+def test_the_url_holds_the_whole_state(browser, live):
+    """A teacher's link: lang, prompt, ℓ, seed, step and round come back from the URL alone; a bad seed typed in the
+    controls is refused with a message and kept as typed."""
+    prompt = "Xin chào các bạn, hôm nay chúng ta học về DSpark."
+    state = {"lang": "vi", "prompt": prompt, "T": "0", "l": "2", "seed": "42", "step": "6B", "round": "3"}
+    from urllib.parse import urlencode
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(PAGE.as_uri() + "#" + urlencode(state))
+        page.wait_for_function(READY, timeout=WAIT_MS)
+        assert page.locator("#prompt").input_value() == prompt
+        assert page.locator("#ell").input_value() == "2" and page.locator("#seed").input_value() == "42"
+        assert page.evaluate("document.documentElement.lang") == "vi"
+        assert page.locator("#rounds-view").is_visible()
+        want = js_run(page, prompt, verifyLen=2)
+        r = want["rounds"][2]
+        assert page.locator("#round-of").inner_text().startswith(f"vòng 3 / {len(want['rounds'])}")
+        assert f"{r['confidence'][0]:.3f}" in page.locator("#strip").inner_text()
+        from urllib.parse import parse_qs, urlparse
+
+        back = {k: v[0] for k, v in parse_qs(urlparse(page.url).fragment).items()}
+        assert back == state  # the page writes back what it read
+        page.locator("#seed").fill("9223372036854775808")
+        page.locator("#seed").dispatch_event("change")
+        message = page.locator("#message")
+        assert message.is_visible() and "9223372036854775808" in message.inner_text()
+        assert page.locator("#seed").input_value() == "9223372036854775808"  # refused, not clamped
+        page.locator("#temperature").fill("0.8")
+        page.locator("#seed").fill("1")
+        page.locator("#temperature").dispatch_event("change")
+        assert "T = 0.8" in message.inner_text()  # not available yet: said so
+    finally:
+        context.close()
 
 
-def test_page_stores_the_shipped_sps_table(data):
-    table = shipped_sps()
-    assert data["sps"]["batch_tokens"] == list(table.batch_tokens)
-    assert data["sps"]["steps_per_s"] == list(table.forced_steps_per_s)
-    assert data["sps"]["interpolation"] == table.interpolation
-    assert data["loads"] == [1, 2, 4, 8, 16, 32, 64, 128, 256] and data["load_default"] in data["loads"]
+def explorer_k(page) -> int:
+    return page.evaluate("dspark.config.dspark_block_size")
 
 
-# ---- the page's verifier against Python's ------------------------------------------------------------------------
-def rich_round(data: dict, T: float, policy: Policy) -> tuple[int, int]:
-    """The first stored round (prompt, round) whose re-sampled outcomes vary enough for the χ² test to have power
-    under `policy`: in 400 seeded Python rounds, ℓ takes ≥ 2 values, n_accepted ≥ 3 and the first committed token
-    ≥ 5 (a round the drafter always gets right, or a policy that always sends the same ℓ, would test nothing)."""
-    for pi, prompt in enumerate(data["prompts"]):
-        for ri in range(len(prompt["rounds"])):
-            sr, gen = StoredRound.from_data(data, pi, ri), torch.Generator().manual_seed(7)
-            seen = set()
-            for _ in range(400):
-                s = simulate_round(sr, T, policy, gen)
-                first = s.draft[0] if s.verdict.n_accepted else s.verdict.next_token
-                seen.add((s.verify_len, s.verdict.n_accepted, first))
-            if [len({x[i] for x in seen}) >= m for i, m in enumerate((2, 3, 5))] == [True] * 3:
-                return pi, ri
-    raise AssertionError(f"no stored round varies enough under {policy} at T = {T}: the page's data lost its spread")
+@pytest.mark.browser
+def test_phone_width(browser):
+    context = browser.new_context(viewport=PHONE, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        page.goto(PAGE.as_uri() + "#step=6B")
+        page.wait_for_function(READY, timeout=WAIT_MS)
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert page.evaluate("getComputedStyle(document.getElementById('controls')).position") == "static"
+        small = page.evaluate(
+            """() => [...document.querySelectorAll('p, li, td, th, label, button, textarea, input')]
+                 .filter(el => el.offsetParent !== null && el.textContent.trim() + (el.value || '') !== '')
+                 .map(el => [el.tagName + '#' + el.id, parseFloat(getComputedStyle(el).fontSize)])
+                 .filter(([, px]) => px < 16)"""
+        )
+        assert small == [], small
+        assert page.locator("#strip.rows tr").count() == 1 + explorer_k(page)  # a header, then a row a position
+        page.locator("#chart").scroll_into_view_if_needed()
+        box = page.locator("#controls").bounding_box()
+        assert box["y"] + box["height"] <= 0  # scrolled away with the page: it never covers the race
+    finally:
+        context.close()
 
 
-@needs_node
-@pytest.mark.parametrize(
-    "policy", [{"name": "threshold", "threshold": 0.2}, {"name": "dspark", "requests": 32}], ids=lambda p: p["name"]
-)
-def test_page_verifier_matches_python_verify_block(data, tmp_path, policy):
-    """20,000 seeded rounds of the page's JavaScript and 10,000 of `simulate_round` (which calls `verify_block`, and
-    the scheduler on each re-sampled draft's confidences) on the same stored round: the distribution of (ℓ,
-    n_accepted, first committed token) must be the same. A two-sample (homogeneity) χ² at α = 0.001 from the lab's
-    one-sample helper: each sample against the pooled frequencies, the two statistics summed, df = bins − 1 (the
-    same bins merged on both sides)."""
-    T, n_js, n_py = 1.0, 20_000, 10_000
-    prompt, rnd = rich_round(data, T, Policy(**policy))
-    js = [tuple(x) for x in run_node(tmp_path, "sample", prompt, rnd, T, policy, 1, n_js)]
-    sr = StoredRound.from_data(data, prompt, rnd)
-    gen = torch.Generator().manual_seed(1)
-    py = []
-    for _ in range(n_py):
-        s = simulate_round(sr, T, Policy(**policy), gen)
-        first = s.draft[0] if s.verdict.n_accepted > 0 else s.verdict.next_token
-        py.append((s.verify_len, s.verdict.n_accepted, first))
-    bins = sorted(set(js) | set(py))
-    assert len({b[0] for b in bins}) >= 2 and len({b[1] for b in bins}) >= 3 and len({b[2] for b in bins}) >= 5
-    index = {b: i for i, b in enumerate(bins)}
-    samples_js = torch.tensor([index[x] for x in js])
-    samples_py = torch.tensor([index[x] for x in py])
-    pooled = torch.bincount(torch.cat([samples_js, samples_py]), minlength=len(bins)).double() / (n_js + n_py)
-    a = chi_square_test(samples_js, pooled)
-    b = chi_square_test(samples_py, pooled, min_expected=5.0 * n_py / n_js)  # merge the same bins as for js
-    assert a["df"] == b["df"] >= 5
-    assert a["statistic"] + b["statistic"] <= a["critical"], (a, b)
+@pytest.mark.browser
+def test_vietnamese_renders_with_the_embedded_face(live):
+    live.locator("#lang-vi").click()
+    live.locator("button[data-step='1A']").click()
+    live.wait_for_function("() => document.querySelector('#step-body .code')", timeout=WAIT_MS)
+    family = live.evaluate("() => getComputedStyle(document.querySelector('#step-body .code')).fontFamily")
+    assert family.startswith('"DSpark Mono"'), family
+    assert live.evaluate("() => document.fonts.check('16px \"DSpark Mono\"', 'về tiếng đẹp')")
+    live.locator("#lang-en").click()
+
+
+def test_explorer_md_table_is_the_measurement():
+    """docs/explorer.md's speed table is bench/explorer_speed.py's rendering of docs/explorer_speed.json (a measurement,
+    not re-run here), and the measured page was within its budget."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("explorer_speed", REPO / "bench" / "explorer_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    data = json.loads(bench.JSON_PATH.read_text(encoding="utf-8"))
+    doc = bench.DOC_PATH.read_text(encoding="utf-8")
+    assert bench.rendered(doc, data) == doc, "run `python bench/explorer_speed.py --render`"
+    assert data["page_bytes"] <= wp.PAGE_BUDGET
+    for p in data["prompts"].values():
+        assert p["target_forwards"] == p["python_target_forwards"]  # the page and Python decode the same way
+    assert "(explorer.md)" in (REPO / "docs" / "classroom.md").read_text(encoding="utf-8")

@@ -4,7 +4,7 @@ published answers in both; the same (seed, stream, counter) gives the same float
 as a naive reference on rows with zeros, one-hots, ties, tiny and subnormal weights and V = 8192, never a zero-weight
 one; batches take one counter a row, row-major; the verify draw is speculative.py's comparison; a run is reproducible;
 deterministic statistical checks with generous bounds; bad seeds, streams, counters and rows are refused by name.
-The page's own sampler (lab/present/explorer_verify.js) given these draws picks what Python picks. One node process."""
+One node process."""
 
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ from dspark_mini.portable_random import (
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "lab" / "present" / "random.js"
-VERIFY = REPO / "lab" / "present" / "explorer_verify.js"
 NODE = shutil.which("node")
 LAST = 2**63 - 1
 TINY = 2.0**-1074  # the smallest subnormal float64
@@ -115,46 +114,13 @@ def triples() -> list[tuple[int, int, int]]:
     return out
 
 
-def reference_verify(tokens: list[int], pd: list[list[float]], pt: list[list[float]], g: PortableGenerator):
-    """speculative.verify_block on float64 rows with these draws: the accept test, then the residual
-    max(0, p_t − p_d) normalised by its sequential sum (p_t when it has no mass), or the bonus row. → (n, token)"""
-    for i, x in enumerate(tokens):
-        if accept(accept_ratio(pt[i][x], pd[i][x]), g):
-            continue
-        res = [max(0.0, a - b) for a, b in zip(pt[i], pd[i], strict=True)]  # [V]
-        mass = 0.0
-        for r in res:
-            mass += r
-        dist = [r / mass for r in res] if mass > 1e-12 else pt[i]
-        return i, pick(dist, g.random())
-    return len(tokens), pick(pt[len(tokens)], g.random())
-
-
-def verify_rounds() -> list[dict]:
-    """Blocks to verify (k = 4, V = 64): drafts drawn from p_d with their own generator, rows with zeros."""
-    out = []
-    for seed in range(60):
-        gen = torch.Generator().manual_seed(seed)
-        scale = 1.0 + seed % 4
-        pd = torch.softmax(torch.randn(4, 64, generator=gen, dtype=torch.float64) * scale, -1)  # [k, V]
-        pt = torch.softmax(torch.randn(5, 64, generator=gen, dtype=torch.float64) * scale, -1)  # [k + 1, V]
-        pd[:, :8] = 0.0
-        pt[:, 8:12] = 0.0
-        if seed % 5 == 0:
-            pt[:4] = pd  # p_t = p_d: every draft kept
-        g = PortableGenerator(10_000 + seed)
-        tokens = [pick(row, g.random()) for row in pd.tolist()]
-        out.append({"seed": seed, "tokens": tokens, "pd": pd.tolist(), "pt": pt.tolist()})
-    return out
-
-
-# node harness.js RANDOM_JS VERIFY_JS IN OUT. IN = {kat, triples, runs [seed, stream, counter, n], rows, us, batch,
+# node harness.js RANDOM_JS IN OUT. IN = {kat, triples, runs [seed, stream, counter, n], rows, us, batch,
 # accept, bad}; big integers travel as decimal strings. OUT = what random.js computes for each, the errors it raises,
-# whether a page's script defines DSparkRandom, and explorer_verify.js's sampler driven by the same draws.
+# and whether a page's script defines DSparkRandom.
 HARNESS = r"""
 const fs = require("fs");
 const vm = require("vm");
-const [, , script, verifyScript, inPath, outPath] = process.argv;
+const [, , script, inPath, outPath] = process.argv;
 const R = require(script);
 const job = JSON.parse(fs.readFileSync(inPath, "utf8"));
 const error = (f) => { try { f(); return null; } catch (e) { return [e.constructor.name, e.message]; } };
@@ -174,17 +140,6 @@ const verdicts = job.accept.map(([seed, pt, pd]) => {
 });
 const page = {};
 vm.runInNewContext(fs.readFileSync(script, "utf8"), page);
-const verify = {};
-vm.runInNewContext(fs.readFileSync(verifyScript, "utf8"), verify);
-const pageSample = job.rows.map((row, i) => {
-  const g = new R.PortableGenerator(i);
-  return Array.from({ length: 20 }, () => verify.sample(row, g.rand()));
-});
-const rounds = job.verify.map(({ seed, tokens, pd, pt }) => {
-  const g = new R.PortableGenerator(seed);
-  const v = verify.verifyBlock(tokens, pd, pt, g.rand());
-  return [v.nAccepted, v.nextToken, v.kind, g.counter.toString()];
-});
 const BAD = [
   () => R.uniform(-1, 0, 0), () => R.uniform(2n ** 63n, 0, 0), () => R.uniform("9223372036854775808", 0, 0),
   () => R.uniform(1.5, 0, 0), () => R.uniform(true, 0, 0), () => R.uniform(2 ** 60, 0, 0), () => R.uniform(null, 0, 0),
@@ -202,8 +157,6 @@ const out = {
   runs,
   picks: job.rows.map((row) => job.us.map((u) => R.pick(row, u))),
   sampled: job.rows.map((row, i) => { const g = new R.PortableGenerator(i); return R.sample([row, row, row], g); }),
-  pageSample,
-  rounds,
   batch,
   verdicts,
   bad: BAD.map(error),
@@ -230,7 +183,6 @@ def job() -> dict:
         "rows": list(rows().values()),
         "us": us(),
         "batch": {"seed": 77, "probs": probs.tolist()},
-        "verify": verify_rounds(),
         "accept": [
             [str(s), *pair]
             for s, pair in zip(
@@ -251,7 +203,7 @@ def js(job, tmp_path_factory) -> dict:
     harness, source, result = folder / "harness.js", folder / "in.json", folder / "out.json"
     harness.write_text(HARNESS, encoding="utf-8")
     source.write_text(json.dumps(job), encoding="utf-8")
-    subprocess.run([NODE, str(harness), str(SCRIPT), str(VERIFY), str(source), str(result)], check=True, timeout=120)
+    subprocess.run([NODE, str(harness), str(SCRIPT), str(source), str(result)], check=True, timeout=120)
     return json.loads(result.read_text(encoding="utf-8"))
 
 
@@ -372,13 +324,6 @@ def test_js_sample_is_pythons(job, js):
     assert js["batch"][0] == sample(probs, g).tolist() and int(js["batch"][1]) == g.counter == 12
 
 
-def test_the_pages_sampler_with_these_draws_picks_what_python_picks(js):
-    """explorer_verify.js's `sample(probs, rand)` already follows the rule: given these draws it is Python's."""
-    for i, (row, got) in enumerate(zip(rows().values(), js["pageSample"], strict=True)):
-        g = PortableGenerator(i)
-        assert got == [pick(row, g.random()) for _ in range(20)], i
-
-
 def test_sample_reads_float32_and_bfloat16_as_their_float64_values():
     logits = torch.randn(4, 8192, generator=torch.Generator().manual_seed(2))  # [4, V]
     for dtype in (torch.float32, torch.bfloat16):
@@ -400,17 +345,6 @@ def test_accept_keeps_at_ratio_one_and_rejects_at_ratio_zero():
     g = PortableGenerator(0)
     assert all(accept(1.0, g) for _ in range(2000)) and not any(accept(0.0, g) for _ in range(2000))
     assert g.counter == 4000
-
-
-def test_the_pages_verifier_with_these_draws_is_the_python_reference(job, js):
-    """explorer_verify.js's `verifyBlock` given these draws keeps and draws what the float64 reference does."""
-    kinds = set()
-    for r, (n, token, kind, counter) in zip(job["verify"], js["rounds"], strict=True):
-        g = PortableGenerator(r["seed"])
-        assert (n, token) == reference_verify(r["tokens"], r["pd"], r["pt"], g), r["seed"]
-        assert int(counter) == g.counter == min(n + 1, 4) + 1  # one accept draw a verified draft, one token draw
-        kinds.add(kind)
-    assert kinds == {"resampled", "bonus"}
 
 
 # ---- statistics (fixed seeds: deterministic) ------------------------------------------------------------------

@@ -1,317 +1,347 @@
-// The Explorer's page: reads the controls, runs the sampler, scheduler and verifier block above, draws the plan,
-// the strip and the chart.
-// Plain DOM, no framework; every string comes from data.ui in the chosen language.
+// The Explorer's screens: read the controls, call window.dspark (explorer_live.js) and draw steps 1A→6B, the rounds
+// and the race of plain against speculative decoding. The whole state lives in the URL's #fragment (prompt, T, ℓ,
+// seed, lang, step, round), so a link reproduces what it showed. Plain DOM; every string comes from data.ui.
 (function () {
+  "use strict";
   const data = JSON.parse(document.getElementById("explorer-data").textContent);
   const $ = (id) => document.getElementById(id);
-  const state = { lang: location.hash === "#vi" ? "vi" : "en", prompt: 0, round: 0, policy: data.policies[0], after: true };
+  const cfg = data.config;
+  const STEPS = data.step_ids;
+  const state = { lang: "en", prompt: null, T: "0", ell: String(data.limits.verify_len[1]), seed: "0", step: STEPS[0], round: 0 };
+  let result = null;
   const phone = window.matchMedia("(max-width: 600px)"); // a phone: the strip's positions become rows
+  let firstScreen = null;
 
   function t(key, vars = {}) {
-    return data.ui[key][state.lang].replace(/\{(\w+)\}/g, (_, name) => String(vars[name]));
+    const entry = data.ui[key];
+    if (!entry) throw new Error(`no string ${key}`);
+    return entry[state.lang].replace(/\{(\w+)\}/g, (_, name) => String(vars[name]));
   }
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
   const tok = (id) => data.vocab[id];
-  const quoted = (id) => `«${esc(tok(id))}»`;
-  const num = (x) => (x === undefined ? "—" : x.toFixed(3));
-  const marked = (status) => `${data.markers[status]} ${esc(t(status))}`;
+  const quoted = (id) => `<span class="code">«${esc(tok(id))}»</span>`;
+  const f2 = (x) => (x === undefined || x === null ? "—" : x.toFixed(2));
+  const f3 = (x) => (x === undefined || x === null ? "—" : x.toFixed(3));
+  const bar = (p, cls = "") => `<span class="bar ${cls}"><span style="width:${(100 * Math.max(0, Math.min(1, p))).toFixed(1)}%"></span></span>`;
+  const statusClass = (s) => s.replace(/ /g, "_");
+  const table = (head, rows) =>
+    `<div class="scroll"><table><tr>${head.map((h) => `<th>${h}</th>`).join("")}</tr>` +
+    rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join("")}</tr>`).join("") + "</table></div>";
 
-  function settings() {
-    return {
-      T: Number($("temperature").value),
-      policy: {
-        name: state.policy,
-        k: Number($("ell").value),
-        threshold: Number($("threshold").value),
-        requests: data.loads[Number($("requests").value)],
-      },
-      seed: Math.max(0, Math.floor(Number($("seed").value) || 0)),
-    };
+  // ---- the URL ------------------------------------------------------------------------------------------------
+  function fromAddress() {
+    if (location.hash === "#vi" || location.hash === "#en") history.replaceState(null, "", "#lang=" + location.hash.slice(1));
+    const q = new URLSearchParams(location.hash.slice(1)); // (#vi and #en: the older links still open their language)
+    if (q.get("lang") === "vi" || q.get("lang") === "en") state.lang = q.get("lang");
+    if (q.has("prompt")) state.prompt = q.get("prompt");
+    for (const [key, name] of [["T", "T"], ["l", "ell"], ["seed", "seed"]]) if (q.has(key)) state[name] = q.get(key);
+    if (STEPS.includes(q.get("step"))) state.step = q.get("step");
+    if (/^[0-9]+$/.test(q.get("round") || "")) state.round = Number(q.get("round")) - 1;
+    if (state.prompt === null) state.prompt = data.ui.default_prompt[state.lang];
+  }
+  function toAddress() {
+    const q = new URLSearchParams({
+      lang: state.lang, prompt: state.prompt, T: state.T, l: state.ell, seed: state.seed, step: state.step,
+      round: String(state.round + 1),
+    });
+    history.replaceState(null, "", "#" + q.toString());
   }
 
-  // ---- controls -----------------------------------------------------------------------------------------
-  function fillPrompts() {
-    $("prompt").innerHTML = data.prompts
-      .map((p, i) => {
-        const label = p.domain === "walk" ? t("walk_prompt") : p.name;
-        const text = p.tokens.slice(0, p.prompt_len).map(tok).join("").replace(/▁/g, " ");
-        return `<option value="${i}">${esc(label)}: ${esc(text)}</option>`;
-      })
-      .join("");
-    $("prompt").value = String(state.prompt);
+  // ---- controls: validated here, refused with a message (never clamped) ---------------------------------------
+  function options() {
+    const T = state.T.trim() === "" ? NaN : Number(state.T);
+    const [tLo, tHi] = data.limits.temperature;
+    if (!(T >= tLo && T <= tHi)) return { error: t("err_temperature", { value: state.T, lo: tLo, hi: tHi }) };
+    if (T > 0 && !window.dspark.sampled) return { error: t("err_sampling", { value: state.T }) };
+    const seed = state.seed.trim();
+    if (!/^[0-9]{1,19}$/.test(seed) || BigInt(seed) > BigInt(data.limits.seed_max))
+      return { error: t("err_seed", { value: state.seed, max: data.limits.seed_max }) };
+    const ell = Number(state.ell);
+    const [lo, hi] = data.limits.verify_len;
+    if (!Number.isInteger(ell) || ell < lo || ell > hi) return { error: t("err_ell", { value: state.ell, lo, hi }) };
+    if (!state.prompt.trim()) return { error: t("err_prompt_empty") };
+    const room = cfg.max_seq_len - window.dspark.tokenize(state.prompt).ids.length;
+    const maxNewTokens = Math.min(data.limits.max_new_tokens, room);
+    if (maxNewTokens < 1) return { error: t("err_prompt_long", { max: cfg.max_seq_len }) };
+    return { temperature: T, verifyLen: ell, seed, maxNewTokens };
   }
 
-  function fillPolicies() {
-    $("policy").innerHTML = data.policies
-      .map((name) => `<option value="${name}">${esc(t(`policy_${name}`))}</option>`)
-      .join("");
-    $("policy").value = state.policy;
+  function syncControls() {
+    $("prompt").value = state.prompt;
+    $("temperature").value = state.T;
+    $("ell").value = state.ell;
+    $("ell-value").textContent = state.ell;
+    $("seed").value = state.seed;
   }
 
-  // each knob counts for one policy only: the others are greyed out
-  function showKnobs(policy) {
-    const knobs = { ell: "fixed", threshold: "threshold", requests: "dspark" };
-    for (const [id, name] of Object.entries(knobs)) {
-      $(id).disabled = policy !== name;
-      $(id).closest("label").classList.toggle("off", policy !== name);
+  async function compute() {
+    toAddress();
+    const o = options();
+    $("message").textContent = o.error || "";
+    document.body.classList.toggle("refused", !!o.error);
+    if (o.error) return;
+    // first the step screens (one traced prefill: fast), then the decoding runs for 6B and the race
+    result = { steps: window.dspark.steps(window.dspark.tokenize(state.prompt).ids) };
+    draw();
+    if (firstScreen === null) {
+      firstScreen = performance.now(); // ms since the page started loading: the first screen a student sees
+      window.dspark.firstScreenMs = firstScreen;
     }
+    $("status").textContent = t("running");
+    await new Promise((r) => setTimeout(r, 0)); // let the screen and the status show before the model runs
+    try {
+      result = await window.dspark.run(state.prompt, o);
+    } catch (e) {
+      $("message").textContent = String(e.message);
+      return;
+    }
+    state.round = Math.min(Math.max(0, state.round), result.rounds.length - 1);
+    $("status").textContent = t("ran", { n: result.tokens.length, ms: result.ms.speculative.toFixed(0) });
+    draw();
+    document.body.dataset.runs = String(Number(document.body.dataset.runs || 0) + 1); // tests wait on it
   }
 
-  function fillRounds() {
-    const rounds = data.prompts[state.prompt].rounds;
-    $("round").innerHTML = rounds
-      .map((r, i) => `<option value="${i}">${esc(t("round_of", { i: i + 1, n: rounds.length, p: r.p }))}</option>`)
-      .join("");
-    $("round").value = String(state.round);
+  // ---- the steps ---------------------------------------------------------------------------------------------
+  function pieceCell(id, piece) {
+    return `<span class="code">${esc(piece.replace(/^ /, "▁").replace(/\n/g, "↵"))}</span>`;
   }
 
-  // ---- one round: the plan and the strip ------------------------------------------------------------------------
-  function topTokens(probs) {
-    return probs
-      .map((p, v) => [p, v])
-      .sort((a, b) => b[0] - a[0])
-      .slice(0, 3)
-      .filter(([p]) => p > 0)
-      .map(([p, v]) => `${quoted(v)} ${p.toFixed(2)}`)
-      .join("<br>");
+  const screens = {
+    "1A"(s) {
+      const rows = s.ids.map((id, i) => [String(i), pieceCell(id, s.pieces[i]), String(id)]);
+      return `<p>${esc(t("tokens_count", { n: s.ids.length, d: cfg.dim, hc: cfg.hc_mult }))}</p>` +
+        table([esc(t("position")), esc(t("token")), esc(t("token_id"))], rows);
+    },
+    "1B"(s) {
+      return s.engram.map((e) => {
+        const rows = e.tokens.map((x, i) => [
+          pieceCell(s.ids[i], s.pieces[i]),
+          `<span class="code">${x.rows.join(" ")}</span>`,
+          x.gate.map((g) => `${bar(g)} ${f2(g)}`).join("<br>"),
+        ]);
+        return `<h3>${esc(t("engram_layer", { l: e.layer, n: cfg.engram_max_ngram_size }))}</h3>` +
+          table([esc(t("token")), esc(t("engram_rows")), esc(t("gate"))], rows);
+      }).join("");
+    },
+    "2A"(s) {
+      const grid = (l) => {
+        const cells = [];
+        for (let i = 0; i < cfg.hc_mult; i++)
+          cells.push(`<tr>${l.comb.slice(i * cfg.hc_mult, (i + 1) * cfg.hc_mult)
+            .map((v) => `<td style="background:rgba(70,120,200,${v.toFixed(2)})">${f2(v)}</td>`).join("")}</tr>`);
+        return `<figure class="mix"><figcaption>${`${esc(t("layer"))} ${l.layer}`}</figcaption>` +
+          `<table class="comb">${cells.join("")}</table>` +
+          `<p class="small">pre ${l.pre.map(f2).join(" ")}<br>post ${l.post.map(f2).join(" ")}</p></figure>`;
+      };
+      return `<p>${esc(t("mhc_note", { tok: tok(s.ids[s.ids.length - 1]), hc: cfg.hc_mult }))}</p><div class="mixes">${s.layers.map(grid).join("")}</div>`;
+    },
+    "3A"(s) {
+      const role = (i) => {
+        const r = cfg.compress_ratios[i];
+        if (r === 0) return t("role_swa_only");
+        if (cfg.kv_source_layers.includes(i)) return t("role_full");
+        if (cfg.index_source_layers.includes(i)) return t("role_reindex");
+        return t("role_reuse");
+      };
+      const rows = s.layers.map((l) => [
+        String(l.layer), esc(role(l.layer)),
+        cfg.engram_layer_ids.includes(l.layer) ? "Engram" : "",
+        cfg.dspark_target_layer_ids.includes(l.layer) ? "DSpark" : "",
+      ]);
+      return table([esc(t("layer")), esc(t("role")), "", ""], rows);
+    },
+    "3B"(s) {
+      const rows = s.kv.sources.map((x) => [String(x.layer), String(x.ratio), String(s.ids.length), String(x.entries)]);
+      return `<p>${esc(t("compress_note"))}</p>` +
+        table([esc(t("layer")), esc(t("ratio")), esc(t("tokens_head")), esc(t("entries"))], rows);
+    },
+    "3C"(s) {
+      const S = s.ids.length;
+      const rows = s.picks.map((p) => {
+        const spans = p.picks.map((e) => {
+          const a = e * p.ratio;
+          const b = Math.min(S, a + p.ratio);
+          return `<span class="code pick">${esc(s.pieces.slice(a, b).join("").replace(/\n/g, "↵"))}</span>`;
+        });
+        return [String(p.layer), `${p.picks.length} / ${p.entries}`, spans.join(" ")];
+      });
+      const win = s.pieces.slice(Math.max(0, S - cfg.window_size)).join("");
+      return `<p>${esc(t("picks_note", { k: cfg.index_topk, w: cfg.window_size }))}</p>` +
+        table([esc(t("layer")), esc(t("picked")), esc(t("picked_text"))], rows) +
+        `<p>${esc(t("window_text", { w: cfg.window_size }))} <span class="code pick">${esc(win)}</span></p>`;
+    },
+    "4A"(s) {
+      const rows = s.layers.filter((l) => l.sink).map((l) => [
+        String(l.layer), l.sink.map((v) => `${bar(v)} ${f2(v)}`).join("<br>"),
+      ]);
+      return `<p>${esc(t("sink_note", { h: cfg.n_heads }))}</p>` + table([esc(t("layer")), esc(t("sink"))], rows);
+    },
+    "5A"(s) {
+      const head = [esc(t("token")), ...s.layers.map((l) => `${esc(t("layer"))} ${l.layer}`)];
+      const rows = s.ids.map((id, i) => [
+        pieceCell(id, s.pieces[i]),
+        ...s.layers.map((l) => l.experts[i].chosen.map((e, j) => `e${e}·${f2(l.experts[i].weights[j])}`).join("<br>")),
+      ]);
+      return `<p>${esc(t("experts_note", { k: cfg.n_activated_experts, e: cfg.n_routed_experts }))}</p>` + table(head, rows);
+    },
+    "6A"(s) {
+      const k = s.kv;
+      const rows = [
+        [esc(t("kv_window", { w: k.window_rows, l: cfg.n_layers })), Math.round(k.window_bytes).toLocaleString()],
+        ...k.sources.map((x) => [esc(t("kv_source", { l: x.layer, n: x.entries })), Math.round(x.kv + x.index).toLocaleString()]),
+        [`<b>${esc(t("kv_total"))}</b>`, `<b>${Math.round(k.total).toLocaleString()}</b>`],
+      ];
+      return table([esc(t("kv_what")), esc(t("kv_bytes"))], rows) +
+        `<p>${esc(t("kv_per_token", { b: k.per_token_compressed.toFixed(1), n: k.tokens }))}</p>`;
+    },
+    "6B"(s) {
+      const rows = s.top.map((x) => [quoted(x.id), `${bar(x.p)} ${f3(x.p)}`, f2(x.logit)]);
+      return `<p>${esc(t("top_note"))}</p>` + table([esc(t("token")), esc(t("probability")), esc(t("logit"))], rows);
+    },
+  };
+
+  function drawSteps() {
+    $("steps").innerHTML = STEPS.map((s) =>
+      `<button type="button" data-step="${s}" aria-pressed="${s === state.step}">${s}</button>`).join("");
+    const info = data.steps[state.step];
+    $("step-title").textContent = `${state.step} · ${info.title[state.lang]}`;
+    $("step-short").textContent = info.short[state.lang];
+    $("step-body").innerHTML = result ? screens[state.step](result.steps) : "";
+    const at6B = state.step === "6B" && !!(result && result.rounds);
+    $("rounds-view").hidden = !at6B;
+    $("race").hidden = !at6B;
   }
 
-  function drawContext(prompt, round) {
-    const spans = prompt.tokens.slice(0, round.p + 1).map((id, j) => {
-      const cls = j === round.p ? "tok anchor" : j >= prompt.prompt_len ? "tok gen" : "tok";
-      const mark = j === round.p ? data.markers.anchor : "";
-      return `<span class="${cls}">${mark}${esc(tok(id).replace(/^▁/, " "))}</span>`;
+  // ---- 6B: the rounds ---------------------------------------------------------------------------------------
+  function why(r, i) {
+    const s = r.status[i];
+    if (result.temperature > 0 && (s === "accepted" || s === "rejected")) {
+      const a = Math.min(1, r.p_t[i] / Math.max(r.p_d[i], 1e-12)).toFixed(3); // sampled: the accept test's odds
+      return t(s === "accepted" ? "why_accepted_sampled" : "why_rejected_sampled", { a });
+    }
+    if (s === "accepted") return t("why_accepted");
+    if (s === "rejected") return t("why_rejected", { tok: `«${tok(r.target_argmax[i])}»` });
+    return s === "not verified" ? t("why_not_verified") : t("why_not_sent");
+  }
+
+  function drawRounds() {
+    const r = result.rounds[state.round];
+    $("rounds-summary").textContent = t("rounds_summary", {
+      n: result.rounds.length, mean: result.mean_accepted_length.toFixed(2),
+      same: t(result.temperature > 0 ? "sampled_text" : result.identical_tokens ? "same_text" : "other_text"),
     });
-    $("context").innerHTML = spans.join("");
-  }
-
-  // the ℓ of the R − 1 copies that share the load with this request (none when R = 1)
-  function copies(lengths) {
-    if (lengths.length === 0) return "";
-    const lo = Math.min(...lengths);
-    const hi = Math.max(...lengths);
-    const n = lengths.length;
-    return lo === hi ? t("plan_copies_one", { n, c: lo }) : t("plan_copies_split", { n, lo, hi });
-  }
-
-  // which policy decided ℓ, and what this round's verify forward costs and yields: B, τ*, Θ = τ*·SPS(B)
-  function drawPlan(plan, policy, confidence) {
-    const l = plan.verifyLen;
-    const rule =
-      policy.name === "fixed"
-        ? t("plan_fixed", { l })
-        : policy.name === "threshold"
-          ? t("plan_threshold", { l, t: policy.threshold.toFixed(2) })
-          : t("plan_dspark", { r: plan.requests, l }) + copies(plan.lengths.slice(1));
-    const mine = survival(confidence).slice(0, l).reduce((a, b) => a + b, 1); // this request's τ* = 1 + Σ_{j≤ℓ} a_j
-    const cost = t("plan_cost", {
-      r: plan.requests,
-      b: plan.batchTokens,
-      tau: mine.toFixed(2),
-      theta: plan.throughput.toFixed(1),
-    });
-    $("plan").innerHTML = `${esc(rule)}<br>${esc(cost)}`;
-  }
-
-  function drawStrip(prepared, result) {
-    const { tokens, probs, confidence, verifyLen, verdict, status } = result;
-    const survival = [];
-    confidence.reduce((s, c, i) => (survival[i] = s * c), 1);
-    const cells = (f) => tokens.map((_, i) => f(i)).join("");
-    const verified = (i) => i < verifyLen; // the target computed this row
-    const reached = (i) => i < verdict.ratios.length; // the verifier compared p_t and p_d here
+    $("round-of").textContent = t("round_of", { i: state.round + 1, n: result.rounds.length, p: r.position });
+    const cols = r.draft.map((_, i) => i);
+    const sent = (i) => i < r.verify_len;
     const rows = [
-      [t("position"), (i) => `<th>${i + 1}</th>`],
-      ["", (i) => `<td class="${status[i]}">${marked(status[i])}</td>`],
-      [t("draft_token"), (i) => `<td class="code ${status[i]}">${quoted(tokens[i])}</td>`],
-      [t("draft_probability"), (i) => `<td>${num(probs[i][tokens[i]])}</td>`],
-      ["p_t(x)", (i) => `<td>${verified(i) ? num(prepared.target[i][tokens[i]]) : "—"}</td>`],
-      [t("accept_ratio"), (i) => `<td>${reached(i) ? num(verdict.ratios[i]) : "—"}</td>`],
-      [t("confidence"), (i) => `<td>${num(confidence[i])}</td>`],
-      [t("survival"), (i) => `<td>${num(survival[i])}</td>`],
-      [`${t("top")} p_t`, (i) => `<td class="top">${verified(i) ? topTokens(prepared.target[i]) : "—"}</td>`],
-      [`${t("top")} p_d`, (i) => `<td class="top">${topTokens(probs[i])}</td>`],
+      [esc(t("position")), (i) => `<td>${r.position + 1 + i}</td>`],
+      ["", (i) => `<td class="${statusClass(r.status[i])}">${data.markers[statusClass(r.status[i])]} ${esc(t(statusClass(r.status[i])))}</td>`],
+      [esc(t("draft_token")), (i) => `<td class="${statusClass(r.status[i])}">${quoted(r.draft[i])}</td>`],
+      [esc(t("confidence")), (i) => `<td>${bar(r.confidence[i])} ${f3(r.confidence[i])}</td>`],
+      ["p_d / p_t", (i) => `<td>${bar(r.p_d[i], "pd")} ${f3(r.p_d[i])}<br>${sent(i) ? `${bar(r.p_t[i], "pt")} ${f3(r.p_t[i])}` : "—"}</td>`],
+      [esc(t("why")), (i) => `<td class="why">${esc(why(r, i))}</td>`],
     ];
-    const narrow = rows.slice(0, 8); // a phone: one row per position, without the top-3 lists
+    // a phone: one table row per draft position, three cells (position; verdict, token and why; the bars);
+    // wider screens: one column per position
+    const verdict = (i) => `${data.markers[statusClass(r.status[i])]} ${esc(t(statusClass(r.status[i])))}`;
+    const narrow = (i) =>
+      `<tr><td>${r.position + 1 + i}</td><td class="${statusClass(r.status[i])}">${verdict(i)}<br>${quoted(r.draft[i])}` +
+      `<br><span class="why">${esc(why(r, i))}</span></td><td class="bars">c ${bar(r.confidence[i])} ${f3(r.confidence[i])}` +
+      `<br>p_d ${bar(r.p_d[i], "pd")} ${f3(r.p_d[i])}<br>p_t ${sent(i) ? `${bar(r.p_t[i], "pt")} ${f3(r.p_t[i])}` : "—"}</td></tr>`;
     $("strip").innerHTML = phone.matches
-      ? `<tr>${narrow.map(([head]) => `<th>${esc(head)}</th>`).join("")}</tr>` +
-        tokens.map((_, i) => `<tr>${narrow.map(([, f]) => f(i)).join("")}</tr>`).join("")
-      : rows.map(([head, f]) => `<tr><th>${esc(head)}</th>${cells(f)}</tr>`).join("");
+      ? `<tr><th>${esc(t("position"))}</th><th>${esc(t("draft_token"))}</th><th>${esc(t("confidence"))} · p_d · p_t</th></tr>` +
+        cols.map(narrow).join("")
+      : rows.map(([head, f]) => `<tr><th>${head}</th>${cols.map(f).join("")}</tr>`).join("");
     $("strip").classList.toggle("rows", phone.matches);
-    const n = verdict.nAccepted;
-    const rate = verifyLen > 0 ? ` · ${esc(t("acceptance_rate"))} ${(n / verifyLen).toFixed(2)}` : "";
-    $("tau").innerHTML =
-      `${esc(t("sent", { l: verifyLen }))} · ${esc(t("kept_of", { n, l: verifyLen }))} · ` +
-      `${esc(t("accepted_length"))} = ${n + 1}${rate}`;
-    const from =
-      verifyLen === 0
-        ? t("from_plain")
-        : verdict.kind === "resampled"
-          ? t("from_residual", { i: n + 1 })
-          : t("from_bonus", { i: verifyLen + 1 });
-    $("next-token").innerHTML =
-      `${esc(t("target_token"))}: <span class="code ${verdict.kind}">${marked(verdict.kind)} ` +
-      `${quoted(verdict.nextToken)}</span> — ${esc(from)}`;
-    const kept = result.committed.map((id) => `<span class="tok new">${esc(tok(id).replace(/^▁/, " "))}</span>`);
-    $("committed").innerHTML = `${esc(t("committed"))}: ${kept.join("")}`;
+    $("next-token").innerHTML = `${esc(t("target_token"))}: <span class="${r.next_kind}">${data.markers[r.next_kind]} ` +
+      `${esc(t(r.next_kind))} ${quoted(r.next_token)}</span> · ${esc(t("accepted_length"))} = ${r.accepted_length}`;
+    $("caches").textContent = t("caches_line", { w: r.verified_rows, k: r.n_accepted + 1, d: r.rolled_back, c: r.position + r.n_accepted + 1 });
+    const before = result.rounds.slice(0, state.round).reduce((a, x) => a + x.committed.length, 1);
+    const kept = result.tokens.slice(0, before).map((id) => esc(tok(id).replace(/^▁/, " "))).join("");
+    const added = r.committed.map((id) => `<span class="new">${esc(tok(id).replace(/^▁/, " "))}</span>`).join("");
+    $("committed").innerHTML = `${esc(t("committed"))}: ${esc(state.prompt)}<span class="gen">${kept}</span>${added}`;
   }
 
-  // the page's own checks, on the settings shown: position 1's share of kept re-samples against its exact probability
-  // Σ_x min(p_t(x), p_d(x)) (whether it is sent depends on c_1 alone, so the share is over the rounds that sent it);
-  // at T = 0 also the greedy round Python recorded (fixed k = 5)
-  function drawCheck(prepared, stats, s, round) {
-    const lines = [];
-    if (stats.sent0 === 0) {
-      lines.push(t("check_unsent"));
-    } else {
-      const pd = prepared.draftRow(0, prepared.anchor);
-      const p = prepared.target[0].reduce((sum, pt, v) => sum + Math.min(pt, pd[v]), 0);
-      const tol = (4 * Math.sqrt(stats.sent0 * p * (1 - p)) + 1) / stats.sent0; // 4σ and one re-sample
-      const f = stats.kept0 / stats.sent0;
-      const mark = Math.abs(f - p) <= tol ? "✓" : "✗";
-      lines.push(t("check_stat", { mark, k: stats.kept0, n: stats.sent0, f: f.toFixed(3), p: p.toFixed(3), tol: tol.toFixed(3) }));
-    }
-    if (s.T === 0) {
-      const fixed = { name: "fixed", k: data.k_max };
-      const greedy = simulateRound(prepareRound(data, state.prompt, state.round, 0), fixed, mulberry32(0));
-      const want = round.greedy;
-      const same = greedy.verdict.nAccepted === want.n && greedy.verdict.nextToken === want.next;
-      lines.push(t(same ? "check_ok" : "check_bad", { n: want.n, tok: `«${tok(want.next)}»` }));
-    }
-    $("check").innerHTML = lines.map(esc).join("<br>");
+  function drawRace() {
+    const f = result.target_forwards;
+    const ms = result.ms;
+    const most = Math.max(f.plain, f.speculative);
+    const mostMs = Math.max(ms.plain, ms.speculative, 1e-9);
+    const lane = (name, n, m) =>
+      `<div class="lane"><span class="who">${esc(t(name))}</span>` +
+      `<span class="track"><span class="run ${name}" style="width:${(100 * n / most).toFixed(1)}%"></span></span>` +
+      `<span class="count">${esc(t("forwards", { n }))}</span></div>` +
+      `<div class="lane"><span class="who"></span><span class="track"><span class="run time ${name}" ` +
+      `style="width:${(100 * m / mostMs).toFixed(1)}%"></span></span><span class="count">${m.toFixed(0)} ms</span></div>`;
+    $("chart").innerHTML = lane("race_plain", f.plain, ms.plain) + lane("race_speculative", f.speculative, ms.speculative) +
+      `<p class="summary">${esc(t("race_summary", { n: result.tokens.length, x: (f.plain / f.speculative).toFixed(2), y: (ms.plain / ms.speculative).toFixed(2) }))}</p>`;
   }
 
-  // ---- the caches of the recorded greedy run: before and after the selected round's commit ------------------
-  function drawCaches(prompt) {
-    const rounds = prompt.rounds;
-    const r = rounds[state.round];
-    const before = state.round > 0 ? rounds[state.round - 1].caches : prompt.caches;
-    const st = state.after ? r.caches : before;
-    const ctx = {
-      tokens: prompt.tokens, vocab: data.vocab, windowSize: data.window_size, maxNgram: data.max_ngram, t, esc,
-      heading: state.after ? "caches" : "caches_before",
-    };
-    $("caches-view").innerHTML = cacheView(st, state.after ? before : null, ctx);
-    const a = before.length, b = r.caches.length - 1;
-    const toks = prompt.tokens.slice(a, b + 1).map((id) => `«${tok(id)}»`).join(" ");
-    $("caches-note").textContent = t("caches_note", { i: state.round + 1, n: b - a + 1, toks, a, b });
-    $("cache-before").setAttribute("aria-pressed", String(!state.after));
-    $("cache-after").setAttribute("aria-pressed", String(state.after));
-  }
-
-  // ---- many rounds: acceptance by position -----------------------------------------------------------------
-  function drawChart(prepared, s) {
-    const K = data.k_max;
-    const n = data.seed_rounds;
-    const rand = mulberry32(s.seed); // the same stream as the strip: its first round is the one shown above
-    const kept = new Array(K).fill(0);
-    const sent = new Array(K).fill(0);
-    const survival = new Array(K).fill(0);
-    let tau = 0;
-    let kept0 = 0;
-    let sent0 = 0;
-    let sumKept = 0;
-    let sumSent = 0;
-    for (let r = 0; r < n; r++) {
-      const res = simulateRound(prepared, s.policy, rand);
-      let surv = 1;
-      for (let i = 0; i < K; i++) {
-        surv *= res.confidence[i];
-        survival[i] += surv / n;
-        if (res.verdict.nAccepted > i) kept[i] += 1 / n;
-        if (res.verifyLen > i) sent[i] += 1 / n;
-      }
-      tau += (res.verdict.nAccepted + 1) / n;
-      if (res.verifyLen > 0) sent0 += 1;
-      if (res.verdict.nAccepted > 0) kept0 += 1;
-      sumKept += res.verdict.nAccepted;
-      sumSent += res.verifyLen;
-    }
-    const W = 420, H = 236, left = 36, bottom = 46, top = 12;
-    const band = (W - left) / K;
-    const y = (v) => top + (1 - v) * (H - top - bottom);
-    const parts = [`<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(t("chart", { n, s: s.seed }))}">`];
-    for (const g of [0, 0.5, 1]) {
-      parts.push(`<line x1="${left}" x2="${W}" y1="${y(g)}" y2="${y(g)}" stroke="#ccc"/>`);
-      parts.push(`<text x="${left - 4}" y="${y(g) + 4}" font-size="11" text-anchor="end">${g}</text>`);
-    }
-    for (let i = 0; i < K; i++) {
-      const x = left + i * band;
-      const cx = x + band / 2;
-      const label = sent[i] > 0 ? String(i + 1) : `${i + 1} ${data.markers.not_sent}`; // never sent: ○
-      parts.push(`<rect x="${x + band * 0.1}" y="${y(sent[i])}" width="${band * 0.8}" ` +
-        `height="${y(0) - y(sent[i])}" fill="none" stroke="#234" stroke-dasharray="4 3"/>`);
-      parts.push(`<rect x="${x + band * 0.2}" y="${y(kept[i])}" width="${band * 0.6}" height="${y(0) - y(kept[i])}" ` +
-        `fill="#6b9bd1" stroke="#234"/>`);
-      // the kept share under the position's number, never over a bar or a ◆
-      parts.push(`<text x="${cx}" y="${H - 6}" font-size="11" text-anchor="middle" fill="#1f4f8a">${kept[i].toFixed(2)}</text>`);
-      const d = y(survival[i]);
-      parts.push(`<path d="M${cx} ${d - 5} L${cx + 5} ${d} L${cx} ${d + 5} L${cx - 5} ${d} Z" fill="#222"/>`);
-      parts.push(`<text x="${cx}" y="${H - 24}" font-size="12" text-anchor="middle">${esc(label)}</text>`);
-    }
-    parts.push("</svg>");
-    $("chart").innerHTML = parts.join("");
-    $("chart-title").textContent = t("chart", { n, s: s.seed });
-    const rate = sumSent > 0 ? (sumKept / sumSent).toFixed(2) : "—";
-    $("chart-summary").textContent = t("chart_summary", { tau: tau.toFixed(2), l: (sumSent / n).toFixed(2), rate });
-    return { kept0, sent0 };
-  }
-
-  // ---- everything --------------------------------------------------------------------------------------------
-  function render() {
+  function draw() {
     document.documentElement.lang = state.lang;
     for (const el of document.querySelectorAll("[data-t]")) el.textContent = t(el.dataset.t);
     $("lang-vi").setAttribute("aria-pressed", String(state.lang === "vi"));
     $("lang-en").setAttribute("aria-pressed", String(state.lang === "en"));
-    $("note-scheduler").textContent = t("note_scheduler", { src: data.sps.source, on: data.sps.measured_on });
-    fillPrompts();
-    fillPolicies();
-    fillRounds();
-    const s = settings();
-    showKnobs(s.policy.name);
-    $("temperature-value").textContent = s.T.toFixed(1);
-    $("ell-value").textContent = String(s.policy.k);
-    $("legend-sps").textContent = t("legend_sps", { src: data.sps.source });
-    $("threshold-value").textContent = s.policy.threshold.toFixed(2);
-    $("requests-value").textContent = String(s.policy.requests);
-    const prompt = data.prompts[state.prompt];
-    const round = prompt.rounds[state.round];
-    const prepared = prepareRound(data, state.prompt, state.round, s.T);
-    drawContext(prompt, round);
-    const result = simulateRound(prepared, s.policy, mulberry32(s.seed));
-    drawPlan(result.plan, s.policy, result.confidence);
-    drawStrip(prepared, result);
-    drawCheck(prepared, drawChart(prepared, s), s, round);
-    drawCaches(prompt);
     $("footer").textContent = t("footer", { cmd: data.command });
+    drawSteps();
+    if (result && result.rounds && state.step === "6B") {
+      drawRounds();
+      drawRace();
+    }
+    toAddress();
   }
 
-  function setRound(i) {
-    const n = data.prompts[state.prompt].rounds.length;
-    state.round = Math.min(n - 1, Math.max(0, i));
-    render();
+  // ---- events ----------------------------------------------------------------------------------------------
+  function setLang(lang) {
+    const swap = state.prompt === data.ui.default_prompt[state.lang] && lang !== state.lang; // the default follows
+    if (swap) state.prompt = data.ui.default_prompt[lang];
+    state.lang = lang;
+    syncControls();
+    draw();
+    if (swap) ((state.round = 0), compute());
   }
+  $("lang-vi").addEventListener("click", () => setLang("vi"));
+  $("lang-en").addEventListener("click", () => setLang("en"));
+  $("steps").addEventListener("click", (e) => {
+    const b = e.target.closest("button[data-step]");
+    if (b) ((state.step = b.dataset.step), draw());
+  });
+  const read = () => {
+    state.prompt = $("prompt").value;
+    state.T = $("temperature").value;
+    state.ell = $("ell").value;
+    state.seed = $("seed").value;
+    $("ell-value").textContent = state.ell;
+  };
+  $("run").addEventListener("click", () => (read(), (state.round = 0), compute()));
+  $("prompt").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) (e.preventDefault(), read(), (state.round = 0), compute());
+  });
+  for (const id of ["temperature", "ell", "seed"]) $(id).addEventListener("change", () => (read(), compute()));
+  $("ell").addEventListener("input", () => ($("ell-value").textContent = $("ell").value));
+  $("prev-round").addEventListener("click", () => result && result.rounds && ((state.round = Math.max(0, state.round - 1)), draw()));
+  $("next-round").addEventListener("click", () =>
+    result && result.rounds && ((state.round = Math.min(result.rounds.length - 1, state.round + 1)), draw()));
+  $("copy-link").addEventListener("click", async () => {
+    toAddress();
+    try {
+      await navigator.clipboard.writeText(location.href);
+      $("message").textContent = t("link_copied");
+    } catch (e) {
+      $("message").textContent = location.href;
+    }
+  });
 
-  $("prompt").addEventListener("change", (e) => {
-    state.prompt = Number(e.target.value);
-    setRound(0);
-  });
-  $("round").addEventListener("change", (e) => setRound(Number(e.target.value)));
-  $("prev-round").addEventListener("click", () => setRound(state.round - 1));
-  $("next-round").addEventListener("click", () => setRound(state.round + 1));
-  $("policy").addEventListener("change", (e) => ((state.policy = e.target.value), render()));
-  for (const id of ["temperature", "ell", "threshold", "requests", "seed"]) $(id).addEventListener("input", render);
-  $("cache-before").addEventListener("click", () => ((state.after = false), render()));
-  $("cache-after").addEventListener("click", () => ((state.after = true), render()));
-  phone.addEventListener("change", render);
-  $("resample").addEventListener("click", () => {
-    $("seed").value = String(settings().seed + 1);
-    render();
-  });
-  $("lang-vi").addEventListener("click", () => ((state.lang = "vi"), render()));
-  $("lang-en").addEventListener("click", () => ((state.lang = "en"), render()));
-  $("threshold").value = String(data.threshold_default);
-  $("requests").max = String(data.loads.length - 1); // R = data.loads[slider]: 1, 2, 4, …, 256
-  $("requests").value = String(data.loads.indexOf(data.load_default));
-  render();
+  phone.addEventListener("change", draw);
+  fromAddress();
+  syncControls();
+  draw();
+  $("status").textContent = t("loading");
+  window.dspark.ready.then(
+    (times) => {
+      $("status").textContent = t("ready", { ms: (times.decodeMs + times.buildMs).toFixed(0) });
+      compute();
+    },
+    (e) => ($("message").textContent = String(e.message)),
+  );
 })();

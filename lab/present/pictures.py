@@ -1,8 +1,9 @@
 """`make pictures` (`python -m lab.present.pictures`): the README's pictures, drawn offline by the lab's own pages.
 
 Chromium (the system's, driven by Playwright, as in tests/test_browser.py) renders what the lab already makes and
-screenshots it: the map (sync.diagrams' SVG), a draft strip, the acceptance-by-position chart and the cache stepper
-of the DSpark Explorer (docs/explorer.html), the Explorer on a phone, and the presenter (lab/present/presenter.py)
+screenshots it: the map (sync.diagrams' SVG), the DSpark Explorer (docs/explorer.html, the model live in the page) on
+its default prompt — a round of 6B, the race of plain against DSpark, step 6A's cache bytes — the Explorer on a
+phone, and the presenter (lab/present/presenter.py)
 at 1280×720 on the narrated 6B table and on a round's commit. Nothing is drawn twice: a picture is exactly what a
 learner sees. Written to docs/img/*.png (checked in, small).
 """
@@ -25,6 +26,10 @@ PICTURES = (
 PROJECTOR = {"width": 1280, "height": 720}
 PHONE = {"width": 390, "height": 844}
 NARRATED_SENTENCE = 4  # the deck picture: the 6B table at its verdict sentence (1-based)
+
+
+LIVE = "Number(document.body.dataset.runs) > 0"  # the Explorer has run its model and drawn the rounds
+LIVE_MS = 120_000
 
 
 def shown_round(debug: dict) -> int:
@@ -66,11 +71,12 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
             page.set_content(f"<body style='margin:0'>{map_svg('en')}</body>")
             shots.append(page.locator("svg").first.screenshot())
 
-            page.goto((REPO_ROOT / PAGE).as_uri())
+            page.goto((REPO_ROOT / PAGE).as_uri() + "#step=6B")  # the live rounds of the default prompt
+            page.wait_for_function(LIVE, timeout=LIVE_MS)
             section = lambda inner: page.locator("section", has=page.locator(inner))
-            shots.append(section("#strip").screenshot())  # the strip with τ, the target's token, the check
-            shots.append(section("#chart").screenshot())  # the chart with its title, legend and mean τ
-            caches = page.locator("#cache-stepper")
+            shots.append(section("#strip").screenshot())  # a live round: drafts, c, p_d / p_t, verdicts, caches
+            shots.append(section("#chart").screenshot())  # the race: target forwards and the page's wall time
+            caches = page.locator("#step-view")  # step 6A: the bytes the caches hold for the prompt
 
             deck = context.new_page()
             deck.goto(url_of(server))
@@ -86,10 +92,12 @@ def make_pictures(out: Path, chromium: str) -> list[Path]:
             for _ in range(NARRATED_SENTENCE - 1):
                 deck.keyboard.press("PageDown")
             shots.append(deck.screenshot())
+            page.locator("button[data-step='6A']").click()
             shots.append(caches.screenshot())
 
             phone = browser.new_context(viewport=PHONE, device_scale_factor=1).new_page()
-            phone.goto((REPO_ROOT / PAGE).as_uri())
+            phone.goto((REPO_ROOT / PAGE).as_uri() + "#step=6B")
+            phone.wait_for_function(LIVE, timeout=LIVE_MS)
             phone.locator("#strip").scroll_into_view_if_needed()
             shots.append(phone.screenshot())
             browser.close()
