@@ -2,9 +2,10 @@
 and with no network URL, in sync with its generator (compared by `weights_pack.comparable`), that runs the trained
 lab model itself. In chromium, from file:// (the page loaded once for the module):
 - `window.dspark.run` gives what `python -m lab generate --json` gives (greedy; English and Vietnamese prompts;
-  ℓ = 1..5): the same tokens, plain tokens, drafts, statuses, accepted lengths and next tokens; confidences and p_d
-  within 1e-9; `window.dspark.tokenize` gives `python -m lab tokenize --json`'s ids and pieces;
-- run() refuses T > 0 (not yet sampled here), an out-of-range seed and ℓ, each with a message naming it;
+  ℓ = 1..5; and at T > 0 with a seed, the same draws): the same tokens, plain tokens, drafts, statuses, accepted
+  lengths and next tokens; confidences and p_d within 1e-9; `window.dspark.tokenize` gives
+  `python -m lab tokenize --json`'s ids and pieces;
+- run() refuses an out-of-range T, seed and ℓ, each with a message naming it;
 - a student types a sentence, runs it, walks the steps 1A → 6B and sees that sentence's live rounds and race;
 - the URL holds the whole state: a copied link opens the same prompt, settings, step and round; a bad seed in the
   controls is refused with a visible message and left as typed (not clamped);
@@ -168,6 +169,30 @@ def test_run_is_python_generate(live, name):
 
 
 @pytest.mark.browser
+@pytest.mark.parametrize(("name", "temperature", "seed", "ell"), [("story", 0.8, 7, 5), ("vietnamese", 1.0, 3, 3)])
+def test_sampled_run_is_python_generate(live, name, temperature, seed, ell):
+    """At T > 0 the page draws what `dspark-lab generate --temperature T --seed S` draws (the portable generator,
+    dspark_mini/portable_random.py, and its twin random.js): the same tokens, drafts, verdicts and resampled or
+    bonus tokens; confidences and p_d within TOL."""
+    prompt = PROMPTS[name]
+    flags = ["--temperature", str(temperature), "--seed", str(seed), "--verify-len", str(ell)]
+    py = cli_json("generate", "--prompt", prompt, "--max-new-tokens", str(NEW_TOKENS), *flags, "--json")
+    js = js_run(live, prompt, verifyLen=ell, maxNewTokens=NEW_TOKENS, temperature=temperature, seed=str(seed))
+    assert js["tokens"] == py["speculative"]["tokens"] and js["plain_tokens"] == py["plain"]["tokens"]
+    strip = py["speculative"]["strip"]
+    assert len(js["rounds"]) == len(strip)
+    assert any(p["next_kind"] == "resampled" for p in strip)  # a rejection and a residual draw are compared too
+    for r, p in zip(js["rounds"], strip, strict=True):
+        assert (r["anchor"], r["draft"], r["verify_len"], r["status"]) == (
+            p["anchor"], p["draft"], p["verify_len"], p["status"]
+        )  # fmt: skip
+        assert (r["next_token"], r["next_kind"]) == (p["next_token"], p["next_kind"])
+        assert r["confidence"] == pytest.approx(p["confidence"], abs=TOL)
+        assert r["p_d"] == pytest.approx(p["draft_probs"], abs=TOL)
+    assert not live.errors, live.errors
+
+
+@pytest.mark.browser
 def test_tokenize_is_python_tokenize(live):
     texts = [*PROMPTS.values(), "def f(x):\n    return x ** 2 + 1\n", "Good luck 🍀🎉 with the test! 🚀", "Tiếng Việt"]
     for text in texts:
@@ -179,7 +204,7 @@ def test_tokenize_is_python_tokenize(live):
 
 @pytest.mark.browser
 def test_run_refuses_bad_options_by_name(live):
-    assert "temperature = 0.7 is not available yet" in js_error(live, "Hi", temperature=0.7)
+    assert js_error(live, "Hi", temperature=0.7, maxNewTokens=2) == ""  # T > 0 samples (seed 0 by default)
     assert "temperature = 5 is invalid" in js_error(live, "Hi", temperature=5)
     assert 'seed = "-1" is invalid' in js_error(live, "Hi", seed="-1")
     assert 'seed = "9223372036854775808" is invalid' in js_error(live, "Hi", seed="9223372036854775808")
@@ -250,8 +275,10 @@ def test_the_url_holds_the_whole_state(browser, live):
         assert page.locator("#seed").input_value() == "9223372036854775808"  # refused, not clamped
         page.locator("#temperature").fill("0.8")
         page.locator("#seed").fill("1")
+        page.locator("#seed").dispatch_event("change")
         page.locator("#temperature").dispatch_event("change")
-        assert "T = 0.8" in message.inner_text()  # not available yet: said so
+        page.wait_for_function("() => new URLSearchParams(location.hash.slice(1)).get('T') === '0.8'", timeout=WAIT_MS)
+        assert message.inner_text().strip() == ""  # T = 0.8 with seed 1 is run, not refused
     finally:
         context.close()
 

@@ -12,10 +12,10 @@
 //                                                 mHC mixes, indexer picks, attention sinks, KV bytes, expert routing,
 //                                                 the top next-token logits
 //   dspark.checkOptions(opts)                  → the options validated (a RangeError names the bad one)
-// Greedy decoding (T = 0) only while model.js has no seeded sampling: SAMPLED is the one switch to turn on then.
+// T > 0 samples with the seed through random.js's portable generator: the draws `dspark-lab generate` makes.
 (function () {
   "use strict";
-  const SAMPLED = false; // true once model.js's generate takes {temperature > 0, seed}
+  const SAMPLED = true; // model.js's generate takes {temperature > 0, seed}: the same draws as Python's lab
   const data = JSON.parse(document.getElementById("explorer-data").textContent);
   const cfg = data.config;
   const SEED_MAX = BigInt(data.limits.seed_max);
