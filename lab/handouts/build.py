@@ -55,17 +55,25 @@ def print_pdfs(pages: dict[Path, str], chromium: str) -> dict[Path, bytes]:
     """Each HTML printed to an A4 PDF by `chromium` (headless, through Playwright): {path: the PDF's bytes}."""
     from playwright.sync_api import sync_playwright
 
-    out = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
-            tab = browser.new_page()
-            for path, page_html in pages.items():
-                tab.set_content(page_html, wait_until="load")
-                tab.evaluate("document.fonts.ready.then(() => true)")
-                out[path] = tab.pdf(format="A4", print_background=True, prefer_css_page_size=True)
+            return print_with(browser, pages)
         finally:
             browser.close()
+
+
+def print_with(browser: Any, pages: dict[Path, str]) -> dict[Path, bytes]:
+    """`print_pdfs` in a Playwright browser already open."""
+    out = {}
+    tab = browser.new_page()
+    try:
+        for path, page_html in pages.items():
+            tab.set_content(page_html, wait_until="load")
+            tab.evaluate("document.fonts.ready.then(() => true)")
+            out[path] = tab.pdf(format="A4", print_background=True, prefer_css_page_size=True)
+    finally:
+        tab.close()
     return out
 
 
