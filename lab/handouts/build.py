@@ -91,12 +91,15 @@ def write_handouts(out: Path, langs: tuple[str, ...], chromium: str) -> dict[Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.handouts", description=CLI("description", "en"))
-    parser.add_argument("--lang", choices=CHOICES, default="both", help=CLI("lang", "en"))
-    parser.add_argument("--out", type=Path, default=Path("build/handouts"), help=CLI("out", "en"))
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--lang", choices=CHOICES, default="both")
+    known, _ = first.parse_known_args(argv)
+    say = "en" if known.lang == "en" else "vi"  # the language of the help and of what this command prints
+    parser = argparse.ArgumentParser(prog="python -m lab.handouts", description=CLI("description", say))
+    parser.add_argument("--lang", choices=CHOICES, default="both", help=CLI("lang", say))
+    parser.add_argument("--out", type=Path, default=Path("build/handouts"), help=CLI("out", say))
     args = parser.parse_args(argv)
     langs = LANGS if args.lang == "both" else (args.lang,)
-    say = langs[0]  # the language of what this command prints
     from ..present.pictures import find_chromium
 
     try:

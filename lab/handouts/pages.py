@@ -110,6 +110,7 @@ def setting(sheet: dict[str, Any], context: dict[str, Any], lang: str) -> str:
     return (
         f'<p class="setting">{esc(text)}</p><p class="rule">{esc(T("rule", lang))}</p>'
         f'<p class="draws">{esc(T("draws", lang, seed=sheet["seed"], counters=counters))}</p>'
+        f'<p class="legend">{esc(T("legend", lang))}</p>'
     )
 
 
