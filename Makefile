@@ -18,7 +18,7 @@ LAB_LANG ?= en
 # JupyterLab refuses to start as root unless told: `make notebooks` tells it only when make runs as root (uid 0)
 JUPYTER_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: install install-parity lab notebooks test bench bench-docs lint sync corpus corpus-check weights paper pictures fonts present clean-venv
+.PHONY: install install-parity lab notebooks test bench bench-docs lint sync corpus corpus-check weights paper pictures fonts present handouts clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -84,6 +84,12 @@ fonts: install
 # presenter mode for a projector: serves one page on 127.0.0.1 and prints its URL (`dspark-lab present`)
 present: install
 	$(PY) -m lab.present
+
+# the printable handouts, Vietnamese and English (A4 PDFs, printed by the system's chromium): a page per column of the
+# map and the 6B worksheet with its answer key, from one walk of the trained lab model; HANDOUTS_LANG: vi, en or both
+HANDOUTS_LANG ?= both
+handouts: install
+	$(PY) -m lab.handouts --lang $(HANDOUTS_LANG) --out build/handouts
 
 # the real-text corpus (lab/realtext/data/) from its sources, byte for byte: two Debian packages (apt-get download), the
 # project's own Python at a pinned commit, generated sums, the lesson sentences; then the tokenizer trained on it.
