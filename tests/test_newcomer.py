@@ -13,6 +13,7 @@ import shlex
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,83 @@ def test_make_test_lists_every_skip_with_its_reason() -> None:
     assert re.search(r"\s-r\w*s", line), line
     for readme in ("README.md", "README.vi.md"):
         assert "`-rs`" in (ROOT / readme).read_text(encoding="utf-8"), readme
+
+
+# ---- flash-cpu's memory: one measured figure, the walk's peak RSS in docs/flash_cpu.json --------------------------
+FIGURE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)\s*(?:GB|GiB)\b")
+MARKER = re.compile(r"<!--n:(?P<key>[^>\s]*)-->(?P<value>.*?)<!--/n-->")
+# the keys a page may quote for it: the peak, and the estimate the check before a build compares with free memory
+QUOTABLE = re.compile(r"flash_cpu\.(?:\w+\.peak_rss_bytes|estimate(?:_needed_bytes|\.\w+_bytes)):gib")
+# figures beside flash-cpu that are not its memory
+OTHER = {
+    "4 GiB": "the address-space limit of a test's child process",
+    "40 GiB": "the real widths in float64, not the preset's bfloat16",
+}
+
+
+def places() -> list[Path]:
+    """Where the lab states a figure to a reader: the pages, the notebooks' sources, the text files, the code."""
+    return [
+        ROOT / "README.md",
+        ROOT / "README.vi.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "notebooks").glob("*.py")),
+        *sorted((ROOT / "lab" / "lang").glob("*/*.toml")),
+        *sorted(p for d in ("lab", "bench", "dspark_mini") for p in (ROOT / d).rglob("*.py")),
+    ]
+
+
+def typed_figures(text: str) -> list[str]:
+    """The memory figures of each paragraph that names flash-cpu, other than the quotable markers' values."""
+    found = []
+    for para in re.split(r"\n[ \t]*#?[ \t]*\n", text):  # a blank line, or a blank comment line of a notebook
+        if "flash-cpu" not in para and "flash_cpu" not in para:
+            continue
+        bare = MARKER.sub(lambda m: "" if QUOTABLE.fullmatch(m["key"]) else m["value"], para)
+        found += [m[0] for m in FIGURE.finditer(bare) if m[0] not in OTHER]
+    return found
+
+
+def test_flash_cpus_memory_has_one_figure_everywhere() -> None:
+    """No page, text file or help states flash-cpu's memory as a typed number (16 GB, ~13 GiB, ≈ 12 GB were): the
+    pages quote docs/flash_cpu.json through prose markers, help and screens format it from the same file."""
+    stray = {str(p.relative_to(ROOT)): figs for p in places() if (figs := typed_figures(p.read_text(encoding="utf-8")))}
+    assert not stray, stray
+    markers = [m["key"] for p in places() for m in MARKER.finditer(p.read_text(encoding="utf-8"))]
+    assert markers.count("flash_cpu.walk.peak_rss_bytes:gib") >= 4  # README, README.vi, the notebook, reliability
+
+
+def test_the_scan_finds_a_typed_figure() -> None:
+    assert typed_figures("`--preset flash-cpu` runs within 16 GB") == ["16 GB"]
+    assert typed_figures("flash-cpu (~13 GiB)\n\nelsewhere 8 GiB") == ["13 GiB"]
+    quoted = "flash-cpu: <!--n:flash_cpu.walk.peak_rss_bytes:gib-->11.23<!--/n--> GiB"
+    assert typed_figures(quoted) == []
+    assert typed_figures(quoted.replace("walk.peak_rss", "walk.wall_s")) == ["11.23 GiB"]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_help_gives_the_measured_peak(lang) -> None:
+    import json
+
+    from lab.measured import flash_cpu_peak
+
+    peak = json.loads((ROOT / "docs" / "flash_cpu.json").read_text(encoding="utf-8"))["walk"]["peak_rss_bytes"]
+    number = f"{peak / 2**30:.2f}"
+    assert flash_cpu_peak(lang) == (number.replace(".", ",") if lang == "vi" else number) + " GiB"
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "walk", "--help", "--lang", lang],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0 and flash_cpu_peak(lang) in " ".join(done.stdout.split())
+    assert not FIGURE.findall(done.stdout.replace(flash_cpu_peak(lang), ""))
+
+
+def test_without_the_record_the_help_names_where_it_is_measured(tmp_path) -> None:
+    from lab.measured import flash_cpu_peak
+
+    assert flash_cpu_peak("en", tmp_path / "missing.json") == "see docs/real-scale.md"
+    (tmp_path / "bad.json").write_text('{"walk": {"peak_rss_bytes": "many"}}')
+    assert "docs/real-scale.md" in flash_cpu_peak("vi", tmp_path / "bad.json")
