@@ -100,11 +100,13 @@ def lab_command(cwd: Path | None = None) -> tuple[str, str | None]:
     here = Path.cwd() if cwd is None else cwd
 
     def typed(path: Path) -> str:
-        try:
-            rel = str(path.relative_to(here))
-        except ValueError:
-            return shlex.quote(str(path))
-        return shlex.quote(rel if "/" in rel else f"./{rel}")
+        for a, b in ((path, here), (path.parent.resolve() / path.name, here.resolve())):  # a symlinked folder too
+            try:
+                rel = str(a.relative_to(b))
+            except ValueError:
+                continue
+            return shlex.quote(rel if "/" in rel else f"./{rel}")
+        return shlex.quote(str(path))
 
     bindir = Path(sysconfig.get_path("scripts"))
     script = bindir / "dspark-lab"
