@@ -31,10 +31,14 @@ from lab.text import LANGS
 WIDTH = 80
 
 
+def narrow_config():
+    real = ("vocab_size", "dspark_noise_token_id")  # flash-cpu's own: 129,280 ids, its noise token among them
+    return flash_cpu_config(**{k: v for k, v in NARROW_FLASH.items() if k not in real})
+
+
 def narrow_open(preset, weights=None, checkpoint=None, seed=0, device=None, dtype=None, lang="en", before=None):
     """open_preset for flash-cpu at narrow widths and the real vocabulary (the lab tokenizer's ids inside it)."""
-    real = ("vocab_size", "dspark_noise_token_id")  # flash-cpu's own: 129,280 ids, its noise token among them
-    cfg = flash_cpu_config(**{k: v for k, v in NARROW_FLASH.items() if k not in real})
+    cfg = narrow_config()
     tok = text_tokenizer(cfg)
     model = build_model(cfg, seed, on_device=True).eval()
     return model, tok, before(cfg, tok) if before is not None else None
@@ -128,6 +132,21 @@ def test_drawing_the_weights_reports_every_value(narrow_walk) -> None:
     model = build_model(cfg, 0, on_device=True, progress=lambda done, total: seen.append((done, total)))
     total = sum(p.numel() for p in model.parameters())
     assert seen[-1] == (total, total) and all(a[0] < b[0] for a, b in zip(seen, seen[1:], strict=False))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_building_flash_cpu_shows_the_weights_drawn_with_the_measured_peak(monkeypatch, lang) -> None:
+    """run_model, the one place a preset's seeded init is drawn: a bar to 100 % named with flash-cpu's peak."""
+    from lab.runtime import run
+
+    monkeypatch.setattr(run, "get_config", lambda preset: narrow_config())
+    out = terminal()
+    with progress.shown(lang, console=out) as bar:
+        run.run_model(None, preset="flash-cpu", lang=lang)
+    last = Console(width=WIDTH, record=True, file=io.StringIO(), color_system=None)
+    last.print(bar.get_renderable())
+    text = last.export_text()
+    assert progress.TEXT("draw_peak", lang, peak=flash_cpu_peak(lang)) in text and "100%" in text
 
 
 def test_the_walk_of_flash_cpu_names_its_phases(monkeypatch) -> None:
