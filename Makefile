@@ -50,12 +50,13 @@ sync: install
 	$(PY) -m lab.sync.diagrams --write
 
 # the suite in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them (their session fixtures
-# built once per process); TEST_WORKERS=0 runs it in this process, as a plain `pytest` does
+# built once per process); TEST_WORKERS=0 runs it in this process, as a plain `pytest` does. -rs: the summary at the
+# end lists every skipped test with its reason (README: "Why some tests skip")
 TEST_WORKERS ?= 2
 test: install
 	@case "$(TEST_WORKERS)" in ''|*[!0-9]*) \
 	  echo "TEST_WORKERS = '$(TEST_WORKERS)' is invalid: allowed an integer ≥ 0 (0: one process)" >&2; exit 2;; esac
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -rs
 
 bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)

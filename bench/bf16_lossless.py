@@ -5,8 +5,9 @@ For each prompt, both greedy decodings (`generate_plain`, `generate_speculative`
 --temperature 0` makes) with each token's logits: the first position where the tokens differ, the plain step's top-2
 logit gap there, and max |Δlogit| between the one-token step and the verify row at every position up to it.
 
-  --flash-cpu  the `flash-cpu` preset (every real width, seeded init, bfloat16: ≈ 12 GiB, minutes of CPU) on short
-               Vietnamese and English prompts through the lab tokenizer, --flash-tokens new tokens each
+  --flash-cpu  the `flash-cpu` preset (every real width, seeded init, bfloat16: the peak memory docs/flash_cpu.json
+               records, minutes of CPU) on short Vietnamese and English prompts through the lab tokenizer,
+               --flash-tokens new tokens each
   --lab N      the `lab` preset's trained weights on N distinct held-out prompts of 12 tokens (math, code, chat),
                --lab-tokens new tokens each, in bfloat16, float32 and float64
   --narrow N   flash-cpu's layers at narrow widths (`NARROW_FLASH`, seeded) on the same kind of prompts, in bfloat16
@@ -38,6 +39,7 @@ from dspark_mini.files import write_atomic  # noqa: E402
 from dspark_mini.presets import text_tokenizer  # noqa: E402
 from lab.evaluation.conditions import cpu_model  # noqa: E402
 from lab.evaluation.lossless import NARROW_FLASH, lab_prompts, narrow_flash, one_forward_delta, probe, summarize  # noqa: E402
+from lab.measured import flash_cpu_peak  # noqa: E402
 from lab.runtime.run import run_model  # noqa: E402
 from lab.text import DEFAULT_PROMPT, check_prompt  # noqa: E402
 from lab.weights import lab_model  # noqa: E402
@@ -131,7 +133,8 @@ def narrow(n: int, new_tokens: int) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--flash-cpu", action="store_true", help="the real widths in bfloat16 (≈ 12 GiB)")
+    widths = f"the real widths in bfloat16 (peak memory {flash_cpu_peak()})"
+    p.add_argument("--flash-cpu", action="store_true", help=widths)
     p.add_argument("--flash-tokens", type=int, default=16, help="new tokens per prompt at the real widths (1..64)")
     p.add_argument("--lab", type=int, default=0, metavar="N", help="N held-out prompts on the lab model (0: none)")
     p.add_argument("--lab-tokens", type=int, default=32, help="new tokens per prompt on the lab model (1..64)")

@@ -15,6 +15,7 @@ speculative verification and the one-shot forward all run the same code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -128,12 +129,16 @@ class Transformer(nn.Module):
         return self
 
     @torch.no_grad()
-    def init_weights(self, seed: int = 0, on_device: bool = False) -> Transformer:
+    def init_weights(
+        self, seed: int = 0, on_device: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> Transformer:
         """Deterministic random init (the untrained lab model): same seed → same numbers.
 
         on_device=True draws on each parameter's own device in its own dtype (a GPU run of the real widths:
-        tens of billions of values, too many to draw in float64 on the host); same rules, other numbers."""
+        tens of billions of values, too many to draw in float64 on the host); same rules, other numbers.
+        progress(done, total): called after each parameter with the values drawn so far and in all."""
         g = torch.Generator(device=self.device if on_device else "cpu").manual_seed(seed)
+        total, done = sum(p.numel() for p in self.parameters()), 0
 
         def normal(p: torch.Tensor, std: float) -> None:
             if on_device:
@@ -161,6 +166,9 @@ class Transformer(nn.Module):
                 normal(p, p.shape[1] ** -0.5)
             else:
                 normal(p, 0.02)
+            if progress is not None:
+                done += p.numel()
+                progress(done, total)
         return self
 
     # ---- forward ------------------------------------------------------------------------------

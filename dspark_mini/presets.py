@@ -8,6 +8,7 @@ too).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -53,6 +54,7 @@ def build_model(
     device: str | torch.device | None = None,
     init: bool = True,
     on_device: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Transformer:
     """Build and (unless on `meta`, or with init=False because a checkpoint will fill every weight)
     deterministically initialize a model for a config.
@@ -68,8 +70,8 @@ def build_model(
     if on_device:
         with torch.device("cpu" if device is None else device):
             model = Transformer(cfg, cmap)
-        return model.init_weights(seed, on_device=True) if init else model
+        return model.init_weights(seed, on_device=True, progress=progress) if init else model
     model = Transformer(cfg, cmap)
     if init:
-        model.init_weights(seed)
+        model.init_weights(seed, progress=progress)
     return model.to(device) if device is not None else model

@@ -61,31 +61,39 @@ def longest_word(text: str) -> int:
 
 def fit_widths(natural: list[int], minimum: list[int], room: int) -> list[int]:
     """Column widths that fit `room`: shrink the widest column that can still wrap, one cell at a time, never
-    below its longest word. If even the words do not fit, the natural widths go back to rich (it folds)."""
+    below its longest word. If even the words do not fit, the widest column folds first, one cell at a time (not
+    every column at once, as rich would), down to 1 cell each: rich folds what is left."""
     widths = list(natural)
     while sum(widths) > room:
         can = [i for i, (wd, mn) in enumerate(zip(widths, minimum, strict=True)) if wd > mn]
         if not can:
-            return natural
+            break
         widths[max(can, key=lambda i: widths[i])] -= 1
+    while sum(widths) > room and max(widths) > 1:
+        widths[max(range(len(widths)), key=lambda i: widths[i])] -= 1
     return widths
 
 
 class FitTable:
     """A rich table whose columns are sized at render time, when the width is known: words wrap whole, so
-    "accepted" or "SWA-only" never print as "accepte/d" or "SWA-onl/y" (rich alone folds them at 80 columns)."""
+    "accepted" or "SWA-only" never print as "accepte/d" or "SWA-onl/y" (rich alone folds them at 80 columns).
+    Columns stand 2 spaces apart, 1 where the longest words need that room (the 9 columns of step 6B's draft
+    block at the real widths, whose ids run to ⟨129279⟩); only where even then they do not fit is a word folded."""
 
     def __init__(self, columns: list[str], rows: list[list[str]]):
         self.columns, self.rows = columns, rows
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = Table(box=box.SIMPLE_HEAVY, padding=(0, 1, 0, 0), show_edge=False)  # columns 2 spaces apart
-        for name in self.columns:
-            table.add_column(name, overflow="fold")
         cols = list(zip(self.columns, *self.rows, strict=True))
         natural = [max(cell_len(line) for x in col for line in x.split("\n")) for col in cols]
         minimum = [max(longest_word(x) for x in col) for col in cols]
-        room = options.max_width - table._extra_width - len(cols)  # separators, then 1 cell of padding each
+        for pad in (1, 0):  # columns 2 spaces apart, else 1
+            table = Table(box=box.SIMPLE_HEAVY, padding=(0, pad, 0, 0), show_edge=False)
+            for name in self.columns:
+                table.add_column(name, overflow="fold")
+            room = options.max_width - table._extra_width - pad * len(cols)  # separators, then the padding
+            if sum(minimum) <= room:
+                break
         for column, width in zip(table.columns, fit_widths(natural, minimum, room), strict=True):
             column.width = max(width, 1)
         for row in self.rows:

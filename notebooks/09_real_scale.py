@@ -236,15 +236,15 @@ fig
 #
 # ### 4b · The real widths, computed on this CPU / Kích thước thật, tính trên CPU này
 # **EN** — `--preset flash-cpu` keeps every width of `flash` (the cell below compares them) and cuts only the counts —
-# layers, experts, Engram rows — so that step 6B runs at the real sizes within 16 GB: `dspark-lab walk --preset
-# flash-cpu --step 6B` on a terminal (not here: it draws 3 B values and holds about 11 GiB). Measured on this project's
+# layers, experts, Engram rows — so that step 6B runs at the real sizes on a CPU: `dspark-lab walk --preset
+# flash-cpu --step 6B` on a terminal (not here: it draws 3 B values and holds <!--n:flash_cpu.walk.peak_rss_bytes:gib-->11.23<!--/n--> GiB at its peak). Measured on this project's
 # machine (<!--n:flash_cpu.conditions_before.cpu:text-->AMD EPYC<!--/n-->, <!--n:flash_cpu.conditions_before.cores:int-->2<!--/n--> cores, one torch thread, load average <!--n:flash_cpu.conditions_before.load_average_1_5_15.0:f2-->1.04<!--/n-->; `bench/flash_cpu.py`): the walk took
 # <!--n:flash_cpu.walk.wall_s:min-->1 min 23 s<!--/n--> of wall time for <!--n:flash_cpu.walk.cpu_s:int-->83<!--/n--> s of CPU time, peak RSS <!--n:flash_cpu.walk.peak_rss_bytes:gib-->11.23<!--/n--> GiB. On a busy laptop the CPU time
 # stays and the wall time grows: at a quarter of a core, about four times as long.
 #
 # **VI** — `--preset flash-cpu` giữ mọi kích thước của `flash` (ô dưới so sánh chúng) và chỉ giảm các số đếm — số
-# lớp, số expert, số hàng Engram — để bước 6B chạy ở kích thước thật trong 16 GB: `dspark-lab walk --preset flash-cpu
-# --step 6B` trong terminal (không chạy ở đây: nó sinh 3 tỉ giá trị và giữ khoảng 11 GiB). Đo trên máy của dự án
+# lớp, số expert, số hàng Engram — để bước 6B chạy ở kích thước thật trên CPU: `dspark-lab walk --preset flash-cpu
+# --step 6B` trong terminal (không chạy ở đây: nó sinh 3 tỉ giá trị và giữ <!--n:flash_cpu.walk.peak_rss_bytes:gib-->11.23<!--/n--> GiB lúc đỉnh). Đo trên máy của dự án
 # (<!--n:flash_cpu.conditions_before.cpu:text-->AMD EPYC<!--/n-->, <!--n:flash_cpu.conditions_before.cores:int-->2<!--/n--> lõi, một luồng torch, tải trung bình <!--n:flash_cpu.conditions_before.load_average_1_5_15.0:f2-->1.04<!--/n-->; `bench/flash_cpu.py`): lệnh walk mất
 # <!--n:flash_cpu.walk.wall_s:min-->1 min 23 s<!--/n--> thời gian thực cho <!--n:flash_cpu.walk.cpu_s:int-->83<!--/n--> s thời gian CPU, RSS đỉnh <!--n:flash_cpu.walk.peak_rss_bytes:gib-->11.23<!--/n--> GiB. Trên một laptop đang bận, thời gian
 # CPU giữ nguyên còn thời gian thực tăng lên: với một phần tư lõi, lâu khoảng bốn lần.

@@ -9,8 +9,8 @@ bfloat16: the two part only at near-ties — at each first difference the plain 
 max |Δlogit| between the one-token step and the verify row there — and every speculative token is the argmax of the
 verify row that decided it. The prompts include those that part on this project's CPU (docs/bf16_lossless.json); on
 another CPU the roundings, and so the prompts that part, may differ, and the statement is checked all the same.
-The real widths (≈ 12 GiB, minutes of CPU) are measured by bench/bf16_lossless.py; its record is checked here
-against the same statement. Nothing here depends on a clock.
+The real widths (the peak memory docs/flash_cpu.json records, minutes of CPU) are measured by bench/bf16_lossless.py;
+its record is checked here against the same statement. Nothing here depends on a clock.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import torch
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
+from ..progress import phase
 from ..runtime.run import open_preset, preset_weights
 from ..text import DEFAULT_PROMPT, check_prompt
 from .view import WordPieces, prompt_words
@@ -132,16 +133,20 @@ def compare(
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     # the prepared weight layouts are built now, outside both clocks: otherwise the first timed run (speculative)
     # pays for them — at the real widths gigabytes of stacked and QDQ'd experts — and the ratio reads low
-    model.prepare()
+    with phase("prepare"):
+        model.prepare()
     # and one short speculative run (the prefill and one full round: a draft, a verify of ℓ + 1 rows) warms what a
     # fresh process touches the first time — the caches' first pages, the first call of each kernel at these shapes —
     # so that neither clock pays for it; the first timed run (speculative) otherwise reads slow beside the warm loop
     # of `make bench` (its generate section times this command beside that loop)
     warm = min(max_new_tokens, cfg.dspark_block_size + 1)
     # the portable sampler: the same seed draws the same tokens here, in the walk and in the browser page
-    generate_speculative(model, x, warm, verify_len, temperature, seed, sampler="portable")
-    spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed, sampler="portable")
-    plain = generate_plain(model, x, max_new_tokens, temperature, seed, sampler="portable")
+    with phase("warm"):
+        generate_speculative(model, x, warm, verify_len, temperature, seed, sampler="portable")
+    with phase("speculative", n=max_new_tokens):
+        spec = generate_speculative(model, x, max_new_tokens, verify_len, temperature, seed, sampler="portable")
+    with phase("plain", n=max_new_tokens):
+        plain = generate_plain(model, x, max_new_tokens, temperature, seed, sampler="portable")
     ell = cfg.dspark_block_size if verify_len is None else verify_len
     texts = list(tok.vocab)
     device, dtype = str(model.device), model.cfg.dtype

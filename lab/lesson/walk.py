@@ -23,6 +23,7 @@ from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
+from ..progress import phase
 from ..runtime.run import open_preset, preset_weights
 from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
@@ -64,8 +65,10 @@ def run_walk(
     trace = Trace()
     with torch.no_grad():
         cache = model.new_cache(1)
-        out = model(tokens, cache=cache, trace=trace)
-        again, hooked = hooked_forward(model, tokens)  # same input, same path; hooks catch the tap inputs
+        with phase("forward"):
+            out = model(tokens, cache=cache, trace=trace)
+        with phase("parity"):
+            again, hooked = hooked_forward(model, tokens)  # same input, same path; hooks catch the tap inputs
     parity = float((out.logits - again.logits).abs().max())
     walk = Walk(
         cfg,
@@ -82,8 +85,10 @@ def run_walk(
         weights=preset_weights(preset, weights, checkpoint),  # what was loaded: trained or untrained
         hooked_taps=hooked,
     )
-    walk = redraft(walk, verify_len, temperature, views=False)
-    return build_views(walk, lang, wanted)
+    with phase("round"):
+        walk = redraft(walk, verify_len, temperature, views=False)
+    with phase("views"):
+        return build_views(walk, lang, wanted)
 
 
 def check_verify_len(cfg: ModelConfig, verify_len: int | None) -> int:

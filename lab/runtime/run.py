@@ -39,6 +39,8 @@ from dspark_mini.device import PlacementError, check_device, check_dtype, comput
 from dspark_mini.hf_tokenizer import TOKENIZER_FILE, FolderFileError, folder_file
 from dspark_mini.model import Transformer
 
+from ..measured import flash_cpu_peak
+from ..progress import phase
 from ..realscale.export import LAB_VOCABULARY, load_checkpoint, read_config
 from ..realscale.layout import RealScaleError
 from ..realscale.placement import GIB, LIMITS, MARGIN_FLOOR, RankEstimate, estimate_rank, prepared_bytes, room
@@ -92,8 +94,10 @@ def run_model(
     cfg = get_config(preset)
     weights = preset_weights(preset, weights)
     check_preset_fits(preset, dtype, dev, free, lang)
-    if preset != "lab":
-        model = build_model(compute_config(cfg, dtype), seed, device=dev, on_device=True)
+    if preset != "lab":  # minutes at the real widths: a bar of the values drawn, where a command shows progress
+        peak = {"peak": flash_cpu_peak(lang)} if preset == "flash-cpu" else {}
+        with phase("draw_peak" if peak else "draw", **peak) as advance:
+            model = build_model(compute_config(cfg, dtype), seed, device=dev, on_device=True, progress=advance)
         return maybe_distributed(model, device=str(dev)) if shard else model
     model = lab_model(weights, seed, device="cpu", dtype=dtype)
     return maybe_distributed(model, device=str(dev)) if shard else model.to(dev)

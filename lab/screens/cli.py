@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..measured import flash_cpu_peak
 from ..options import (
     MAX_REPS,
     Help,
@@ -22,6 +23,7 @@ from ..options import (
     add_weights,
     command,
 )
+from ..progress import phase, shown
 from ..style import print_json
 from ..text import lang_table
 
@@ -35,7 +37,7 @@ class CheckpointProblems(Exception):
 def add_parsers(sub: Any, lang: str = "en") -> None:
     preset_help = Help("common", lang)("preset")
     h = Help("walk", lang)
-    w = command(sub, h)
+    w = command(sub, h, peak=flash_cpu_peak(lang))  # the measured figure the docs quote (docs/flash_cpu.json)
     w.add_argument("--step", action="append", metavar="ID", help=h("step"))
     add_lang(w)
     w.add_argument("--preset", default="lab", help=preset_help)
@@ -122,6 +124,11 @@ def check_generate_length(args: argparse.Namespace, cfg: Any) -> None:
     check_int(args.max_new_tokens, "--max-new-tokens", 1, cfg.max_seq_len - n, why)
 
 
+def slow(args: argparse.Namespace) -> bool:
+    """A run worth a progress display (on stderr, lab/progress.py): a preset other than the small lab model."""
+    return args.preset != "lab" and getattr(args, "checkpoint", None) is None
+
+
 def run(args: argparse.Namespace, console: Any, lang: str) -> None:
     if args.command == "walk":
         run_walk_command(args, console, lang)
@@ -162,17 +169,18 @@ def run_walk_command(args: argparse.Namespace, console: Any, lang: str) -> None:
     from .render import render_walk  # torch: only when the command runs
 
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
-    walk = run_walk(
-        prompt,
-        args.preset,
-        args.seed,
-        lang,
-        tuple(args.step) if args.step else None,
-        args.verify_len,
-        args.temperature,
-        args.weights,
-        args.checkpoint,
-    )
+    with shown(lang, enabled=slow(args)):
+        walk = run_walk(
+            prompt,
+            args.preset,
+            args.seed,
+            lang,
+            tuple(args.step) if args.step else None,
+            args.verify_len,
+            args.temperature,
+            args.weights,
+            args.checkpoint,
+        )
     if args.json:
         print_json(
             {
@@ -192,19 +200,20 @@ def run_walk_command(args: argparse.Namespace, console: Any, lang: str) -> None:
 def run_generate(args: argparse.Namespace, console: Any, lang: str) -> None:
     from ..lesson.generation import compare  # torch: only when the command runs
 
-    report = compare(
-        args.prompt,
-        args.preset,
-        args.max_new_tokens,
-        args.verify_len,
-        args.temperature,
-        args.seed,
-        args.weights,
-        args.checkpoint,
-        args.device,
-        args.dtype,
-        lang,
-    )
+    with shown(lang, enabled=slow(args)):
+        report = compare(
+            args.prompt,
+            args.preset,
+            args.max_new_tokens,
+            args.verify_len,
+            args.temperature,
+            args.seed,
+            args.weights,
+            args.checkpoint,
+            args.device,
+            args.dtype,
+            lang,
+        )
     if args.json:
         print_json(report.to_json())
     else:
@@ -228,10 +237,7 @@ def run_inspect(args: argparse.Namespace, console: Any, lang: str) -> None:
         return
     from ..lesson.summary import inspect_model  # torch: only when the command runs
 
-    if args.preset != "lab" and not args.json:
-        with console.status("building DeepSeek-V4.1-Flash on the meta device (a few seconds)…"):
-            report = inspect_model(args.preset, args.seed)
-    else:
+    with shown(lang, enabled=slow(args)), phase("meta"):  # a few seconds for the real model's counts
         report = inspect_model(args.preset, args.seed)
     if args.json:
         print_json(report)

@@ -7,6 +7,11 @@ marks every token with a symbol as well as a colour.
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -82,7 +87,45 @@ def render_walk(console: Console, walk, lang: str) -> None:
     real_widths_note(console, walk.cfg, walk.tokenizer, lang)
     for view in walk.views.values():
         console.print(render_view(view))
-    console.print(Text(TEXT("next", lang), style="bold"))  # the end of `make lab`: where to go from here
+    for line in next_lines(lang):  # the end of `make lab`: where to go from here, typed as this shell can run it
+        console.print(Text(line, style="bold"))
+
+
+def lab_command(cwd: Path | None = None) -> tuple[str, str | None]:
+    """How a reader types `dspark-lab` in this shell, and the virtualenv's activate script when that makes it plain.
+
+    Plain `dspark-lab` where PATH finds this install's own script; otherwise the script's path, relative to the
+    current folder when under it (`make lab` in a fresh clone: `.venv/bin/dspark-lab`, the venv not active);
+    `python -m lab` through this interpreter where no script is installed (a checkout on PYTHONPATH)."""
+    here = Path.cwd() if cwd is None else cwd
+
+    def typed(path: Path) -> str:
+        for a, b in ((path, here), (path.parent.resolve() / path.name, here.resolve())):  # a symlinked folder too
+            try:
+                rel = str(a.relative_to(b))
+            except ValueError:
+                continue
+            return shlex.quote(rel if "/" in rel else f"./{rel}")
+        return shlex.quote(str(path))
+
+    bindir = Path(sysconfig.get_path("scripts"))
+    script = bindir / "dspark-lab"
+    if not script.is_file():
+        return f"{typed(Path(sys.executable))} -m lab", None
+    found = shutil.which("dspark-lab")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "dspark-lab", None
+    activate = bindir / "activate"
+    return typed(script), typed(activate) if activate.is_file() else None
+
+
+def next_lines(lang: str, cwd: Path | None = None) -> list[str]:
+    """The walk's closing lines: the commands to try next, each as `lab_command` says this shell runs it."""
+    cli, activate = lab_command(cwd)
+    lines = [TEXT("next", lang, cli=cli)]
+    if activate is not None:
+        lines.append(TEXT("next_activate", lang, activate=activate))
+    return lines
 
 
 def real_widths_note(console: Console, cfg, tokenizer, lang: str) -> None:
