@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from lab.sync import nboutputs, nbsync
-from lab.sync.nboutputs import OUTPUTS_KEY, output_problems, slim_output, strip_outputs, trim_text
+from lab.sync.nboutputs import slim_output, trim_text
+from lab.sync.nbsync import OUTPUTS_KEY, output_problems, strip_outputs
 
 SOURCE = """# %% [markdown]
 # # 99 · a test notebook
@@ -90,7 +91,7 @@ def test_check_finds_stale_heavy_and_large_outputs(tmp_path) -> None:
     assert strip_outputs(nb) == nbformat.reads(nbsync.render(tmp_path / "99_test.py"), as_version=4)
     nb.metadata[OUTPUTS_KEY]["code_sha256"] = "0" * 64
     nb.cells[1].outputs.append(nbformat.v4.new_output("display_data", data={nboutputs.PLOTLY: json.dumps({})}))
-    found = output_problems(nb, nboutputs.MAX_NOTEBOOK_BYTES + 1)
+    found = output_problems(nb, nbsync.MAX_NOTEBOOK_BYTES + 1)
     assert any("older code" in p for p in found)
     assert any(nboutputs.PLOTLY in p for p in found)
     assert any("bytes" in p for p in found)

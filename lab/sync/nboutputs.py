@@ -12,7 +12,8 @@ A student who opens a notebook sees what it draws before running anything. The o
 - what only a live kernel can show (a widget) and the notebook font's <style> (only needed for live Vietnamese
   output; the committed outputs are the English run) are left out.
 
-The notebook keeps the sha256 of its code cells in its metadata (`OUTPUTS_KEY`): `python -m lab.sync.nbsync --check`
+The notebook keeps the sha256 of its code cells in its metadata (`OUTPUTS_KEY`; the check and its limits live in
+nbsync.py): `python -m lab.sync.nbsync --check`
 fails when a code cell changed since the outputs were made, or when the outputs are missing or too large. It does
 not compare the outputs byte for byte: a PNG drawn by another chromium differs in its bytes, not in what it shows.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import copy
 import json
 import struct
 import sys
@@ -32,20 +32,25 @@ from typing import Any
 
 import nbformat
 
-from .nbsync import NOTEBOOKS, ROOT, code_hash, render, sources
+from .nbsync import (
+    MAX_TOTAL_BYTES,
+    NOTEBOOKS,
+    OUTPUTS_KEY,
+    PLOTLY,
+    ROOT,
+    WIDGET,
+    code_hash,
+    render,
+    sources,
+)
 
-OUTPUTS_KEY = "dspark_outputs"  # notebook metadata: {"code_sha256": …} of the code the outputs come from
 RUNTIMES = ROOT / "docs" / "notebooks.json"  # {"seconds": {notebook: wall seconds of the run that made the outputs}}
-PLOTLY = "application/vnd.plotly.v1+json"
-WIDGET = "application/vnd.jupyter.widget-view+json"
 MAX_LINES = 40  # a text output beyond this is cut, with a note
 MAX_LINE_CHARS = 240
 MAX_HTML_CHARS = 4_000  # an HTML output beside its plain text: kept only when this small
 FIGURE_WIDTH = 700  # px: a notebook column; scale 1 (the PNGs stay tens of kB)
 WIDE_FIGURE_WIDTH = 960  # px: a figure of several panels
 FIGURE_HEIGHT = 400  # px, where a figure sets no height of its own
-MAX_NOTEBOOK_BYTES = 700_000  # one notebook with its outputs
-MAX_TOTAL_BYTES = 3_000_000  # the whole notebooks folder's .ipynb files
 CELL_TIMEOUT_S = 240
 
 
@@ -111,14 +116,23 @@ def smaller_png(png: bytes) -> bytes:
     )
 
 
+def find_chromium() -> str:
+    """$DSPARK_CHROMIUM or chromium on PATH, as lab/present/pictures.py finds it (sync does not import present)."""
+    import os
+    import shutil
+
+    path = os.environ.get("DSPARK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        raise OSError("no chromium found: install it (apt-get install chromium) or set DSPARK_CHROMIUM")
+    return path
+
+
 def to_png(figures: list[dict[str, Any]]) -> list[bytes]:
     """Each plotly figure (its JSON) as PNG bytes, drawn in the system's chromium with plotly's bundled script."""
     if not figures:
         return []
     import plotly
     from playwright.sync_api import sync_playwright
-
-    from ..present.pictures import find_chromium
 
     script = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
     pngs = []
@@ -171,36 +185,6 @@ def make_outputs(source: Path) -> tuple[str, float]:
     nb.metadata["language_info"] = {"name": "python"}  # as nbsync renders it (the kernel filled in its version)
     nb.metadata[OUTPUTS_KEY] = {"code_sha256": code_hash(nb)}
     return nbformat.writes(nb) + "\n", seconds
-
-
-def strip_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of `nb` as nbsync renders its source: no outputs, no execution counts, no outputs metadata."""
-    bare = copy.deepcopy(nb)
-    bare.metadata.pop(OUTPUTS_KEY, None)
-    for cell in bare.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    return bare
-
-
-def output_problems(nb: nbformat.NotebookNode, size: int) -> list[str]:
-    """Why the committed outputs of `nb` (its file `size` bytes) are not what nboutputs writes; [] when they are."""
-    problems = []
-    made = nb.metadata.get(OUTPUTS_KEY, {}).get("code_sha256")
-    if made is None:
-        problems.append("has no outputs")
-    elif made != code_hash(nb):
-        problems.append("has outputs of older code")
-    if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
-        problems.append("has no outputs")
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            heavy = {PLOTLY, WIDGET} & set(out.get("data", {}))
-            if heavy:
-                problems.append(f"holds {', '.join(sorted(heavy))} (commit the PNG only)")
-    if size > MAX_NOTEBOOK_BYTES:
-        problems.append(f"is {size:,} bytes (at most {MAX_NOTEBOOK_BYTES:,})")
-    return sorted(set(problems))
 
 
 def write_outputs(names: list[str] | None = None, folder: Path = NOTEBOOKS, out=sys.stdout) -> dict[str, float]:

@@ -14,12 +14,20 @@ too large (lab/sync/nboutputs.py). CI executes the notebooks in memory and never
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
+
+
+OUTPUTS_KEY = "dspark_outputs"  # notebook metadata: {"code_sha256": …} of the code the outputs come from
+PLOTLY = "application/vnd.plotly.v1+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+MAX_NOTEBOOK_BYTES = 700_000  # one notebook with its outputs
+MAX_TOTAL_BYTES = 3_000_000  # the whole notebooks folder's .ipynb files
 
 
 def sources(folder: Path = NOTEBOOKS) -> list[Path]:
@@ -52,8 +60,6 @@ def with_outputs(text: str, target: Path) -> str:
     """`text` (a rendered source) with the outputs of the committed `target` when their code cells are the same."""
     import nbformat
 
-    from .nboutputs import OUTPUTS_KEY
-
     if not target.exists():
         return text
     old, new = nbformat.read(target, as_version=4), nbformat.reads(text, as_version=4)
@@ -81,12 +87,40 @@ def write_all(folder: Path = NOTEBOOKS) -> list[Path]:
     return written
 
 
+def strip_outputs(nb):
+    """A copy of `nb` as nbsync renders its source: no outputs, no execution counts, no outputs metadata."""
+    bare = copy.deepcopy(nb)
+    bare.metadata.pop(OUTPUTS_KEY, None)
+    for cell in bare.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return bare
+
+
+def output_problems(nb, size: int) -> list[str]:
+    """Why the committed outputs of `nb` (its file `size` bytes) are not what nboutputs writes; [] when they are."""
+    problems = []
+    made = nb.metadata.get(OUTPUTS_KEY, {}).get("code_sha256")
+    if made is None:
+        problems.append("has no outputs")
+    elif made != code_hash(nb):
+        problems.append("has outputs of older code")
+    if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+        problems.append("has no outputs")
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            heavy = {PLOTLY, WIDGET} & set(out.get("data", {}))
+            if heavy:
+                problems.append(f"holds {', '.join(sorted(heavy))} (commit the PNG only)")
+    if size > MAX_NOTEBOOK_BYTES:
+        problems.append(f"is {size:,} bytes (at most {MAX_NOTEBOOK_BYTES:,})")
+    return sorted(set(problems))
+
+
 def problems(folder: Path = NOTEBOOKS) -> list[tuple[Path, str]]:
     """[(notebook, what is wrong)]: missing, drifted from its source (outputs stripped), an orphan, or outputs
     missing, made from older code or too large; and the folder's .ipynb files over their total size."""
     import nbformat
-
-    from .nboutputs import MAX_TOTAL_BYTES, output_problems, strip_outputs
 
     found = []
     for src in sources(folder):
