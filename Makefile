@@ -18,7 +18,7 @@ LAB_LANG ?= en
 # JupyterLab refuses to start as root unless told: `make notebooks` tells it only when make runs as root (uid 0)
 JUPYTER_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: install install-parity lab notebooks test bench bench-docs lint sync corpus corpus-check weights paper pictures fonts present handouts clean-venv
+.PHONY: install install-parity lab notebooks notebook-outputs test bench bench-docs lint sync corpus corpus-check weights paper pictures fonts present handouts clean-venv
 install: $(STAMP)
 
 $(PY):
@@ -48,6 +48,14 @@ sync: install
 	$(PY) -m lab.sync.prose --write
 	$(PY) -m lab.sync.nbsync --write
 	$(PY) -m lab.sync.diagrams --write
+
+# the notebooks' committed outputs, so they open with their figures: each notebook run once top to bottom, its figures
+# kept as small PNGs (drawn by the system's chromium), long text trimmed; the run times go to docs/notebooks.json and
+# docs/notebooks.md quotes them. After editing a notebook's code (nbsync --check fails until then); NB=06 runs one
+NB ?=
+notebook-outputs: install
+	$(PY) -m lab.sync.nboutputs --write $(NB)
+	$(PY) -m lab.sync.prose --write
 
 # the suite in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them (their session fixtures
 # built once per process); TEST_WORKERS=0 runs it in this process, as a plain `pytest` does. -rs: the summary at the

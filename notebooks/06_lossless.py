@@ -20,12 +20,13 @@
 LANG = "en"  # "vi" for Vietnamese output / "vi" để xem kết quả bằng tiếng Việt
 SEED = 0
 
-import plotly.graph_objects as go
 import torch
 
 from dspark_mini import build_model, get_config
+from dspark_mini.tokenizer import default_tokenizer
 from dspark_mini.speculative import generate_plain, generate_speculative, speculative_round, token_distribution
 from lab.present.fonts import notebook_font
+from lab.screens import plots_6b
 from lab.lesson.exercises import check
 from lab.evaluation.profiling import chi_square_test
 from lab.text import in_lang
@@ -123,14 +124,7 @@ for label, t in ((tr("with residual:   ", "có phần dư:     "), test_good), (
 assert test_good["passes"] and not test_broken["passes"]  # probe
 
 # %%
-top = torch.topk(p_t, 10).indices
-freq = {name: (torch.bincount(t, minlength=cfg.vocab_size)[top] / len(t)).tolist()
-        for name, t in (("with residual", good), ("no residual (broken)", broken))}
-fig = go.Figure([go.Bar(name="target p_t (exact)", x=[str(int(i)) for i in top], y=p_t[top].tolist())]
-                + [go.Bar(name=name, x=[str(int(i)) for i in top], y=y) for name, y in freq.items()])
-fig.update_layout(barmode="group", template="plotly_white", height=320, xaxis_title="token id",
-                  yaxis_title="probability / frequency", title="committed token: the 10 most likely ids")
-fig
+plots_6b.committed_histogram(p_t, good, broken, default_tokenizer(), lang=LANG)  # tokens as their text pieces
 
 # %% [markdown]
 # **EN** — With the residual, the frequencies sit on the exact probabilities; without it, the drafter's favourite

@@ -21,7 +21,6 @@
 LANG = "en"  # "vi" for Vietnamese output / "vi" để xem kết quả bằng tiếng Việt
 SEED = 0
 
-import plotly.graph_objects as go
 import torch
 
 from dspark_mini.scheduler import (
@@ -255,12 +254,7 @@ s = sim["staircase"]
 print(tr("staircase, R = 32: ℓ dspark", "bảng bậc thang, R = 32: ℓ dspark"), s["dspark"]["32"]["mean_verify_len"],
       "· ℓ dspark-async", s["dspark-async"]["32"]["mean_verify_len"])
 assert stop == 0 and best > 0 and theta32[best] > 1.5 * theta32[0]  # probe: the stall, and what it leaves
-fig = go.Figure(go.Scatter(x=list(range(len(theta32))), y=theta32.tolist(), mode="lines", name="Θ_n"))
-fig.add_vline(x=stop, line_dash="dot", annotation_text="early stop")
-fig.add_vline(x=best, line_dash="dash", annotation_text="global argmax")
-fig.update_layout(template="plotly_white", height=320, xaxis_title="drafts admitted n", yaxis_title="Θ (tokens/s)",
-                  title="Θ along the greedy path, R = 32, staircase table")
-fig
+plots.theta_path(theta32, stop, best, lang=LANG, requests=32, table="staircase")
 
 # %% [markdown]
 # ## 7 · Why not always take the global best? Appendix A / Sao không luôn lấy cực đại toàn cục? Phụ lục A

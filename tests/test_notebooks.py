@@ -1,4 +1,5 @@
-"""The notebooks: in sync with their py:percent sources, executed top to bottom headless, deterministic.
+"""The notebooks: in sync with their py:percent sources (and their committed outputs made from the current code),
+executed top to bottom headless, deterministic. They are executed in memory: the committed files are never written.
 
 Each notebook asserts its own key numbers in probe cells (an `assert` that fails the execution), so
 running it is a test of what it teaches. Wall time per notebook is recorded for the ≤ 60 s budget.
@@ -31,7 +32,7 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from lab.sync.nbsync import NOTEBOOKS, check_all, sources
+from lab.sync.nbsync import NOTEBOOKS, check_all, problems, sources
 
 NB_TIMEOUT_S = 240  # per cell; the budget for a whole notebook is 60 s on 2 cores (measured, reported)
 
@@ -116,7 +117,10 @@ def numbers(text: str) -> list[str]:
 def test_notebooks_exist_and_are_in_sync() -> None:
     names = [p.stem for p in sources()]
     assert names, "no notebooks found"
-    assert check_all() == [], "run: python -m lab.sync.nbsync --write"
+    assert check_all() == [], (
+        f"{problems()}: run python -m lab.sync.nbsync --write, then make notebook-outputs for a notebook whose code "
+        "changed"
+    )
 
 
 def test_every_notebook_has_an_answer_key() -> None:

@@ -287,3 +287,27 @@ def verify_cost_curve(report: Mapping[str, Any], lang: str = "en") -> go.Figure:
     fig.update_xaxes(title_text=TEXT("block_k", lang), dtick=1)
     fig.update_yaxes(title_text=TEXT("ms", lang), rangemode="tozero")
     return finish(fig, TEXT("verify", lang, cond=cond), 380, legend={"orientation": "h", "y": -0.25})
+
+
+def committed_histogram(
+    p_t: torch.Tensor,
+    with_residual: torch.Tensor,
+    without_residual: torch.Tensor,
+    tokenizer: HFTokenizer,
+    lang: str = "en",
+    top: int = 10,
+) -> go.Figure:
+    """Notebook 06: the target's exact probability of its `top` most likely tokens beside how often verify
+    committed each, with the residual and without it (the broken verifier). Tokens are shown as their text pieces."""
+    lang = check_lang(lang)
+    top = check_int(top, "top", 1)
+    best = torch.topk(p_t, min(top, p_t.numel())).indices.tolist()
+    ticks = [f"'{token_text(tokenizer, i)}'" for i in best]
+    fig = go.Figure(go.Bar(name=TEXT("hist_target", lang), x=ticks, y=[float(p_t[i]) for i in best]))
+    for name, samples in (("hist_residual", with_residual), ("hist_broken", without_residual)):
+        counts = torch.bincount(samples.long(), minlength=p_t.numel())
+        fig.add_trace(go.Bar(name=TEXT(name, lang), x=ticks, y=[float(counts[i]) / len(samples) for i in best]))
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title_text=TEXT("hist_token", lang))
+    fig.update_yaxes(title_text=TEXT("hist_prob", lang))
+    return finish(fig, TEXT("hist_title", lang, k=len(best)), 340, legend={"orientation": "h", "y": -0.3})

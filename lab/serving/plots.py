@@ -3,6 +3,7 @@
     sps_curves(tables)             SPS(B) and the token throughput B·SPS(B), measured points and synthetic curves
     throughput_vs_requests(sim)    throughput vs concurrent requests R per policy, one panel per table (paper Fig. 7)
     verify_len_vs_requests(sim)    mean verify length ℓ vs R per policy, one panel per table (paper Fig. 8)
+    theta_path(theta, stop, best)  Θ along the greedy path with the early stop and the global argmax marked
 
 `sim` is `simulate(...)`'s dict or `dspark-lab schedule --json`'s report (its "sim" part is used). Nothing is
 run here; titles and axes follow `lang` ("vi" or "en"); the look is lab.screens.plots' (plotly_white, left title).
@@ -37,6 +38,12 @@ TEXT = lang_table("serving_figures", "text")
 TEXT = Texts(TEXT, "serving figure")
 
 
+def table_name(name: str, lang: str) -> str:
+    """A cost table's name as a figure shows it ("measured", "smooth", "staircase" in `lang`; any other as given)."""
+    key = f"table_{name}"
+    return TEXT(key, lang) if key in TEXT else name
+
+
 def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_tokens: int | None = None) -> go.Figure:
     """Left: SPS(B) as the scheduler reads it (forced monotone, interpolated), with the measured medians and p95
     of a measured table as markers; right: B·SPS(B), the tokens per second a full batch of B would verify.
@@ -60,11 +67,11 @@ def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_token
                     x=b.tolist(),
                     y=y.tolist(),
                     mode="lines",
-                    name=name,
+                    name=table_name(name, lang),
                     legendgroup=name,
                     showlegend=col == 1,
                     line=line,
-                    hovertemplate=f"{name} B = %{{x}}: %{{y:.4g}}<extra></extra>",
+                    hovertemplate=f"{table_name(name, lang)} B = %{{x}}: %{{y:.4g}}<extra></extra>",
                 ),
                 row=1,
                 col=col,
@@ -81,7 +88,7 @@ def sps_curves(tables: Mapping[str, SPSTable], lang: str = "en", max_batch_token
                         x=bt,
                         y=y,
                         mode="markers",
-                        name=TEXT("measured_points", lang, name=name),
+                        name=TEXT("measured_points", lang, name=table_name(name, lang)),
                         legendgroup=name + "-points",
                         showlegend=col == 1,
                         marker={"color": colour, "size": 7},
@@ -121,7 +128,8 @@ def _per_request(
     for n in names:
         if n not in sim:
             raise ValueError(f"table {n!r} is not in the simulation: allowed {', '.join(map(repr, sim))}")
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, shared_yaxes=metric == "mean_verify_len")
+    titles = [table_name(n, lang) for n in names]
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=titles, shared_yaxes=metric == "mean_verify_len")
     for i, name in enumerate(names, start=1):
         for policy, per_r in sim[name].items():
             rs = sorted(per_r, key=int)
@@ -134,7 +142,7 @@ def _per_request(
                     legendgroup=policy,
                     showlegend=i == 1,
                     line={"color": POLICY_COLOURS.get(policy)},
-                    hovertemplate=f"{policy}, R = %{{x}}: %{{y:.4g}}<extra>{name}</extra>",
+                    hovertemplate=f"{policy}, R = %{{x}}: %{{y:.4g}}<extra>{table_name(name, lang)}</extra>",
                 ),
                 row=1,
                 col=i,
@@ -160,3 +168,24 @@ def verify_len_vs_requests(
 ) -> go.Figure:
     """Mean verify length ℓ (drafts sent to verify per request and round) vs R (the paper's Fig. 8)."""
     return _per_request(report, "mean_verify_len", "len_title", "verify_len", lang, tables)
+
+
+def theta_path(
+    theta: Sequence[float] | torch.Tensor,
+    stop: int,
+    best: int,
+    lang: str = "en",
+    requests: int = 32,
+    table: str = "staircase",
+) -> go.Figure:
+    """Θ_n, the expected committed tokens per second after admitting the first n candidates of the greedy path,
+    with Algorithm 1's early stop and the global argmax marked (notebook 08, the staircase stall)."""
+    lang = check_lang(lang)
+    ys = [float(x) for x in (theta.tolist() if isinstance(theta, torch.Tensor) else theta)]
+    fig = go.Figure(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines", name="Θ_n", showlegend=False))
+    fig.add_vline(x=stop, line_dash="dot", annotation_text=TEXT("early_stop", lang))
+    fig.add_vline(x=best, line_dash="dash", annotation_text=TEXT("global_best", lang))
+    fig.update_xaxes(title_text=TEXT("theta_admitted", lang))
+    fig.update_yaxes(title_text=TEXT("theta_axis", lang))
+    title = TEXT("theta_title", lang, r=requests, table=table_name(table, lang))
+    return finish(fig, title, 320)

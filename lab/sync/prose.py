@@ -53,6 +53,7 @@ SOURCES = {
     "model_card": "docs/model_card.json",  # bench/model_card.py: the target's perplexities and sample continuations
     "manifest": "lab/weights/manifest.json",  # the shipped set's files, sha256 and bytes
     "rebuild": "docs/rebuild.json",  # bench/rebuild_check.py: a second `make weights` beside the shipped set
+    "notebooks": "docs/notebooks.json",  # `make notebook-outputs`: each notebook's run time when its outputs were made
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -414,6 +415,14 @@ KEYS: tuple[Key, ...] = (
         "text",
         "a value of lab/weights/report.json (dotted path, then :format)",
     ),
+    Key(
+        r"notebooks\.(?P<nb>\d\d_\w+)\.seconds",
+        "notebooks",
+        lambda d, nb: d["seconds"][nb],
+        "g0",
+        "a notebook's measured top-to-bottom run time, seconds (docs/notebooks.json)",
+    ),
+    Key(r"notebooks\.cpus", "notebooks", lambda d: d["cpus"], "int", "CPUs of the notebook run times"),
     Key(
         r"manifest\.mb",
         "manifest",
