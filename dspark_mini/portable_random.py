@@ -1,5 +1,5 @@
 """A portable random generator for sampling: the same (seed, stream, counter) gives the same float64 in Python and in
-JavaScript (lab/present/random.js, its twin), so the same seed draws the same tokens in the terminal, a notebook and
+JavaScript (lab/browser/random.js, its twin), so the same seed draws the same tokens in the terminal, a notebook and
 the browser. torch.Generator cannot do that: its Mersenne Twister (CPU) and Philox (CUDA) streams differ from each
 other and from anything a page can compute without reimplementing torch's own samplers.
 

@@ -8,7 +8,7 @@ every drafter (DSpark's Markov head, Eagle3, MTP-1) share.
   uniform(generator, device)      one float64 in [0, 1): verify's accept draw
 
 Two samplers. "portable" (dspark_mini/portable_random.py: Philox4x32-10 and an inverse-CDF pick) draws bit for bit
-what lab/present/random.js draws, so a seed gives the same tokens in the terminal, a notebook and the browser; the
+what lab/browser/random.js draws, so a seed gives the same tokens in the terminal, a notebook and the browser; the
 lab's own screens use it (generate, walk, serve, the presenter). "torch" (torch.Generator and torch.multinomial) is
 what the shipped measurements drew with (training's self-distilled cache, eval, the paper page): they keep it, so the
 numbers they recorded are what the code computes. A generator's type says which one draws.

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.browser import weights_pack as wp
 from lab.present import explorer
-from lab.present import weights_pack as wp
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / explorer.PAGE

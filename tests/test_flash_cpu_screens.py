@@ -1,5 +1,5 @@
 """`--preset flash-cpu` on a terminal: its screens fit 80 columns with every word whole, and its long parts show
-progress (lab/progress.py) in both languages.
+progress (lab/style.py) in both languages.
 
 The real widths take minutes and 11 GiB to build, so the screens are drawn from flash-cpu's layers at narrow
 widths (lossless.NARROW_FLASH) but with its real vocabulary of 129,280: what makes its tables wide — ids up to
@@ -19,7 +19,7 @@ import lab.lesson.walk as walk_module
 from dspark_mini import build_model
 from dspark_mini.config import flash_cpu_config
 from dspark_mini.presets import text_tokenizer
-from lab import progress
+from lab import style as progress  # shown, phase and their texts (PROGRESS_TEXT)
 from lab.evaluation.lossless import NARROW_FLASH
 from lab.lesson.walk import build_views
 from lab.measured import flash_cpu_peak
@@ -104,7 +104,7 @@ def test_a_phase_outside_a_display_is_silent() -> None:
 @pytest.mark.parametrize("lang", LANGS)
 def test_every_phase_is_told_in_both_languages_within_80_columns(lang) -> None:
     out = terminal()
-    keys = list(progress.TEXT)
+    keys = list(progress.PROGRESS_TEXT)
     with progress.shown(lang, console=out) as bar:
         for key in keys:
             with progress.phase(key, peak=flash_cpu_peak(lang), n=256) as advance:
@@ -114,7 +114,7 @@ def test_every_phase_is_told_in_both_languages_within_80_columns(lang) -> None:
     text = last.export_text()
     assert not too_wide(text) and len(text.splitlines()) == len(keys)
     for key in keys:
-        assert progress.TEXT(key, lang, peak=flash_cpu_peak(lang), n=256) in text
+        assert progress.PROGRESS_TEXT(key, lang, peak=flash_cpu_peak(lang), n=256) in text
     assert text.count("✓") == len(keys)
 
 
@@ -146,7 +146,7 @@ def test_building_flash_cpu_shows_the_weights_drawn_with_the_measured_peak(monke
     last = Console(width=WIDTH, record=True, file=io.StringIO(), color_system=None)
     last.print(bar.get_renderable())
     text = last.export_text()
-    assert progress.TEXT("draw_peak", lang, peak=flash_cpu_peak(lang)) in text and "100%" in text
+    assert progress.PROGRESS_TEXT("draw_peak", lang, peak=flash_cpu_peak(lang)) in text and "100%" in text
 
 
 def test_the_walk_of_flash_cpu_names_its_phases(monkeypatch) -> None:
@@ -156,7 +156,7 @@ def test_the_walk_of_flash_cpu_names_its_phases(monkeypatch) -> None:
         walk_module.run_walk(preset="flash-cpu", steps=("6B",), lang="vi")
     text = out.export_text()
     for key in ("forward", "parity", "round", "views"):
-        assert progress.TEXT(key, "vi") in text
+        assert progress.PROGRESS_TEXT(key, "vi") in text
 
 
 @pytest.mark.parametrize(("preset", "shown"), [("lab", False), ("flash-cpu", True), ("flash", True)])

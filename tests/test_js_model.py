@@ -1,4 +1,4 @@
-"""lab/present/model.js, the lab model in JavaScript (float64), computes what dspark_mini computes for the shipped `lab`
+"""lab/browser/model.js, the lab model in JavaScript (float64), computes what dspark_mini computes for the shipped `lab`
 weights: the target's logits at every position of many prompts (English, Vietnamese, code, emoji, one token, a prompt
 near max_seq_len) and every layer's output; incremental decoding and verify blocks on the caches, with the rollback of
 a partial accept; the DSpark draft; and greedy plain and speculative generation, round by round, at every verify
@@ -22,14 +22,14 @@ import torch
 
 from dspark_mini.quant import fp4_qdq
 from dspark_mini.tokenizer import LAB_TOKENIZER_DIR
-from lab.present.model_config import js_config
+from lab.browser.model_config import js_config
 from lab.weights import lab_model
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "lab" / "present" / "model.js"
+SCRIPT = REPO / "lab" / "browser" / "model.js"
 DRIVER = REPO / "tests" / "js_model_driver.js"
 NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/present/model.js")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/browser/model.js")
 
 TOL = 1e-9  # max |JS − Python| / max |Python logit| over a prompt's rows
 
@@ -58,7 +58,7 @@ def tok():
 def dump(model, tmp_path_factory) -> Path:
     """weights.bin (every tensor, float64 little-endian, end to end), index.json {"master": {name: {shape, offset,
     length}}, "qdq": the same names with the routed experts' weights MXFP4-QDQ'd here and flagged qdq "fp4"} and
-    config.json (lab/present/model_config.py)."""
+    config.json (lab/browser/model_config.py)."""
     d = tmp_path_factory.mktemp("js_model")
     state = {k: v.detach().to(torch.float64).contiguous() for k, v in model.state_dict().items()}
     index: dict[str, dict] = {"master": {}, "qdq": {}}

@@ -1,4 +1,4 @@
-"""lab/present/model.js samples at temperature > 0 what the library samples with the portable generator: the same
+"""lab/browser/model.js samples at temperature > 0 what the library samples with the portable generator: the same
 seed gives the same tokens, drafts, verdicts and resampled or bonus tokens in node as in generate_speculative and
 generate_plain (sampler="portable") and in one real `python -m lab generate --json --temperature … --seed …` run.
 
@@ -34,7 +34,7 @@ from tests.test_js_model import NODE, PROMPTS, REPO, arr, long_ids, run_js
 # the JS model tests' module fixtures, used here too: the lab model, its tokenizer, the weights dumped for node
 model, tok, dump = js_model.model, js_model.tok, js_model.dump
 
-pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/present/model.js")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/browser/model.js")
 
 TOL = 1e-9
 TEMPERATURES = (0.3, 0.7, 1.0, 1.5)

@@ -1,4 +1,4 @@
-"""lab/present/tokenizer.js, the lab tokenizer in JavaScript, is Python's tokenizer (dspark_mini/hf_tokenizer.py, the
+"""lab/browser/tokenizer.js, the lab tokenizer in JavaScript, is Python's tokenizer (dspark_mini/hf_tokenizer.py, the
 `tokenizers` library): on hundreds of texts (prose in English and Vietnamese, NFC and NFD, code, sums, emoji, CJK,
 "<eos>" typed as text, whitespace, a seeded random sample) node gives the same ids, the same decoded text and the
 same pieces as `dspark-lab tokenize`; it decodes any ids as Python does; and its normalization and word splitting
@@ -22,10 +22,10 @@ from lab.realtext import documents, everyday
 from lab.realtext.cli import tokenize
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "lab" / "present" / "tokenizer.js"
+SCRIPT = REPO / "lab" / "browser" / "tokenizer.js"
 SPEC = LAB_TOKENIZER_DIR / "tokenizer.json"
 NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/present/tokenizer.js")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/browser/tokenizer.js")
 
 # node harness.js TOKENIZER_JS TOKENIZER_JSON IN OUT: IN = {texts, ids, all_code_points, probes}; OUT = per text
 # [ids, decoded, pieces]; per id list [decoded, pieces]; the words of the all-code-points string; each probe string

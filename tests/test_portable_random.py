@@ -1,4 +1,4 @@
-"""dspark_mini/portable_random.py and its JavaScript twin lab/present/random.js: Philox4x32-10 gives Random123's
+"""dspark_mini/portable_random.py and its JavaScript twin lab/browser/random.js: Philox4x32-10 gives Random123's
 published answers in both; the same (seed, stream, counter) gives the same float64 bit for bit in node and in Python
 (seeds 0, 1, 2**63 − 1 and a seeded spread, streams and counters up to 2**63 − 1); both languages pick the same token
 as a naive reference on rows with zeros, one-hots, ties, tiny and subnormal weights and V = 8192, never a zero-weight
@@ -32,7 +32,7 @@ from dspark_mini.portable_random import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "lab" / "present" / "random.js"
+SCRIPT = REPO / "lab" / "browser" / "random.js"
 NODE = shutil.which("node")
 LAST = 2**63 - 1
 TINY = 2.0**-1074  # the smallest subnormal float64
@@ -198,7 +198,7 @@ def job() -> dict:
 @pytest.fixture(scope="module")
 def js(job, tmp_path_factory) -> dict:
     if NODE is None:
-        pytest.skip("node is not installed: cannot run lab/present/random.js")
+        pytest.skip("node is not installed: cannot run lab/browser/random.js")
     folder = tmp_path_factory.mktemp("js-random")
     harness, source, result = folder / "harness.js", folder / "in.json", folder / "out.json"
     harness.write_text(HARNESS, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""lab/present/weights_pack.py and weights_unpack.js: the shipped target and DSpark weights packed for one page and
+"""lab/browser/weights_pack.py and weights_unpack.js: the shipped target and DSpark weights packed for one page and
 back, bit for bit. Every tensor of target.safetensors and dspark.safetensors comes back from node with the same
 float64 bits, except the routed experts, which come back as dspark_mini.quant.fp4_qdq of the master (flagged qdq:
 "fp4"), bit for bit; those are exactly the weights the lab forward reads only through that QDQ (checked on the built
@@ -26,13 +26,13 @@ from dspark_mini.engram import Engram
 from dspark_mini.moe import Expert, MoE
 from dspark_mini.packed import PackError
 from dspark_mini.quant import fp4_qdq, fp8_qdq
-from lab.present import weights_pack as wp
+from lab.browser import weights_pack as wp
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "lab" / "present" / "weights_unpack.js"
+SCRIPT = REPO / "lab" / "browser" / "weights_unpack.js"
 WEIGHTS = REPO / "lab" / "weights"
 NODE = shutil.which("node")
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/present/weights_unpack.js")
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: cannot run lab/browser/weights_unpack.js")
 
 # node harness.js SCRIPT JOB OUT: JOB = {payload_file, as: "text" | "latin1" | "bytes", manifest_file}; the payload is
 # the element's text written as UTF-8 ("text": what a page's element gives), the windows-1252 file read by node's

@@ -10,8 +10,8 @@ import torch
 from dspark_mini.speculative import GenerateResult, acceptance_stats, generate_plain, generate_speculative
 from dspark_mini.validate import check_seed, check_temperature
 
-from ..progress import phase
 from ..runtime.run import open_preset, preset_weights
+from ..style import phase
 from ..text import DEFAULT_PROMPT, check_prompt
 from .view import WordPieces, prompt_words
 

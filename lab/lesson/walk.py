@@ -23,8 +23,8 @@ from dspark_mini.speculative import speculative_round
 from dspark_mini.validate import check_seed, check_temperature
 
 from ..evaluation.profiling import hooked_forward
-from ..progress import phase
 from ..runtime.run import open_preset, preset_weights
+from ..style import phase
 from ..text import DEFAULT_PROMPT, check_lang, check_prompt
 from .steps import STEP_IDS, get_step
 from .view import StepView, Walk

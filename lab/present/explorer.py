@@ -1,11 +1,11 @@
 """The DSpark Explorer: the trained lab model LIVE in one self-contained HTML page (no server, no network, no install).
 
 `python -m lab.present.explorer --out docs/explorer.html` writes one page that carries:
-  the weights   the shipped target + DSpark weights, packed exactly (weights_pack.py: the page is windows-1252, the
-                zlib stream travels as page text) and decoded in the browser by weights_unpack.js;
-  the code      tokenizer.js (the lab BPE), model.js (the float64 forward, draft and verify), random.js (the portable
-                generator), explorer_live.js (`window.dspark`: tokenize, run, steps) and explorer_app.js (the
-                screens, which call the same API);
+  the weights   the shipped target + DSpark weights, packed exactly (lab/browser/weights_pack.py: the page is
+                windows-1252, the zlib stream travels as page text) and decoded in the browser by weights_unpack.js;
+  the code      lab/browser: tokenizer.js (the lab BPE), model.js (the float64 forward, draft and verify), random.js
+                (the portable generator); here: explorer_live.js (`window.dspark`: tokenize, run, steps) and
+                explorer_app.js (the screens, which call the same API);
   the data      model_config.js_config (what model.js needs beside the weights), the tokenizer's tokenizer.json and
                 every string the page shows, in Vietnamese and English (lab/lang/{vi,en}/explorer.toml and the step
                 titles of steps.toml).
@@ -25,8 +25,9 @@ from typing import Any
 
 from dspark_mini.files import write_atomic
 
+from ..browser import script
+from ..browser import weights_pack as wp
 from ..text import LANGS, UI, lang_table, lang_tables
-from . import weights_pack as wp
 from .page import MARKERS, asset, inline, page_vocab
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ def build_data(model: Any) -> dict[str, Any]:
     step titles, the verdict markers and the controls' ranges."""
     from dspark_mini.tokenizer import default_tokenizer
 
-    from .model_config import js_config
+    from ..browser.model_config import js_config
 
     cfg = model.cfg
     return {
@@ -111,7 +112,7 @@ def render_page(data: dict[str, Any], packed: wp.Packed) -> bytes:
     from .fonts import font_face_css
 
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    scripts = ("weights_unpack.js", "tokenizer.js", "random.js", "model.js", "explorer_live.js")
+    twins = ("weights_unpack.js", "tokenizer.js", "random.js", "model.js")  # lab/browser: the model in JavaScript
     html = inline(
         "explorer_template.html",
         {
@@ -119,7 +120,7 @@ def render_page(data: dict[str, Any], packed: wp.Packed) -> bytes:
             "/*@DATA@*/": payload,
             "/*@TOKENIZER@*/": tokenizer_json(),
             "/*@MANIFEST@*/": wp.manifest_json(packed.manifest),
-            "/*@LIB@*/": "\n".join(asset(name) for name in scripts),
+            "/*@LIB@*/": "\n".join([*(script(name) for name in twins), asset("explorer_live.js")]),
             "/*@APP@*/": asset("explorer_app.js"),
         },
     )

@@ -40,11 +40,11 @@ from dspark_mini.hf_tokenizer import TOKENIZER_FILE, FolderFileError, folder_fil
 from dspark_mini.model import Transformer
 
 from ..measured import flash_cpu_peak
-from ..progress import phase
 from ..realscale.export import LAB_VOCABULARY, load_checkpoint, read_config
 from ..realscale.layout import RealScaleError
 from ..realscale.placement import GIB, LIMITS, MARGIN_FLOOR, RankEstimate, estimate_rank, prepared_bytes, room
 from ..realscale.ranks import SINGLE
+from ..style import phase
 from ..text import check_lang, lang_string, lang_table
 from ..weights import lab_model
 from .distributed import maybe_distributed, maybe_distributed_load

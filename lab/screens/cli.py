@@ -23,8 +23,7 @@ from ..options import (
     add_weights,
     command,
 )
-from ..progress import phase, shown
-from ..style import print_json
+from ..style import phase, print_json, shown
 from ..text import lang_table
 
 COMMANDS = ("walk", "inspect", "generate", "profile")
@@ -125,7 +124,7 @@ def check_generate_length(args: argparse.Namespace, cfg: Any) -> None:
 
 
 def slow(args: argparse.Namespace) -> bool:
-    """A run worth a progress display (on stderr, lab/progress.py): a preset other than the small lab model."""
+    """A run worth a progress display (on stderr, lab/style.py): a preset other than the small lab model."""
     return args.preset != "lab" and getattr(args, "checkpoint", None) is None
 
 

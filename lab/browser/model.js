@@ -26,7 +26,7 @@
  * and its random generator: compress_map [V] (token id → Engram compressed id), engram_multipliers {layer: [decimal
  * strings]}, and optionally confidence_temperatures [k], rope_inv_freq {window, compressed} and index_weight_scale
  * (the library's own float values; without them they are computed here, which can differ in the last bit).
- * lab/present/model_config.py writes that object from a loaded model.
+ * lab/browser/model_config.py writes that object from a loaded model.
  *
  * Layouts: every array is a flat Float64Array, row-major; the shape is written where it is made (`// [S, hc, D]`).
  * Sampling (temperature > 0) draws with random.js's PortableGenerator (a page loads random.js first; node requires it

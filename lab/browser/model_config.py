@@ -1,4 +1,4 @@
-"""The config object lab/present/model.js reads, from a loaded model: the ModelConfig fields and the numbers the library
+"""The config object lab/browser/model.js reads, from a loaded model: the ModelConfig fields and the numbers the library
 derives outside the config — the Engram compress map (from the tokenizer), the hash multipliers (from numpy's random
 generator), the STS confidence temperatures (from the draft file's header) — and the float constants whose last bit
 JavaScript's Math.pow may round otherwise (the RoPE inverse frequencies, the indexer's and attention's scales).

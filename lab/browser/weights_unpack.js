@@ -1,4 +1,4 @@
-/* The lab model's weights back from a page's packed payload (lab/present/weights_pack.py writes it).
+/* The lab model's weights back from a page's packed payload (lab/browser/weights_pack.py writes it).
  *
  *   const W = await DSparkWeights.unpack(payload, manifest);   // node: require("./weights_unpack.js")
  *   W["layers.0.attn.wq_a.weight"] -> {shape: [32, 128], data: Float64Array}
