@@ -554,3 +554,62 @@ def test_phone_has_no_horizontal_overflow(deck_url, open_page):
     for _ in range(int(page.evaluate("() => document.getElementById('stage').dataset.slides")) + 20):
         assert page.evaluate(wide) <= PHONE["width"], where(page)
         page.keyboard.press("PageDown")
+
+
+# ---- Vietnamese mode: no English phrase on any slide ----------------------------------------------------------
+VISIBLE_TEXT = r"""() => {
+  const out = [];
+  const walker = document.createTreeWalker(document.getElementById('stage'), NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const n = walker.currentNode, el = n.parentElement;
+    if (!n.textContent.trim() || !el.getClientRects().length) continue;
+    if (el.closest('.tokens, .mono, .equation, pre, code')) continue;  // the model's tokens and code, as they are
+    out.push(n.textContent);
+  }
+  return out.join('\n');
+}"""
+
+
+def english_only_words() -> set[str]:
+    """Words of the lab's English texts that no Vietnamese text uses (a term the Vietnamese texts keep in English,
+    verify, draft, cache, is not one of them)."""
+    from lab.text import LANG_DIR, read_family
+
+    words: dict[str, set[str]] = {"vi": set(), "en": set()}
+
+    def collect(value, lang: str) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                collect(v, lang)
+        elif isinstance(value, list):
+            for v in value:
+                collect(v, lang)
+        elif isinstance(value, str):
+            words[lang] |= {w.lower() for w in re.findall(r"[^\W\d_]{3,}", value)}
+
+    for path in sorted((LANG_DIR / "en").glob("*.toml")):
+        parsed = read_family(path.stem)
+        for lang in ("vi", "en"):
+            collect(parsed[lang], lang)
+    return words["en"] - words["vi"]
+
+
+def test_the_vietnamese_deck_shows_no_english_phrase(deck_url, open_page):
+    """Every slide and round phase of the Vietnamese deck, its figures' labels included: no run of three words that
+    only the English texts use (an English sentence or label left in Vietnamese mode)."""
+    english = english_only_words()
+    assert {"the", "which", "because"} <= english and "verify" not in english  # the detector reads English as English
+    page = open_page(deck_url + "#vi", PROJECTOR, reduced_motion=True)
+    found = []
+    for _ in range(400):
+        text = re.sub(r"«[^»]*»", " ", page.evaluate(VISIBLE_TEXT))  # «token»: the model's own text, as it wrote it
+        run: list[str] = []
+        for word in re.findall(r"[^\W\d_]+", text):
+            run = [*run, word] if word.lower() in english else []
+            if len(run) >= 3:
+                found.append((where(page), " ".join(run)))
+                run = []
+        if page.locator("#next").is_disabled():
+            break
+        page.keyboard.press("PageDown")
+    assert found == [], found[:10]

@@ -22,11 +22,14 @@ from dspark_mini.validate import WrongKind, check_int, check_verify_len, is_inte
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for d in ("dspark_mini", "lab") for p in (REPO / d).rglob("*.py"))
 
-# `isinstance(x, int)` that is not a check of an argument: a dispatch on a value's type to format or read it
+# `isinstance(x, int)` that is not a check of an argument: a dispatch on a value's type to format or read it, and
+# one read that must not import torch
 TYPE_DISPATCH = {
     ("dspark_mini/checkpoint.py", "if isinstance(default, int):"),  # a config field read as its default's type
     ("lab/paper/docs.py", "if isinstance(x, int):"),  # 1,135 or 3.25 on the paper page
     ("lab/sync/prose.py", "isinstance(v, int) else"),  # the prose markers' "auto" format
+    # a JSON record read by `--help`, which stays torch-free: dspark_mini (validate's package) would import torch
+    ("lab/measured.py", "isinstance(value, int) and value > 0"),
 }
 INT_TEST = re.compile(r"isinstance\(\s*[\w.\[\]]+\s*,\s*(int|numbers\.Integral)\s*\)")
 
