@@ -92,6 +92,12 @@ def test_cli_writes_and_checks(tmp_path, monkeypatch, page_bytes, capsys):
     assert explorer.main(["--check", "--out", str(out)]) == 1
     assert explorer.FIX_COMMAND in capsys.readouterr().err
     assert [p.name for p in out.parent.iterdir()] == ["explorer.html"]  # no temporary file left behind
+    capsys.readouterr()
+    assert explorer.main(["--out", str(out / "x.html")]) == 2  # a file where the page's folder should be
+    assert explorer.main(["--out", str(tmp_path)]) == 2  # a folder where the page should be
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("error: --out: ") for line in err), err  # one line each
+    assert out.read_bytes() == page_bytes.replace(b"<title>DSpark Explorer", b"<title>DSpark explorer")  # untouched
 
 
 def test_strings_in_both_languages():

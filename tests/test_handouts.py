@@ -219,3 +219,15 @@ def test_chromium_prints_each_summary_on_one_a4_page_and_the_worksheet_on_two(pa
             assert tab.evaluate("document.fonts.check('10pt \"DSpark Mono\"', 'về')"), str(path)
     finally:
         tab.close()
+
+
+@pytest.mark.parametrize(("lang", "words"), [("en", "is a file: allowed a folder"), ("vi", "là một tệp")])
+def test_out_that_is_a_file_is_refused_before_anything_is_written(tmp_path, capsys, lang, words):
+    from lab.handouts.build import main
+
+    target = tmp_path / "handouts"
+    target.write_text("not a folder", encoding="utf-8")
+    assert main(["--lang", lang, "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"--out = {target} ") and words in err
+    assert target.read_text(encoding="utf-8") == "not a folder" and sorted(tmp_path.iterdir()) == [target]

@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/handouts"), help=CLI("out", say))
     args = parser.parse_args(argv)
     langs = LANGS if args.lang == "both" else (args.lang,)
+    if args.out.exists() and not args.out.is_dir():  # refused before chromium starts: nothing is written
+        print(CLI("out_not_folder", say, path=args.out), file=sys.stderr)
+        return 2
     from ..present.pictures import find_chromium
 
     try:

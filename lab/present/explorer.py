@@ -163,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{args.out} is in sync ({len(page):,} bytes)")
         return 0
-    write_atomic(args.out, page)  # written beside it and renamed: never half a page
+    try:
+        write_atomic(args.out, page)  # written beside it and renamed: never half a page
+    except OSError as e:  # a folder where the page should be, a file where its folder should be: one line
+        print(f"error: --out: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out} ({len(page):,} bytes); open it in a browser, no server needed")
     return 0
 
