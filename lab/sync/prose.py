@@ -54,6 +54,8 @@ SOURCES = {
     "manifest": "lab/weights/manifest.json",  # the shipped set's files, sha256 and bytes
     "rebuild": "docs/rebuild.json",  # bench/rebuild_check.py: a second `make weights` beside the shipped set
     "notebooks": "docs/notebooks.json",  # `make notebook-outputs`: each notebook's run time when its outputs were made
+    "explorer": "docs/explorer_speed.json",  # bench/explorer_speed.py on a quiet machine (its load in `conditions`)
+    "explorer_busy": "docs/explorer_speed_busy.json",  # the same bench while other jobs kept the same 2 cores busy
 }
 PAPER = "runs/paper"  # `paper.<name>` reads runs/paper/<name>.json (written by `dspark-lab paper`; optional)
 ROUND = "round"  # not a file: the default prompt's 6B round with the shipped weights (what `walk --step 6B` shows)
@@ -400,6 +402,16 @@ KEYS: tuple[Key, ...] = (
         lambda d, path, f: MEASURED[f](_path(d, path)),
         "text",
         "a value of docs/model_card.json (dotted path, then :format)",
+    ),
+    *(
+        Key(
+            rf"{src}\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
+            src,
+            lambda d, path, f: MEASURED[f](_path(d, path)),
+            "text",
+            f"a value of {SOURCES[src]} (dotted path, then :format)",
+        )
+        for src in ("explorer", "explorer_busy")
     ),
     Key(
         rf"rebuild\.(?P<path>[\w.-]+):(?P<f>{'|'.join(MEASURED)})",
