@@ -174,7 +174,7 @@ def js(job, tmp_path_factory) -> dict:
     harness, source, result = folder / "harness.js", folder / "in.json", folder / "out.json"
     harness.write_text(HARNESS, encoding="utf-8")
     source.write_text(json.dumps(job), encoding="utf-8")
-    subprocess.run([NODE, str(harness), str(SCRIPT), str(SPEC), str(source), str(result)], check=True, timeout=120)
+    subprocess.run([NODE, str(harness), str(SCRIPT), str(SPEC), str(source), str(result)], check=True, timeout=600)
     return json.loads(result.read_text(encoding="utf-8"))
 
 

@@ -68,7 +68,7 @@ def test_the_walks_closing_commands_run_as_printed(lang) -> None:
                 continue
             done = subprocess.run(["make", "-n", "-o", "install", *argv[1:]], cwd=ROOT, capture_output=True, text=True)
         else:
-            done = subprocess.run([*argv, "--help"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+            done = subprocess.run([*argv, "--help"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, f"{' '.join(argv)}: {done.stderr[-600:]}"
 
 
