@@ -237,6 +237,7 @@ def round_record(
     )
 
 
+@torch.no_grad()  # a round only reads the model: no autograd graph (4,000 rows of one would hold GiBs)
 def speculative_round(
     model: Transformer,
     cache,

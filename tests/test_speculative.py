@@ -398,13 +398,36 @@ def test_tiled_cache_equals_a_batched_prefill(peaked):
     assert_same_snapshot(tile_cache(m, peaked["cache1"], 3).snapshot(), real.snapshot(), atol=1e-12)
 
 
+def test_a_round_builds_no_autograd_graph(peaked):
+    """A round only reads the model: called with autograd on, its forwards still keep no graph (at 4,000 rows one
+    held GiBs of activations and could exhaust a small machine's memory)."""
+    m = peaked["model"]
+    seen = []
+    hook = m.register_forward_pre_hook(lambda mod, args: seen.append(torch.is_grad_enabled()))
+    try:
+        assert torch.is_grad_enabled()
+        rounds = speculative_round(
+            m,
+            tile_cache(m, peaked["cache1"], 2),
+            torch.full((2,), peaked["anchor"]),
+            3,
+            1.0,
+            torch.Generator().manual_seed(0),
+        )
+    finally:
+        hook.remove()
+    assert len(rounds) == 2 and seen and not any(seen)  # the verify forward ran, without a graph
+
+
 @pytest.mark.parametrize("residual", [True, False], ids=["residual", "broken-no-residual"])
 def test_first_committed_token_follows_the_target_distribution(peaked, residual):
     m, pt, pd, anchor = peaked["model"], peaked["pt"], peaked["pd"], peaked["anchor"]
-    B = 4000
-    cache = tile_cache(m, peaked["cache1"], B)
+    B, rows = 4000, 500  # 4,000 rounds in 8 batches of 500: one batch of 4,000 peaks at ~9 GiB (vocab-wide rows)
     gen = torch.Generator().manual_seed(2024)
-    rounds = speculative_round(m, cache, torch.full((B,), anchor), 3, 1.0, gen, residual=residual)
+    rounds = []
+    for _ in range(B // rows):
+        cache = tile_cache(m, peaked["cache1"], rows)
+        rounds += speculative_round(m, cache, torch.full((rows,), anchor), 3, 1.0, gen, residual=residual)
     first = torch.tensor([r.committed[0] for r in rounds])  # the token at position p + 1 of every row
     drafted = torch.tensor([r.draft[0] for r in rounds])
     # the test has power: the draft's own distribution is far from the target's ...
