@@ -29,7 +29,7 @@ from .indexer import Indexer, visible_counts, window_mask
 from .linear import Linear
 from .norm import RMSNorm, rms_norm
 from .quant import Prepared, fake_quant, forget_prepared, fp4_qdq, fp8_qdq
-from .rope import RopeTable, apply_rope, rope_angles, rope_inv_freq, rope_table
+from .rope import RopeTable, apply_rope, layer_inv_freq, rope_angles, rope_table
 
 
 @dataclass
@@ -146,20 +146,8 @@ class Attention(nn.Module):
             if self.is_index_source
             else None
         )
-        # ratio-0 layers: θ = 10000, no YaRN; ratio > 0: compress θ with YaRN for *all* their RoPE
-        if self.ratio:
-            inv = rope_inv_freq(
-                cfg.rope_head_dim,
-                cfg.compress_rope_theta,
-                True,
-                cfg.rope_factor,
-                cfg.original_seq_len,
-                cfg.beta_fast,
-                cfg.beta_slow,
-            )
-        else:
-            inv = rope_inv_freq(cfg.rope_head_dim, cfg.rope_theta, False)
-        self.register_buffer("inv_freq", inv, persistent=False)  # [r/2]
+        inv = layer_inv_freq(cfg, bool(self.ratio))  # [r/2]
+        self.register_buffer("inv_freq", inv, persistent=False)
         self.kv_quant, self.eps = cfg.kv_quant, cfg.norm_eps
         # the prepared forms (caches, not parameters): the input projections stacked, wo_a by group, and
         # the other weights the forward reads, in one lookup (a module attribute costs more than a small op)

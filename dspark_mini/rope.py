@@ -40,6 +40,22 @@ def rope_inv_freq(
     return freqs
 
 
+def layer_inv_freq(cfg, compressed: bool) -> torch.Tensor:
+    """A layer's inverse frequencies: ratio-0 layers θ = rope_theta without YaRN; layers with compress ratio > 0
+    compress_rope_theta with YaRN, for *all* their RoPE.  # [rope_head_dim / 2]"""
+    if not compressed:
+        return rope_inv_freq(cfg.rope_head_dim, cfg.rope_theta, False)
+    return rope_inv_freq(
+        cfg.rope_head_dim,
+        cfg.compress_rope_theta,
+        True,
+        cfg.rope_factor,
+        cfg.original_seq_len,
+        cfg.beta_fast,
+        cfg.beta_slow,
+    )
+
+
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
     """Rotation angles p·f_j for absolute positions.  # [S, rope_dim / 2]"""
     if inv_freq.device != positions.device:

@@ -44,7 +44,7 @@ from dspark_mini.mhc import HyperConnection, hc_post, hc_pre, identity_pre_mix
 from dspark_mini.model import Block
 from dspark_mini.moe import Gate, MoE
 from dspark_mini.norm import RMSNorm
-from dspark_mini.rope import apply_rope, rope_angles, rope_inv_freq
+from dspark_mini.rope import apply_rope, layer_inv_freq, rope_angles, rope_inv_freq
 
 F64 = torch.float64
 TOL = 1e-12  # the float64 parity bound for every shared mechanism
@@ -814,23 +814,11 @@ def lab_compressor(cfg, ratio: int) -> Compressor:
     return fill(Compressor(cfg.dim, cfg.head_dim, ratio, cfg.norm_eps, F64, F64), 70 + ratio)
 
 
-def compress_inv_freq(cfg) -> torch.Tensor:
-    return rope_inv_freq(
-        cfg.rope_head_dim,
-        cfg.compress_rope_theta,
-        True,
-        cfg.rope_factor,
-        cfg.original_seq_len,
-        cfg.beta_fast,
-        cfg.beta_slow,
-    )
-
-
 def lab_entries(comp: Compressor, cfg, x: torch.Tensor) -> torch.Tensor:
     """The lab's compressed entries after RoPE at their group's first position j·ratio.  [B, n, Dh]"""
     latent = comp(x)[0]  # [B, n, Dh] pre-RoPE
     group_pos = torch.arange(latent.size(1)) * comp.ratio
-    return apply_rope(latent, rope_angles(group_pos, compress_inv_freq(cfg)))
+    return apply_rope(latent, rope_angles(group_pos, layer_inv_freq(cfg, True)))
 
 
 def hca(hf, cfg, comp: Compressor, position_bias: torch.Tensor | None = None):
@@ -930,7 +918,7 @@ def test_indexer_score(hf, cfg):
     pos = torch.arange(S)
     visible = visible_counts(pos, 2)
     with torch.no_grad():
-        _, scores, _ = lab(x, qr, rope_angles(pos, compress_inv_freq(cfg)), visible, index_k)
+        _, scores, _ = lab(x, qr, rope_angles(pos, layer_inv_freq(cfg, True)), visible, index_k)
         cos, sin = ref.rotary_emb(x, position_ids=pos.expand(B, -1), layer_type="compress")
         q = ref.q_b_proj(qr).view(B, S, Hi, Di).transpose(1, 2)
         q = hf.m.apply_rotary_pos_emb(q, cos, sin).transpose(1, 2)  # [B, S, Hi, Di]
