@@ -246,7 +246,12 @@ def test_the_distributions_are_torchs_to_the_last_bits(model, prompts, dump, tmp
     print(
         f"\nsoftmax: {n} rows × {V}: max |Δp| {worst:.3g}, {differ} of {n * V} values differ; pick moves ≤ {chance:.3g}"
     )
-    assert worst <= 1e-15 and chance <= 1e-10
+    # model.js sums a row in the order of torch's eight-lane (AVX-512) softmax kernel: there only Math.exp's last bits
+    # differ. A torch running another kernel (AVX2: four lanes) sums in another order, a factor common to the row
+    # of at most (V − 1)·ε relative, which the pick does not see
+    same_order = torch.backends.cpu.get_cpu_capability() == "AVX512"
+    assert worst <= (1e-15 if same_order else (V - 1) * torch.finfo(torch.float64).eps)
+    assert chance <= 1e-10
     worst, chance = 0.0, 0.0
     for (pt, pd), res in zip(pairs.values(), results[len(TEMPERATURES) :], strict=True):
         r = (pt - pd).clamp_min(0)  # as verify_block: res / mass

@@ -15,6 +15,7 @@ import torch
 from dspark_mini import build_model, get_config
 from dspark_mini.device import check_device, check_dtype, compute_config
 from dspark_mini.packed import state_bytes
+from lab.evaluation.lossless import probe
 from lab.lesson.generation import compare
 from lab.realscale import export as export_mod
 from lab.realscale import export_checkpoint, load_checkpoint, write_header_only
@@ -33,6 +34,7 @@ from lab.realscale.ranks import SINGLE, Parallel
 from lab.realscale.shards import read_index
 from lab.runtime.distributed import held_bytes, load_sharded
 from lab.runtime.run import run_model
+from lab.weights import lab_model
 
 GIB = 2**30
 H200_BYTES = 141e9
@@ -50,8 +52,6 @@ FP32_FLIP_TOL = 0.1
 
 @pytest.fixture(scope="module")
 def trained():
-    from lab.weights import lab_model
-
     return lab_model("trained")
 
 
@@ -205,9 +205,17 @@ def test_cuda_without_a_gpu_is_one_line_and_exit_2(capsys) -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_greedy_speculative_equals_plain_at_any_dtype(dtype) -> None:
+    """Lossless in the dtype the model runs in, as docs/reliability.md states it: the two decodings are equal, or
+    they part at a near-tie of that dtype (the plain step's top-2 logit gap within what the two computations differ
+    by there) with every token its own row's argmax. Which prompts part depends on the CPU's kernels (an AVX2 and an
+    AVX-512 build round differently), so the statement is checked, not which of the two cases a machine shows."""
     c = compare(max_new_tokens=24, dtype=dtype)
-    assert c.dtype == dtype and c.device == "cpu"
-    assert c.identical and len(c.plain.tokens[0]) == 24  # lossless holds in the dtype the model runs in
+    assert c.dtype == dtype and c.device == "cpu" and len(c.plain.tokens[0]) == 24
+    if not c.identical:
+        p = probe(lab_model(dtype=dtype), torch.tensor([c.prompt_ids]), 24)
+        assert (p.plain, p.speculative) == (c.plain.tokens[0], c.spec.tokens[0])  # the same two runs, read row by row
+        assert p.first == c.first_difference and p.verified
+        assert p.near_tie, (p.first, p.gap, p.delta[p.first])
 
 
 def test_float32_logits_are_float64_within_the_stated_tolerance(trained) -> None:
