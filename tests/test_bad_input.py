@@ -134,6 +134,42 @@ def test_cli_refuses_with_a_clear_error(workdir, capsys, argv, option, allowed) 
     assert snapshot(workdir) == before  # refused: nothing written, nothing changed
 
 
+# English words a refusal's frame is made of: none may be left in a Vietnamese refusal once the option names, the
+# values it quotes, paths, commands and the allowed values themselves are taken out
+ENGLISH = {"a", "allowed", "and", "are", "at", "come", "file", "folder", "invalid", "is", "missing", "no", "not", "of"}
+ENGLISH |= {"one", "only", "or", "the", "use", "with", "rebuilds", "them", "window", "block", "must", "cannot"}
+
+
+def english_left(message: str) -> list[str]:
+    """The frame words of `message` that are English (ENGLISH), after its quoted values, `commands`, --options,
+    paths and identifiers are taken out."""
+    text = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", " ", message)
+    words = [w for w in text.split() if not re.search(r"^--|[/._=*\d]", w)]
+    return [w for w in re.findall(r"[^\W\d_]+", " ".join(words)) if w.lower() in ENGLISH]
+
+
+def test_the_english_word_check_finds_english() -> None:
+    assert english_left("error: --x = 'a b' is invalid: allowed cpu, cuda or cuda:N") == [
+        "is",
+        "invalid",
+        "allowed",
+        "or",
+    ]
+    assert english_left("lỗi: --x = 'a b' không hợp lệ: chỉ nhận `dspark-lab train all` trong 1..5 (max_seq_len)") == []
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [pytest.param(c[1], c[2], id=f"{c[0]}:{' '.join(c[1])}") for c in CLI_CASES if c[0] != "lang"],
+)
+def test_cli_refuses_in_vietnamese_under_lang_vi(workdir, capsys, argv, option) -> None:
+    """The same refusals under --lang vi: one line in Vietnamese, naming the same option, no English frame left."""
+    assert cli.main([*argv, "--lang", "vi"]) == 2
+    err = flat(capsys.readouterr().err)
+    assert err.startswith("lỗi: ") and option in err, err
+    assert english_left(err) == [], err
+
+
 # ---- the Python API: (class, call, error type, the argument's name, a fragment of what is allowed) ----------
 def lab_prompt() -> torch.Tensor:
     return torch.tensor([[5, 6, 7]])

@@ -99,10 +99,10 @@ def check_train_args(args: argparse.Namespace, cfg: Any) -> None:
     if args.what == "target":
         check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len, "max_seq_len")
     elif args.kind in ("dspark", "dspark-rnn", "dflash"):  # a window of context, then one block [anchor, k drafts]
-        why = f"the window {cfg.window_size} .. max_seq_len − block {cfg.dspark_block_size} − 1"
+        why = f"window {cfg.window_size} .. max_seq_len − k − 1, k = {cfg.dspark_block_size}"
         check_int(args.seq_len, "--seq-len", cfg.window_size, cfg.max_seq_len - cfg.dspark_block_size - 1, why)
     else:  # eagle3 / mtp1 also read the token after the block
-        why = f"max_seq_len − block {cfg.dspark_block_size} − 2"
+        why = f"max_seq_len − k − 2, k = {cfg.dspark_block_size}"
         check_int(args.seq_len, "--seq-len", 1, cfg.max_seq_len - cfg.dspark_block_size - 2, why)
     check_float(args.lr, "--lr", 0.0, MAX_LR, lo_open=True)
 
