@@ -78,3 +78,17 @@ def shown_bytes(data: bytes) -> str:
             out.append(f"<0x{data[i]:02X}>")
             i += 1
     return "".join(out)
+
+
+# English words a refusal's frame is made of: none may be left in a Vietnamese refusal once the option names, the
+# values it quotes, paths, commands and the allowed values themselves are taken out
+ENGLISH = {"a", "allowed", "and", "are", "at", "come", "file", "folder", "invalid", "is", "missing", "no", "not", "of"}
+ENGLISH |= {"one", "only", "or", "the", "use", "with", "rebuilds", "them", "window", "block", "must", "cannot"}
+
+
+def english_left(message: str) -> list[str]:
+    """The frame words of `message` that are English (ENGLISH), after its quoted values, `commands`, --options,
+    paths and identifiers are taken out."""
+    text = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", " ", message)
+    words = [w for w in text.split() if not re.search(r"^--|[/._=*\d]", w)]
+    return [w for w in re.findall(r"[^\W\d_]+", " ".join(words)) if w.lower() in ENGLISH]

@@ -34,6 +34,7 @@ from lab.evaluation.profiling import profile
 from lab.lesson.generation import compare
 from lab.lesson.walk import run_walk
 from lab.text import DEFAULT_PROMPT
+from tests.helpers import english_left
 
 ROOT = Path(__file__).resolve().parents[1]
 # generate's room for new tokens: max_seq_len − the default prompt's tokens (the lab tokenizer's count of it)
@@ -132,20 +133,6 @@ def test_cli_refuses_with_a_clear_error(workdir, capsys, argv, option, allowed) 
     assert err.startswith("error: ") and err.count("error:") == 1, err
     assert option in err and allowed in err, err
     assert snapshot(workdir) == before  # refused: nothing written, nothing changed
-
-
-# English words a refusal's frame is made of: none may be left in a Vietnamese refusal once the option names, the
-# values it quotes, paths, commands and the allowed values themselves are taken out
-ENGLISH = {"a", "allowed", "and", "are", "at", "come", "file", "folder", "invalid", "is", "missing", "no", "not", "of"}
-ENGLISH |= {"one", "only", "or", "the", "use", "with", "rebuilds", "them", "window", "block", "must", "cannot"}
-
-
-def english_left(message: str) -> list[str]:
-    """The frame words of `message` that are English (ENGLISH), after its quoted values, `commands`, --options,
-    paths and identifiers are taken out."""
-    text = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", " ", message)
-    words = [w for w in text.split() if not re.search(r"^--|[/._=*\d]", w)]
-    return [w for w in re.findall(r"[^\W\d_]+", " ".join(words)) if w.lower() in ENGLISH]
 
 
 def test_the_english_word_check_finds_english() -> None:

@@ -14,6 +14,7 @@ from lab import cli
 from lab.cli import main
 from lab.options import WIDTH, help_lang, translate
 from lab.text import LANGS
+from tests.helpers import english_left
 from tests.test_cli import test_bad_input_gives_a_clear_error as bad_input_test
 from tests.test_lang_files import VI_LETTERS
 
@@ -105,6 +106,7 @@ def test_refusals_follow_lang_vi(capsys, argv, needle) -> None:
             assert option in flat_vi, (option, flat_vi)
     if " is invalid: allowed " in " ".join(en.split()):
         assert "không hợp lệ: chỉ nhận" in flat_vi and "is invalid" not in flat_vi and "allowed" not in flat_vi
+    assert english_left(" ".join(line for line in vi_lines if line.startswith("lỗi: "))) == [], flat_vi
 
 
 def test_the_block_alias_note_follows_lang(capsys) -> None:
