@@ -11,6 +11,13 @@ const raw = fs.readFileSync(path.join(weightsDir, "weights.bin"));
 const all = new Float64Array(raw.buffer, raw.byteOffset, raw.length / 8);
 const index = JSON.parse(fs.readFileSync(path.join(weightsDir, "index.json"), "utf8"));
 const config = JSON.parse(fs.readFileSync(path.join(weightsDir, "config.json"), "utf8"));
+// the model's files as a page loads them, in order (lab/browser/__init__.py's MODEL_SCRIPTS), after `first`
+const MODEL_SCRIPTS = ["ops.js", "attention.js", "speculative.js", "model.js"];
+function runPageScripts(context, first = []) {
+  const vm = require("vm");
+  const dir = path.dirname(path.resolve(modelJs));
+  for (const name of [...first, ...MODEL_SCRIPTS]) vm.runInContext(fs.readFileSync(path.join(dir, name), "utf8"), context);
+}
 function weightsFrom(idx) {
   const w = {};
   for (const [name, e] of Object.entries(idx)) {
@@ -175,7 +182,8 @@ function run(task) {
     // the script run as a page's script (no `module`): it defines the global DSparkModel
     const vm = require("vm");
     const page = {};
-    vm.runInNewContext(fs.readFileSync(modelJs, "utf8"), page);
+    vm.createContext(page);
+    runPageScripts(page);
     const global = typeof page.DSparkModel === "object" && typeof page.DSparkModel.createModel === "function";
     // and it runs there, without node's globals: the same greedy tokens as the module
     const inPage = page.DSparkModel.createModel(weightsFrom(index.master), config);
@@ -189,13 +197,13 @@ function run(task) {
     const vm = require("vm");
     const page = {};
     vm.createContext(page);
-    vm.runInContext(fs.readFileSync(path.join(path.dirname(path.resolve(modelJs)), "random.js"), "utf8"), page);
-    vm.runInContext(fs.readFileSync(modelJs, "utf8"), page);
+    runPageScripts(page, ["random.js"]);
     const inPage = page.DSparkModel.createModel(weightsFrom(index.master), config);
     const result = inPage.generate(task.prompt, task.opts);
     // without random.js the page still decodes greedily, and sampling says what is missing
     const bare = {};
-    vm.runInNewContext(fs.readFileSync(modelJs, "utf8"), bare);
+    vm.createContext(bare);
+    runPageScripts(bare);
     const alone = bare.DSparkModel.createModel(weightsFrom(index.master), config);
     const greedy = alone.generate(task.prompt, { ...task.opts, temperature: 0 }).speculative.tokens;
     let error = null;

@@ -505,3 +505,12 @@ def test_bad_input_gets_a_clear_error(dump, tmp_path):
     results, _ = run_js(dump, [{"kind": "error", **task} for task, _ in BAD], tmp_path)
     for (task, words), res in zip(BAD, results, strict=True):
         assert res["error"] is not None and words in res["error"], (task, res["error"])
+
+
+def test_the_driver_loads_the_pages_scripts_in_the_pages_order():
+    """A page inlines lab/browser's MODEL_SCRIPTS in that order; the driver's page tasks load the same files."""
+    from lab.browser import MODEL_SCRIPTS
+
+    text = DRIVER.read_text(encoding="utf-8")
+    assert f"const MODEL_SCRIPTS = {json.dumps(list(MODEL_SCRIPTS))};" in text.replace('", "', '", "')
+    assert MODEL_SCRIPTS[-1] == "model.js" and all((SCRIPT.parent / name).is_file() for name in MODEL_SCRIPTS)

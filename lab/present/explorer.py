@@ -3,9 +3,9 @@
 `python -m lab.present.explorer --out docs/explorer.html` writes one page that carries:
   the weights   the shipped target + DSpark weights, packed exactly (lab/browser/weights_pack.py: the page is
                 windows-1252, the zlib stream travels as page text) and decoded in the browser by weights_unpack.js;
-  the code      lab/browser: tokenizer.js (the lab BPE), model.js (the float64 forward, draft and verify), random.js
-                (the portable generator); here: explorer_live.js (`window.dspark`: tokenize, run, steps) and
-                explorer_app.js (the screens, which call the same API);
+  the code      lab/browser: tokenizer.js (the lab BPE), ops.js, attention.js, speculative.js and model.js (the
+                float64 forward, draft and verify), random.js (the portable generator); here: explorer_live.js
+                (`window.dspark`: tokenize, run, steps) and explorer_app.js (the screens, which call the same API);
   the data      model_config.js_config (what model.js needs beside the weights), the tokenizer's tokenizer.json and
                 every string the page shows, in Vietnamese and English (lab/lang/{vi,en}/explorer.toml and the step
                 titles of steps.toml).
@@ -25,7 +25,7 @@ from typing import Any
 
 from dspark_mini.files import write_atomic
 
-from ..browser import script
+from ..browser import MODEL_SCRIPTS, script
 from ..browser import weights_pack as wp
 from ..text import LANGS, UI, lang_table, lang_tables
 from .page import MARKERS, asset, inline, page_vocab
@@ -112,7 +112,7 @@ def render_page(data: dict[str, Any], packed: wp.Packed) -> bytes:
     from .fonts import font_face_css
 
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    twins = ("weights_unpack.js", "tokenizer.js", "random.js", "model.js")  # lab/browser: the model in JavaScript
+    twins = ("weights_unpack.js", "tokenizer.js", "random.js", *MODEL_SCRIPTS)  # lab/browser: the model in JavaScript
     html = inline(
         "explorer_template.html",
         {
