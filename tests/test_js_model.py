@@ -488,7 +488,7 @@ BAD = [  # (task, words the error must hold)
         {"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7, "uniform_value": 1.0}},
         "uniform() gave 1: allowed a number in [0, 1)",
     ),
-    ({"call": "draft", "prompt": [1, 2], "anchor": 5, "k": 6}, "block size = 6 is invalid: allowed 1..5"),
+    ({"call": "draft", "prompt": [1, 2], "anchor": 5, "k": 6}, "k (the draft block size) = 6 is invalid: allowed 1..5 (dspark_block_size, the trained block)"),
     ({"call": "create", "weights_change": {"head.weight": None}}, "tensor 'head.weight' is missing"),
     ({"call": "create", "weights_change": {"norm.weight": {"shape": [127], "length": 127}}}, "expected [128]"),
     (

@@ -38,7 +38,10 @@
       if (!mtp) throw new Error("this config has no draft layers (n_mtp_layers = 0)");
       k = k === undefined ? cfg.dspark_block_size : k;
       if (!Number.isInteger(k) || k < 1 || k > cfg.dspark_block_size)
-        throw new Error(`block size = ${k} is invalid: allowed 1..${cfg.dspark_block_size} (the trained draft block)`);
+        throw new Error(
+          `k (the draft block size) = ${k} is invalid: allowed 1..${cfg.dspark_block_size} ` +
+            "(dspark_block_size, the trained block)",
+        );
       checkIds([anchor], "anchor");
       const p = cache.length;
       if (p === 0) throw new Error("the draft needs the target to have processed a prompt first (empty cache)");
