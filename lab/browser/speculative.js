@@ -14,12 +14,8 @@
   "use strict";
   const ops = root.DSparkOps || require("./ops.js"); // a page loads ops.js first
   const {
-    F64, FP4_E4M3_AMAX_FLOOR, FP4_E8M0_LOWEST_SCALE, FP4_MAX, FP8_LOWEST_SCALE, FP8_MAX, MIN_TEMPERATURE, POW2,
-    RESIDUAL_FLOOR, SUM_LANES, U32, applyRope, argmax, blockAmax, checkSampling, checkTemperature, dot, drawsFrom,
-    engramForward, engramPrimes, engramRowIds, exponentOf, fp4Qdq, fp8Qdq, hcMixes, hcPost, hcPre, isPrime, laneSum,
-    linear, moeForward, pow2, pow2Ceil, pow2Scale, randomModule, residual, rmsNorm, ropeInvFreq, ropeTable,
-    roundHalfEven, roundToGrid, sampleRow, sigmoid, sinkhorn, softmaxInPlace, stableOrderDesc, tokenDistribution,
-    verifyBlock,
+    argmax, checkSampling, checkTemperature, dot, drawsFrom, hcPre, linear, randomModule, rmsNorm, ropeTable,
+    sampleRow, sigmoid, softmaxInPlace, tokenDistribution, verifyBlock,
   } = ops;
 
   /** One model's draft and generation: ctx holds its forward, caches, weights and sizes →
