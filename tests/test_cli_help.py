@@ -84,12 +84,14 @@ def test_help_language_is_read_from_argv(argv, lang) -> None:
     assert help_lang(argv) == lang
 
 
-@pytest.mark.parametrize("argv, needle", BAD_INPUTS, ids=lambda x: " ".join(x)[:40] if isinstance(x, list) else "")
+# an unknown --lang is refused in English (it cannot say which language it wanted): those rows are left out here
+IN_A_LANGUAGE = [case for case in BAD_INPUTS if "--lang" not in case[0]]
+
+
+@pytest.mark.parametrize("argv, needle", IN_A_LANGUAGE, ids=lambda x: " ".join(x)[:40] if isinstance(x, list) else "")
 def test_refusals_follow_lang_vi(capsys, argv, needle) -> None:
     """Each refusal of test_cli.py's table, under --lang vi: the Vietnamese frame, and every option the English
     line names still named (a refusal never loses its option to the translation)."""
-    if "--lang" in argv:
-        pytest.skip("an unknown --lang is refused in English: it cannot say which language it wanted")
     assert main(argv) == 2
     en = capsys.readouterr().err
     assert main([*argv, "--lang", "vi"]) == 2
