@@ -488,7 +488,7 @@ BAD = [  # (task, words the error must hold)
         {"call": "generate", "prompt": [1, 2], "opts": {"temperature": 0.7, "uniform_value": 1.0}},
         "uniform() gave 1: allowed a number in [0, 1)",
     ),
-    ({"call": "draft", "prompt": [1, 2], "anchor": 5, "k": 6}, "k (the draft block size) = 6 is invalid: allowed 1..5 (dspark_block_size, the trained block)"),
+    ({"call": "draft", "prompt": [1, 2], "anchor": 5, "k": 6}, "k (the draft block size) = 6 is invalid: allowed 1..5"),
     ({"call": "create", "weights_change": {"head.weight": None}}, "tensor 'head.weight' is missing"),
     ({"call": "create", "weights_change": {"norm.weight": {"shape": [127], "length": 127}}}, "expected [128]"),
     (
@@ -512,5 +512,5 @@ def test_the_driver_loads_the_pages_scripts_in_the_pages_order():
     from lab.browser import MODEL_SCRIPTS
 
     text = DRIVER.read_text(encoding="utf-8")
-    assert f"const MODEL_SCRIPTS = {json.dumps(list(MODEL_SCRIPTS))};" in text.replace('", "', '", "')
+    assert f"const MODEL_SCRIPTS = {json.dumps(list(MODEL_SCRIPTS))};" in text
     assert MODEL_SCRIPTS[-1] == "model.js" and all((SCRIPT.parent / name).is_file() for name in MODEL_SCRIPTS)
