@@ -1,4 +1,4 @@
-"""Baseline drafters for the DSpark comparisons (research dossier §3.6, §5): MTP-1 and Eagle3-lite.
+"""Baseline drafters for the DSpark comparisons (docs/sources.md: the baselines): MTP-1 and Eagle3-lite.
 
 Both read the frozen target (its embedding, LM head, and either its final hidden state or its tap layers) and
 run one small causal block of their own. A "row" i is the draft's view of position i: it needs the target's

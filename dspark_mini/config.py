@@ -436,7 +436,7 @@ def lab_config(vocab_size: int, compressed_vocab_size: int, noise_token_id: int,
 
 
 def flash_config(**changes: Any) -> ModelConfig:
-    """DeepSeek-V4.1-Flash at real size (research dossier §1)."""
+    """DeepSeek-V4.1-Flash at real size (the published config.json)."""
     cfg = ModelConfig(
         name="flash",
         vocab_size=129_280,

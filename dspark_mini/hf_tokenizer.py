@@ -11,7 +11,7 @@ tokenizer (special tokens kept); a text holding U+FFFD (a piece of a multi-byte 
 ≥ 0x80) is keyed by the token's raw string, any other by `tokenizer.normalize_text` (the lab tokenizer's own rule:
 NFKC → NFD → drop marks → lowercase → collapse whitespace → strip, a lone space kept), or by its text when that
 leaves nothing; equal keys share one compressed id, ids given in order of first appearance. For the real
-vocabulary that gives 99,092 ids (the dossier; every Engram hash multiplier depends on that number).
+vocabulary that gives 99,092 ids (the real tokenizer's; every Engram hash multiplier depends on that number).
 
 A `tokenizer.json` is a file from elsewhere, read before anything else runs, so it is bounded first
 (`read_tokenizer`, `folder_file`): it must be a regular file inside its folder (a FIFO, a folder, a dangling link

@@ -2,7 +2,8 @@
 
 The lab simulates the low-precision weights with quantize→dequantize (`quant.py`); a packed model instead
 *holds* the codes and scales (memory ≈ the checkpoint's bytes) and rebuilds the same values at each use.
-The formats of DeepSeek-V4.1-Flash (research dossier §6.3; E8M0 = UE8M0 = one power-of-two byte, 2^(code − 127)):
+The formats of DeepSeek-V4.1-Flash (its reference code and checkpoint; E8M0 = UE8M0 = one power-of-two byte,
+2^(code − 127)):
 
   format     used for                                    codes                              scales
   fp8_block  dense projections: attention wq_a wq_b     float8_e4m3fn [O, I]              float8_e8m0fnu [O/32, I/32]
@@ -75,7 +76,7 @@ _BLOCK_PREFIX = re.compile(r"^(mtp\.layers|layers)\.\d+\.")
 
 
 def weight_format(lab_name: str) -> str:
-    """The checkpoint format of a lab state-dict tensor: one of FORMATS (dossier §6.3)."""
+    """The checkpoint format of a lab state-dict tensor: one of FORMATS (the real checkpoint's formats)."""
     local = _BLOCK_PREFIX.sub("", lab_name)
     for pattern, fmt in _FORMAT_RULES:
         if re.fullmatch(pattern, local):

@@ -2,7 +2,7 @@
 
 The draft always proposes the whole trained block x_{r,1..k} for every request r of the batch, with calibrated
 confidences c_{r,j} ≈ P(x_{r,j} kept | x_{r,1..j−1} kept). The scheduler picks a verify length ℓ_r ∈ {0..k} per
-request (ℓ_r = 0: verify only the anchor slot, i.e. plain decoding for this round). Notation (research §2.5):
+request (ℓ_r = 0: verify only the anchor slot, i.e. plain decoding for this round). Notation (the DSpark paper's, §3.2):
 
     a_{r,j} = Π_{i≤j} c_{r,i}                 prefix survival: P(drafts 1..j of request r are all kept)
     B       = Σ_r (1 + ℓ_r)                   batch tokens of the verify forward (each anchor slot always runs)
@@ -19,7 +19,7 @@ that path they stop:
   fixed         ℓ_r = L for everyone (L = k by default): the classic "verify the whole block".
   threshold     ℓ_r = the number of leading positions with a_{r,j} ≥ t (stop at the first survival below t).
                 Static: it ignores the load. (DeepSpec's evaluator thresholds the per-position σ(c_j) instead
-                of the product — research §9 item 4; here we threshold the survival, the quantity that is
+                of the product; here we threshold the survival, the quantity that is
                 calibrated.)
   dspark        Algorithm 1 (paper §3.2.2): walk the path and stop at the first candidate that would not
                 raise Θ (the early stop, below).
@@ -31,7 +31,7 @@ that path they stop:
                 — before deciding whether x_{r,j} is verified, and that biases the output (Appendix A;
                 tests/test_scheduler.py shows P(A) = 0.85 where the target says 0.7).
 
-The early stop (Algorithm 1, paper §3.2.2 / research §2.5: start from Θ_best = R·SPS(R); for each candidate in
+The early stop (Algorithm 1, paper §3.2.2: start from Θ_best = R·SPS(R); for each candidate in
 descending a, tentatively extend, and keep it if Θ > Θ_best, else break). With v_n the n-th largest survival on
 the path, B_n = R + n and τ_n = R + v_1 + … + v_n, Θ_best is Θ_{n−1} as long as the walk goes on, so the n-th
 candidate is admitted iff Θ_n > Θ_{n−1}, i.e.

@@ -1,6 +1,6 @@
 """Step 4A · attention: sparse softmax with a sink, MQA (K = V), inverse RoPE, grouped O-LoRA; RoPE and YaRN.
 
-Naive per-query / per-head loops and hand-written RoPE/YaRN (dossier §4.8, §5.2) are the references.
+Naive per-query / per-head loops and hand-written RoPE/YaRN (written from the reference's formulas) are the references.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every bad input gets a clear error that names the option or argument and what is allowed — never a traceback,
-never a hang, never a half-written file (issue 9, "Every bad input").
+never a hang, never a half-written file (docs/reliability.md).
 
 The classes: NaN / ±inf where a float comes in · a bool where an int belongs · an unknown config field · a seed
 outside 0 ≤ seed < 2**63 · an integer option outside its range · a language other than vi and en · a path that

@@ -1,5 +1,5 @@
-"""Parameter and KV-cache budgets: the real-size `flash` model on the meta device (dossier §8) and the
-KV byte accounting of step 6A (dossier §5.3), checked against independent arithmetic from the config.
+"""Parameter and KV-cache budgets: the real-size `flash` model on the meta device (the real checkpoint's groups) and the
+KV byte accounting of step 6A, checked against independent arithmetic from the config.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dspark_mini.kv_cache import kv_bytes
 from dspark_mini.params import count_params
 from dspark_mini.presets import build_model, get_config
 
-BACKBONE_FLASH = 551_880_819_824  # measured (dossier §8: 551.88 B)
-ENGRAM_FLASH = (384_006_168 + 384_016_682) * 256  # dossier §1.2 rows × engram_head_dim = 196.61 B
+BACKBONE_FLASH = 551_880_819_824  # measured (the published count: 551.88 B)
+ENGRAM_FLASH = (384_006_168 + 384_016_682) * 256  # the published config's rows × engram_head_dim = 196.61 B
 
 
 # ---- fixtures --------------------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def flash_counts(flash_model):
     return count_params(flash_model)
 
 
-# ---- independent parameter formula (dossier §5.1 shapes, §8 groups) -------------------------------------
+# ---- independent parameter formula (the reference's shapes, the checkpoint's groups) ----------------------------
 def backbone_groups(c) -> dict[str, int]:
     """Backbone parameters by group, from the config numbers only."""
     D, V, L = c.dim, c.vocab_size, c.n_layers
@@ -186,7 +186,7 @@ def test_flash_param_counts(flash_counts) -> None:
     assert flash_counts["backbone"] == BACKBONE_FLASH
     assert flash_counts["engram"] == ENGRAM_FLASH == 196_613_849_600
     assert round(flash_counts["engram"] / 1e9, 2) == 196.61
-    assert flash_counts["draft"] == pytest.approx(14.23e9, rel=0.005)  # dossier §8: DSpark draft 14.23 B
+    assert flash_counts["draft"] == pytest.approx(14.23e9, rel=0.005)  # the published count: DSpark draft 14.23 B
     assert round(flash_counts["draft"] / 1e9, 2) == 14.23
     assert flash_counts["total"] == flash_counts["backbone"] + flash_counts["engram"] + flash_counts["draft"]
 
@@ -194,7 +194,7 @@ def test_flash_param_counts(flash_counts) -> None:
 def test_flash_backbone_formula_matches_exactly(flash_cfg, flash_counts) -> None:
     groups = backbone_groups(flash_cfg)
     assert sum(groups.values()) == flash_counts["backbone"] == BACKBONE_FLASH
-    # the dossier §8 breakdown, in billions to 2 decimals (its "attention 5.06 B" is the core without
+    # the published breakdown, in billions to 2 decimals (its "attention 5.06 B" is the core without
     # the compressors and indexers, which add 0.06 B and are not listed there)
     assert round(groups["routed_experts"] / 1e9, 2) == 543.58
     assert round(groups["attention"] / 1e9, 2) == 5.06
@@ -224,7 +224,7 @@ def test_lab_formula_matches_model(lab_model) -> None:
 
 def test_flash_draft_formula_matches_exactly(flash_cfg, flash_counts) -> None:
     assert draft_params(flash_cfg) == flash_counts["draft"]
-    # + vision 0.49 B = the dossier's 763.21 B total logical parameters
+    # + vision 0.49 B = the published 763.21 B total logical parameters
     assert round((flash_counts["total"] + 0.49e9) / 1e9, 2) == 763.21
 
 

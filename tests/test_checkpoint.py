@@ -474,7 +474,7 @@ def test_no_pickle_anywhere():
 
 
 def test_a_whole_model_load_draws_no_random_init(monkeypatch):
-    """Target + draft files fill every weight: load_model builds without init_weights (issue 10: no random init
+    """Target + draft files fill every weight: load_model builds without init_weights (no random init
     before a checkpoint load), and every state-dict entry comes from the files."""
     from dspark_mini.model import Transformer
     from lab.weights import lab_model

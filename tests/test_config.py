@@ -2,7 +2,7 @@
 
 Every invalid config below must raise `ConfigError` naming the offending field, showing the bad value
 and saying what is allowed; the two presets must validate and keep their documented numbers
-(`lab`: the teaching contract; `flash`: research dossier §1.2).
+(`lab`: the teaching contract; `flash`: the published config.json).
 """
 
 from __future__ import annotations
@@ -371,7 +371,7 @@ def test_lab_overrides_go_through_get_config() -> None:
     assert info.value.field == "dim"
 
 
-FLASH_EXPECTED = {  # research dossier §1.2
+FLASH_EXPECTED = {  # the published config.json
     "vocab_size": 129_280,
     "dim": 5120,
     "n_layers": 40,
@@ -425,12 +425,12 @@ FLASH_EXPECTED = {  # research dossier §1.2
     "dspark_tap_mix": "concat_proj",
     "gate_temp": 1.0,
     "expert_quant": True,
-    "expert_act_quant": True,  # the reference quantizes every expert GEMM's input to FP8 (dossier §6.3)
+    "expert_act_quant": True,  # the reference quantizes every expert GEMM's input to FP8 (the reference)
 }
 
 
 @pytest.mark.parametrize("field_name", sorted(FLASH_EXPECTED))
-def test_flash_matches_dossier(field_name) -> None:
+def test_flash_matches_the_published_config(field_name) -> None:
     assert getattr(get_config("flash"), field_name) == FLASH_EXPECTED[field_name]
 
 
@@ -445,7 +445,7 @@ def test_flash_derived() -> None:
     assert cfg.candidate_topk_blocks * cfg.candidate_block_size == 16_384
 
 
-def test_flash_engram_rows_match_dossier() -> None:
+def test_flash_engram_rows_match_the_published_config() -> None:
     from dspark_mini.engram import engram_num_embeddings
 
     assert engram_num_embeddings(get_config("flash")) == (384_006_168, 384_016_682)

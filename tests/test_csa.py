@@ -1,7 +1,7 @@
 """Steps 3A-3C · CSA2: the CED schedule (3A), the compressor (3B), the indexer, candidate filter and window (3C).
 
-The schedule is checked against the dossier's §1.3 table written out by hand; the mechanisms against
-scalar re-implementations of §4.3-§4.6.
+The schedule is checked against the reference's layer table written out by hand; the mechanisms against
+scalar re-implementations of the reference's formulas.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def naive_select(scores: torch.Tensor, visible: torch.Tensor, topk_blocks: int, 
 
 # ---- 3A: the schedule ---------------------------------------------------------------------------
 def expected_flash_roles():
-    """The dossier's §1.3 table, written out row by row."""
+    """The reference's layer table, written out row by row."""
     rows = {}
     for i in range(43):
         if i in (0, 1):
@@ -81,7 +81,7 @@ def expected_flash_roles():
     return rows
 
 
-def test_layer_roles_flash_reproduce_dossier_table(flash_cfg):
+def test_layer_roles_flash_reproduce_the_reference_table(flash_cfg):
     roles = layer_roles(flash_cfg)
     assert len(roles) == 43
     want = expected_flash_roles()

@@ -1,4 +1,4 @@
-"""torch.distributed on CPU (gloo): the lab model sharded over 2 and 4 ranks equals one rank (issue 12, item 3).
+"""torch.distributed on CPU (gloo): the lab model sharded over 2 and 4 ranks equals one rank (docs/real-scale.md).
 
 Process launches are the cost here (each rank imports torch), so there are five:
   - one `torchrun --nproc-per-node 4 … check --tp 2 --worlds 4,2` on an export of the trained weights (each rank reads
@@ -216,7 +216,7 @@ def test_a_rank_that_cannot_load_its_shard_fails_on_every_rank(checkpoint, tmp_p
     exchange their outcome before going on, so both fail naming rank 1 and the file — none waits for the other."""
     bad = tmp_path / "bad"
     bad.mkdir()
-    for f in checkpoint.iterdir():  # copies: a shard linked from outside the folder is refused (issue 19)
+    for f in checkpoint.iterdir():  # copies: a shard linked from outside the folder is refused (docs/reliability.md)
         shutil.copy(f, bad / f.name)
     index = json.loads((checkpoint / "model.safetensors.index.json").read_text())
     index["weight_map"]["layers.0.ffn.experts.5.w1.weight"] = "model-00009-of-00009.safetensors"

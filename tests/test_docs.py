@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,34 @@ def test_no_page_speaks_of_how_the_project_was_organised() -> None:
                 line = text.count("\n", 0, m.start()) + 1
                 found.append(f"{path.relative_to(ROOT)}:{line}: {m[0]!r}")
     assert not found, "rewrite these for a reader:\n" + "\n".join(found)
+
+
+# in code, tests and build files: the citations of notes a reader does not have (the docs rule's list, narrowed to
+# what cannot be an ordinary word in a docstring)
+INTERNAL_IN_CODE = (r"\bissues? \d", r"\bissue's\b", r"\bdossiers?\b", r"\bresearch ?§", r"\[KZ\b")
+CHECKERS = ("tests/test_docs.py", "tests/test_imports.py")  # they spell the words they look for
+
+
+def test_no_code_cites_how_the_project_was_organised() -> None:
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    code = [f for f in files if f.endswith((".py", ".js", ".sh", ".toml", ".cfg")) or f in ("Makefile", ".ci/run")]
+    found = []
+    for name in code:
+        if name in CHECKERS or not (ROOT / name).is_file():
+            continue
+        text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
+        for pattern in INTERNAL_IN_CODE:
+            for m in re.finditer(pattern, text, flags=re.IGNORECASE):
+                found.append(f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]!r}")
+    assert len(code) > 100 and not found, "rewrite these for a reader:\n" + "\n".join(found)
+
+
+CITES = ["(issue 10: ≤ 1.25)", "the dossier §8", "(research §2.5)", "[KZ §3.1]", "the issue's bar"]
+
+
+@pytest.mark.parametrize("cite", CITES)
+def test_the_code_list_catches_a_citation(cite) -> None:
+    assert any(re.search(p, cite, flags=re.IGNORECASE) for p in INTERNAL_IN_CODE)
 
 
 @pytest.mark.parametrize("word", ["the session of issue 22", "device status: not drawn", "hồ sơ nghiên cứu"])

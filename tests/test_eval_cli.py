@@ -1,4 +1,4 @@
-"""`dspark-lab eval` on the shipped weights: the JSON the issue asks for, the tables, and clear errors."""
+"""`dspark-lab eval` on the shipped weights: the JSON it writes, the tables, and clear errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `flash-cpu` preset (issue 22, item 1): every width of DeepSeek-V4.1-Flash, few layers, experts and Engram rows.
+"""The `flash-cpu` preset (docs/real-scale.md): every width of DeepSeek-V4.1-Flash, few layers, experts and Engram rows.
 
 Built on `meta` only (its 3 B parameters take minutes to draw on 2 cores; the full run, its tokens/s and its peak
 memory against the estimate, is `bench/flash_cpu.py`, part of `make bench`): every weight has the shape the same

@@ -3,7 +3,7 @@
 The tokenizer is trained here, with `tokenizers` itself: a byte-level BPE (ByteLevel pre-tokenizer and decoder, the
 256 byte tokens as its alphabet) on a few hundred lines of English, Vietnamese and code, saved to a temporary
 checkpoint folder with a tokenizer_config.json naming the specials. The Engram compressed vocabulary is checked
-against a re-derivation written here from the dossier's rule (each id decoded alone, U+FFFD → the raw token string,
+against a re-derivation written here from the reference's rule (each id decoded alone, U+FFFD → the raw token string,
 else the normalized text in plain Python, or the text when that is empty; first appearance).
 """
 
@@ -77,7 +77,7 @@ def tok(folder) -> HFTokenizer:
 
 
 def naive_compressed(path) -> tuple[list[int], int]:
-    """The compressed vocabulary re-derived from the dossier's rule, id by id, with plain-Python normalization."""
+    """The compressed vocabulary re-derived from the reference's rule, id by id, with plain-Python normalization."""
     raw = Tokenizer.from_file(str(path))
     keys: dict[str, int] = {}
     out = []

@@ -1,6 +1,6 @@
 """Step 2A · mHC: Sinkhorn comb, the coefficient predictor, collapse/expand and single-pass timing.
 
-Every check compares against a naive re-implementation written from the dossier (§3), element by element,
+Every check compares against a naive re-implementation written from the reference's formulas, element by element,
 or against an invariant (doubly stochastic, one-hot first mix, no learned head mix).
 """
 
@@ -55,7 +55,7 @@ def naive_rmsnorm(v: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Te
 
 
 def naive_mixes(x: torch.Tensor, hc: HyperConnection):
-    """x [B, S, hc, D] → pre, post, comb computed token by token from the dossier's formulas."""
+    """x [B, S, hc, D] → pre, post, comb computed token by token from the reference's formulas."""
     B, S, n, D = x.shape
     fn, base, scale = hc.fn.detach(), hc.base.detach(), hc.scale.detach()
     pre = torch.empty(B, S, n, dtype=F64)

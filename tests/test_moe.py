@@ -1,6 +1,6 @@
 """Step 5A · MoE: the sqrtsoftplus router with a select-only bias, clamped SwiGLU experts, MXFP4 weights.
 
-Checked against scalar re-implementations written from the dossier (§6.1, §6.2) and hand-built cases.
+Checked against scalar re-implementations written from the reference's formulas and hand-built cases.
 """
 
 from __future__ import annotations

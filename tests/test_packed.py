@@ -114,8 +114,8 @@ def test_scale_dtypes_shapes_and_values() -> None:
     assert torch.equal(s.to(torch.float32), torch.exp2(e.float()))  # a scale byte is 2^(code − 127)
 
 
-def test_real_shapes_of_the_dossier() -> None:
-    """Packed shapes at DeepSeek-V4.1-Flash size (dossier §2.2, §5.1, §6.3, §7.2) — no data needed."""
+def test_real_shapes_of_the_published_checkpoint() -> None:
+    """Packed shapes at DeepSeek-V4.1-Flash size (the real checkpoint's) — no data needed."""
     assert packed_shapes("mxfp4", (2304, 5120)) == ((2304, 2560), (2304, 160))  # routed w1 / w3
     assert packed_shapes("mxfp4", (5120, 2304)) == ((5120, 1152), (5120, 72))  # routed w2
     assert packed_shapes("fp8_block", (1280, 5120)) == ((1280, 5120), (40, 160))  # wq_a
@@ -143,7 +143,7 @@ def test_bad_input_names_the_tensor() -> None:
         pack("fp8_block", torch.full((32, 32), 1e300, dtype=torch.float64))
 
 
-def test_weight_format_follows_the_dossier_table() -> None:
+def test_weight_format_follows_the_reference_table() -> None:
     assert weight_format("layers.3.ffn.experts.7.w2.weight") == "mxfp4"
     assert weight_format("mtp.layers.1.ffn.experts.0.w1.weight") == "mxfp4"
     assert weight_format("layers.0.engram.embed.weight") == "fp8_rows"

@@ -1,4 +1,4 @@
-"""The dossier's §10 port checklist: one test per documented mistake, asserting the model avoids it."""
+"""A port checklist of DeepSeek-V4.1-Flash's reference: one test per known mistake, asserting the model avoids it."""
 
 from __future__ import annotations
 
@@ -247,7 +247,7 @@ def test_pitfall_13_engram_multipliers_and_prime_order(lab_cfg, lab_model):
     layer_major = tuple(tuple(flat[l * K * H : (l + 1) * K * H]) for l in range(L))
     assert engram_primes(lab_cfg) == layer_major
     sizes = engram_num_embeddings(lab_cfg)
-    assert sizes == tuple(sum(p) for p in layer_major) == (5148, 5388)  # dossier §11
+    assert sizes == tuple(sum(p) for p in layer_major) == (5148, 5388)  # the reference's layer-major sizes
     assert [lab_model.layers[l].engram.embed.num_embeddings for l in lab_cfg.engram_layer_ids] == list(sizes)
     # drawing the layer innermost (order → head → layer) would give other table sizes
     layer_minor = [sum(flat[j] for j in range(len(flat)) if j % L == l) for l in range(L)]

@@ -1,7 +1,7 @@
-"""Device, dtype and the per-rank memory estimate (lab/realscale/placement.py; issue 12, items 1–2).
+"""Device, dtype and the per-rank memory estimate (lab/realscale/placement.py).
 
 The estimate is checked against what the models really hold (one rank here; 2 and 4 ranks in test_distributed.py),
-against the dossier's 61.51 GiB per rank of the real checkpoint on 8 ranks (header-only shards, no data), and
+against the published 61.51 GiB per rank of the real checkpoint on 8 ranks (header-only shards, no data), and
 it refuses — with the estimate, what is free and what to change — before any weight is allocated. The lab model
 built in float32 or bfloat16 keeps greedy speculative decoding lossless, and its float32 logits stay within a
 stated tolerance of float64.
@@ -88,7 +88,7 @@ def test_estimate_of_a_packed_load_and_of_what_is_read(official) -> None:
         assert est.stored_bytes == load_sharded(official, SINGLE, packed=packed).read_bytes == total  # all of it
 
 
-def test_real_checkpoint_on_8_ranks_is_the_dossiers_61_51_gib(flash_headers) -> None:
+def test_real_checkpoint_on_8_ranks_is_the_published_61_51_gib(flash_headers) -> None:
     """Notebook 09 §4 calls the same function: 61.51 GiB of the checkpoint per rank on 8 × H200 (tp 8), packed."""
     cfg = get_config("flash")
     ranks = [Parallel(rank=r, size=8, tp_rank=r, tp=8) for r in range(8)]

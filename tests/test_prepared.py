@@ -1,4 +1,4 @@
-"""Static weights prepared once (issue 10 item 1): the MXFP4 routed experts stacked and QDQ'd, the FP8 Engram
+"""Static weights prepared once (docs/speed.md): the MXFP4 routed experts stacked and QDQ'd, the FP8 Engram
 tables QDQ'd — built once for inference, rebuilt when a parameter changes, never used while training.
 
 The reference is the per-use path (`quant.per_use_static_qdq()`: every forward re-quantizes every static weight,

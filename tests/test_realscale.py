@@ -3,7 +3,7 @@
 The trained lab weights exported in the official layout and read back give the same logits (≤ 1e-6; in fact
 bit-identical) and the same greedy tokens, plain and speculative; a rank reads only the tensors it asks for;
 `inspect` finds nothing wrong with the export, names every tampered tensor, and on header-only shards at the
-real `flash` shapes reproduces the dossier's bytes per group. Bad folders fail with errors naming the file and
+real `flash` shapes reproduces the real checkpoint's bytes per group. Bad folders fail with errors naming the file and
 the tensor.
 """
 
@@ -41,11 +41,11 @@ from lab.realscale.layout import config_from_official, official_text_config
 from lab.realscale.shards import INDEX, read_header
 
 GIB = 2**30
-# DeepSeek-V4.1-Flash, measured from the real checkpoint's headers (dossier §8, [KZ §3.1])
-DOSSIER_BYTES, DOSSIER_TENSORS = 510_286_023_000, 96_085
-DOSSIER_GIB = {"routed_experts": 268.95, "engram": 189.13, "dspark": 7.39, "attention": 4.72,
+# DeepSeek-V4.1-Flash, measured from the real checkpoint's headers
+PUBLISHED_BYTES, PUBLISHED_TENSORS = 510_286_023_000, 96_085
+PUBLISHED_GIB = {"routed_experts": 268.95, "engram": 189.13, "dspark": 7.39, "attention": 4.72,
                "shared_experts": 1.32, "embed": 1.23, "head": 1.23, "other": 0.37}  # fmt: skip
-DOSSIER_VISION_GIB = 0.90  # the vision tower + aligner: not in the lab
+PUBLISHED_VISION_GIB = 0.90  # the vision tower + aligner: not in the lab
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +88,11 @@ def test_layout_at_flash_widths_is_the_models_state_dict() -> None:
     assert lab_tensors(cfg) == {k: (tuple(t.shape), t.dtype) for k, t in sd.items()}
 
 
-def test_checkpoint_names_dtypes_and_shapes_of_the_dossier() -> None:
+def test_checkpoint_names_dtypes_and_shapes_of_the_real_checkpoint() -> None:
     cfg = get_config("flash")
     entries = {s.name: (s.dtype, s.shape) for s in layout(cfg, "official")}
     f8, e8, i8, bf, f32 = torch.float8_e4m3fn, torch.float8_e8m0fnu, torch.int8, torch.bfloat16, torch.float32
-    assert entries["layers.1.engram.embed.weight"] == (f8, (384_006_168, 256))  # [KZ §3.1]
+    assert entries["layers.1.engram.embed.weight"] == (f8, (384_006_168, 256))  # the real checkpoint's header
     assert entries["layers.1.engram.embed.scale"] == (e8, (384_006_168, 8))
     assert entries["layers.14.engram.embed.weight"] == (f8, (384_016_682, 256))
     assert entries["layers.0.ffn.experts.0.w1.weight"] == (i8, (2304, 2560))  # MXFP4, two a byte
@@ -317,19 +317,19 @@ def test_inspect_reports_every_tampered_tensor(copy_of) -> None:
         load_checkpoint(copy_of, select=[retyped])
 
 
-def test_real_shape_synthetic_headers_give_the_dossier_totals(tmp_path) -> None:
+def test_real_shape_synthetic_headers_give_the_published_totals(tmp_path) -> None:
     """Header-only shards at the real `flash` shapes (no data: ~10 MB of headers for 474 GiB)."""
     d = write_header_only(get_config("flash"), tmp_path / "flash", shards=48)
     assert sum(p.stat().st_size for p in d.iterdir()) < 32 * 2**20
     r = inspect_checkpoint(d)
     assert r["problems"] == [] and r["config"] == "flash" and r["header_only_shards"] == 48
-    assert {g: v["gib"] for g, v in r["groups"].items()} == DOSSIER_GIB  # every group, to the dossier's 0.01 GiB
+    assert {g: v["gib"] for g, v in r["groups"].items()} == PUBLISHED_GIB  # every group, to the published 0.01 GiB
     assert r["groups"]["routed_experts"]["bytes"] == 40 * 384 * 3 * (2304 * 2560 + 2304 * 160)
-    # the dossier's totals include the vision tower + aligner (0.90 GiB) and the router's bias_vl, not in the lab:
+    # the published totals include the vision tower + aligner (0.90 GiB) and the router's bias_vl, not in the lab:
     assert r["n_tensors"] == 95_776 and r["total_bytes"] == 509_315_423_064
-    assert DOSSIER_TENSORS - r["n_tensors"] == 309
-    assert round((DOSSIER_BYTES - r["total_bytes"]) / GIB, 2) == DOSSIER_VISION_GIB
-    assert round(r["total_bytes"] / GIB + DOSSIER_VISION_GIB, 2) == round(DOSSIER_BYTES / GIB, 2) == 475.24
+    assert PUBLISHED_TENSORS - r["n_tensors"] == 309
+    assert round((PUBLISHED_BYTES - r["total_bytes"]) / GIB, 2) == PUBLISHED_VISION_GIB
+    assert round(r["total_bytes"] / GIB + PUBLISHED_VISION_GIB, 2) == round(PUBLISHED_BYTES / GIB, 2) == 475.24
     with pytest.raises(RealScaleError, match="header-only"):
         load_checkpoint(d)
 

@@ -64,7 +64,7 @@ def test_a_tampered_export_fails_inspect_with_exit_1(exported, tmp_path, capsys)
     assert code == 1 and "problem" in captured.err and "Traceback" not in captured.err
 
 
-def test_header_only_flash_set_reads_as_the_dossier_without_data(tmp_path, capsys) -> None:
+def test_header_only_flash_set_reads_as_the_real_checkpoint_without_data(tmp_path, capsys) -> None:
     out = tmp_path / "flash"
     code, report = run_json(capsys, ["checkpoint", "headers", "--out", str(out), "--json"])
     assert code == 0 and report["problems"] == [] and report["header_only_shards"] == 48

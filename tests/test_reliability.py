@@ -1,4 +1,4 @@
-"""Reliability (issue 19): nothing lost, nothing leaked, nothing unbounded — one file, four parts.
+"""Reliability (docs/reliability.md): nothing lost, nothing leaked, nothing unbounded — one file, four parts.
 
 Nothing lost: atomic writes, folders swapped in whole, folders the lab owns.
 Every case asserts the exit code (or the error), the one line naming the option or the path, and the files on disk

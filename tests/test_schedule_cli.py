@@ -1,5 +1,5 @@
 """`dspark-lab schedule` and `dspark-lab profile --sps` (lab/serving/cli.py, schedule.py, profile_sps.py): the JSON
-contract, what the load simulation on the shipped data must show (issue 11), a tiny real SPS measurement that
+contract, what the load simulation on the shipped data must show, a tiny real SPS measurement that
 writes a valid table, the plots, and bad input. No test reads a timing value: only structure, and monotonicity
 after forcing (or of the shipped, recorded data)."""
 
@@ -103,7 +103,7 @@ def test_dspark_cuts_the_verify_length_and_beats_fixed_as_load_grows(report, tab
     assert all(b <= a for a, b in zip(lens[1:], lens[2:], strict=False)), lens
     assert lens[-1] <= lens[0] - 3.0
     d, f = (series(report, table, p, "throughput") for p in ("dspark", "fixed"))
-    assert d[-1] >= f[-1]  # the issue's "done when": dspark ≥ fixed at R = 256
+    assert d[-1] >= f[-1]  # what docs/serving.md states: dspark ≥ fixed at R = 256
     assert d[-1] > 1.3 * f[-1]
     assert all(a > b for a, b in zip(d[4:], f[4:], strict=True))  # R ≥ 16: the cut pays
     asy = series(report, table, "dspark-async", "throughput")

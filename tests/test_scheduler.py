@@ -4,7 +4,7 @@ non-anticipation property that makes a policy exact, the paper's Appendix A coun
 input validation.
 
 Brute force: for R ≤ 3 requests and k ≤ 3 drafts every prefix-length vector ℓ ∈ {0..k}^R is enumerated and its
-Θ(ℓ) = τ*(ℓ) · SPS(B(ℓ)) computed from the definitions (research §2.5).
+Θ(ℓ) = τ*(ℓ) · SPS(B(ℓ)) computed from the definitions (the DSpark paper's).
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ P_D2, P_T2, P_T3 = torch.tensor([0.5, 0.5], dtype=F64), torch.tensor([0.6, 0.4],
 
 
 def first_tokens(policy: str, n: int, seed: int = 0) -> torch.Tensor:
-    """The paper's Appendix A (research §2.5): R = 1, k = 2, c1 = 0.8, SPS(1, 2, 3) = (1, 0.5, 0.45); the draft
+    """The paper's Appendix A: R = 1, k = 2, c1 = 0.8, SPS(1, 2, 3) = (1, 0.5, 0.45); the draft
     samples x1 from p_d = (0.5, 0.5) over {A, B}; the confidence head then gives c2 = 0.9 after A and 0 after B.
     The scheduler picks ℓ, the real verifier (verify_block) runs over [x1..x_ℓ], and the first output token is
     recorded. The target's own distribution for it is p_t = (0.7, 0.3). → [n] first tokens."""

@@ -75,7 +75,7 @@ def test_drafters_reproduce_their_recorded_tau(recorded, remeasured):
 
 
 def test_every_drafter_trained_on_the_same_target_cache_with_the_same_budget(recorded):
-    """Issue 21's fairness: one target cache (its sha256 is the shipped target_cache.safetensors'), and every drafter
+    """Fairness: one target cache (its sha256 is the shipped target_cache.safetensors'), and every drafter
     trained on its windows with the same steps × batch, so the same target tokens seen."""
     import hashlib
 

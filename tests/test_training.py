@@ -1,4 +1,4 @@
-"""Training the target (issue: train it): the loss falls, the right parts learn, the checkpoint reproduces
+"""Training the target: the loss falls, the right parts learn, the checkpoint reproduces
 its recorded numbers, and the CLI commands behave."""
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def verify_cost(model, prefix: torch.Tensor, ks: list[int], reps: int) -> dict[i
     return out
 
 
-VERIFY_CACHE_LENGTHS = (32, 200)  # the cache lengths `profile` reports verify ÷ step at (issue 10: ≤ 1.25 at k = 5)
+VERIFY_CACHE_LENGTHS = (32, 200)  # the cache lengths `profile` reports verify ÷ step at (docs/speed.md)
 
 
 def verify_steps(model, ks: list[int], reps: int, cache_lengths=VERIFY_CACHE_LENGTHS, seed: int = 0) -> dict:

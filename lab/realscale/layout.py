@@ -1,14 +1,14 @@
 """The official checkpoint layout of DeepSeek-V4.1-Flash, and how the lab's state dict maps onto it.
 
 Every tensor a config's model holds, by its lab name, with its checkpoint name, its logical shape, the dtype
-the lab holds it in, its format in the real checkpoint (dspark_mini.packed.weight_format, dossier §6.3) and the
+the lab holds it in, its format in the real checkpoint (dspark_mini.packed.weight_format) and the
 group `inspect` counts its bytes under. Computed from the config alone (nothing is built, so the real `flash`
 size costs nothing); tests check it against `build_model(cfg, device="meta").state_dict()`.
 
-Names. The checkpoint uses the reference's module names (`inference/model.py`; dossier §2–§7, header audit
-[KZ §3.1]): `embed.weight`, `layers.{i}.attn.wq_a.weight`, `layers.{i}.ffn.experts.{e}.w1.weight`,
+Names. The checkpoint uses the reference's module names (`inference/model.py`, and the
+real checkpoint's headers): `embed.weight`, `layers.{i}.attn.wq_a.weight`, `layers.{i}.ffn.experts.{e}.w1.weight`,
 `layers.{1,14}.engram.embed.weight`, `mtp.{k}.…` for the DSpark stages, and a packed weight `X.weight` has its
-scales beside it as `X.scale`. The lab's names are the same except (where the dossier is silent, our choice):
+scales beside it as `X.scale`. The lab's names are the same except (where the reference is silent, our choice):
   lab                                   checkpoint
   layers.{i}.hc_attn.fn / .base / .scale   layers.{i}.hc_attn_fn / hc_attn_base / hc_attn_scale   (same for hc_ffn)
   mtp.layers.{k}.<block tensor>         mtp.{k}.<block tensor>            (a DSpark stage is a full Block)
@@ -44,7 +44,7 @@ from dspark_mini.packed import E8M0, FP8, PACKED_FORMATS, packed_shapes, weight_
 STYLES = ("lab", "official")
 GROUPS = ("routed_experts", "engram", "dspark", "attention", "shared_experts", "embed", "head", "other")
 OFFICIAL_FLOAT = {"bf16": torch.bfloat16, "fp32": torch.float32}
-MXFP4_STORED = torch.int8  # the checkpoint stores the E2M1 bytes as I8 [KZ §3.1]; the lab holds them as uint8
+MXFP4_STORED = torch.int8  # the checkpoint stores the E2M1 bytes as I8 (its headers); the lab holds them as uint8
 
 # safetensors dtype codes ↔ torch dtypes: the lab checkpoint's table plus the two float8 formats the official one uses
 ST_DTYPES = {**CHECKPOINT_DTYPES, "F8_E4M3": FP8, "F8_E8M0": E8M0}
@@ -166,7 +166,7 @@ def checkpoint_name(lab: str, cfg: ModelConfig) -> str:
 
 
 def group_of(name: str) -> str:
-    """The byte-count group of a checkpoint tensor name (the grouping of the dossier §8 / [KZ §3.1])."""
+    """The byte-count group of a checkpoint tensor name (the grouping of docs/real-scale.md)."""
     if name.startswith("mtp."):
         return "dspark"
     if ".ffn.experts." in name:
@@ -252,7 +252,7 @@ LAB_VERSION = 1
 
 
 def official_text_config(cfg: ModelConfig) -> dict:
-    """The HF `text_config` of a config, with the official key names (dossier §1.2)."""
+    """The HF `text_config` of a config, with the official key names (the published config.json)."""
     return {
         "model_type": "deepseek_v41_text",
         "vocab_size": cfg.vocab_size,

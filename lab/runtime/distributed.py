@@ -2,7 +2,7 @@
 
 The sharding rules are those of DeepSeek's reference inference code (`inference/model.py` of the V4.1-Flash
 repository: `ParallelEmbedding`, `ColumnParallelLinear`, `RowParallelLinear`, `ParallelEngramEmbedding`, `MoE`,
-`ParallelHead`; research dossier §0.1 and §8), written again here in our own words, applied to a built lab model
+`ParallelHead`), written again here in our own words, applied to a built lab model
 from the outside: the modules of `dspark_mini` are not edited, their submodules are swapped or sliced by walking
 the module tree (as `dspark_mini.packed.pack_model` does). Inference only (the collectives carry no gradient).
 

@@ -174,7 +174,7 @@ def plan_cost(
     scheduler: Scheduler, confidences, stale=None, reps: int = 50, clock: Callable[[], float] = time.perf_counter
 ) -> dict[str, float]:
     """The scheduler's own time per round: p50 / p95 / p99 seconds of `scheduler.plan` over `reps` calls
-    (nearest rank). The issue asks for it to be reported beside the verify forward it must stay small next to."""
+    (nearest rank). It is reported beside the verify forward it must stay small next to."""
     check_int(reps, "reps", 1)
     times = []
     for _ in range(reps):

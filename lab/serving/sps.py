@@ -1,5 +1,5 @@
 """SPS(B): the target's verify steps per second as a function of the batch-token count B — the cost table the
-confidence scheduler reads (dspark_mini/scheduler.py; research §2.5).
+confidence scheduler reads (dspark_mini/scheduler.py).
 
 What a table holds. Measured (or synthetic) points (B_i, SPS_i), B_1 < B_2 < …, and a rule for the B in between:
 
@@ -10,7 +10,7 @@ What a table holds. Measured (or synthetic) points (B_i, SPS_i), B_1 < B_2 < …
 Below B_1 the step costs t(B_1); beyond the last point the step time grows on with the slope of the last
 segment (an estimate: measure far enough for the loads you simulate — `max_batch_tokens`).
 
-Forced monotone, as the engines do (vLLM forces its profiled cost tables monotone, research §2.5): the step
+Forced monotone, as the engines do (vLLM forces its profiled cost tables monotone): the step
 time may not fall as B grows, so SPS(B) is non-increasing. A measured dip (noise, a lucky kernel) is raised to
 the running maximum of the step time over the smaller sizes. The token throughput B·SPS(B) is deliberately
 NOT forced non-decreasing: on a staircase it really drops right after each bucket edge (the padded tokens are

@@ -2,7 +2,7 @@
 
 - MTP-1 (DeepSeek-V3 §2.2): rows i = 0 … S−1 of a window, from the target's final hidden h_i and the true token
   x_{i+1}; cross-entropy on the true next-next token x_{i+2}.
-- Eagle3 (training-time test, dossier §3.6): step 0 runs the rows i = 0 … S−1 from the taps at i and x_{i+1};
+- Eagle3 (training-time test): step 0 runs the rows i = 0 … S−1 from the taps at i and x_{i+1};
   step j = 1 … k−1 feeds x_{i+1+j} and the step j−1 output hidden of the same row, at RoPE position i + j, and
   a row of step j sees the step-0 rows in its window plus its own rows of steps 1..j. Loss: soft cross-entropy
   against the target's next-token distribution at position i+1+j (the one that produced x_{i+2+j}), step weight
