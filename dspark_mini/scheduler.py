@@ -2,7 +2,8 @@
 
 The draft always proposes the whole trained block x_{r,1..k} for every request r of the batch, with calibrated
 confidences c_{r,j} ≈ P(x_{r,j} kept | x_{r,1..j−1} kept). The scheduler picks a verify length ℓ_r ∈ {0..k} per
-request (ℓ_r = 0: verify only the anchor slot, i.e. plain decoding for this round). Notation (the DSpark paper's, §3.2):
+request (ℓ_r = 0: verify only the anchor slot, i.e. plain decoding for this round). Notation (the DSpark paper's,
+§3.2.2):
 
     a_{r,j} = Π_{i≤j} c_{r,i}                 prefix survival: P(drafts 1..j of request r are all kept)
     B       = Σ_r (1 + ℓ_r)                   batch tokens of the verify forward (each anchor slot always runs)

@@ -623,13 +623,11 @@
     return { y, chosen, weights, scores };
   }
 
-
+  // what attention.js, speculative.js and model.js read (the rest is this file's own)
   return {
-    F64, FP4_E4M3_AMAX_FLOOR, FP4_E8M0_LOWEST_SCALE, FP4_MAX, FP8_LOWEST_SCALE, FP8_MAX, MIN_TEMPERATURE, POW2,
-    RESIDUAL_FLOOR, SUM_LANES, U32, applyRope, argmax, blockAmax, checkSampling, checkTemperature, dot, drawsFrom,
-    engramForward, engramPrimes, engramRowIds, exponentOf, fp4Qdq, fp8Qdq, hcMixes, hcPost, hcPre, isPrime, laneSum,
-    linear, moeForward, pow2, pow2Ceil, pow2Scale, randomModule, residual, rmsNorm, ropeInvFreq, ropeTable,
-    roundHalfEven, roundToGrid, sampleRow, sigmoid, sinkhorn, softmaxInPlace, stableOrderDesc, tokenDistribution,
-    verifyBlock,
+    MIN_TEMPERATURE, applyRope, argmax, checkSampling, checkTemperature, dot, drawsFrom, engramForward, engramPrimes,
+    engramRowIds, fp4Qdq, fp8Qdq, hcMixes, hcPost, hcPre, laneSum, linear, moeForward, pow2Scale, randomModule,
+    residual, rmsNorm, ropeInvFreq, ropeTable, roundToGrid, sampleRow, sigmoid, softmaxInPlace, stableOrderDesc,
+    tokenDistribution, verifyBlock,
   };
 });
